@@ -1,0 +1,126 @@
+"""TFRecord feature names and specs, and the tf.data readers for them.
+
+This module is the only place where feature names, dtypes and shapes of the
+original release's records are written down (original_release.md section 1.2).
+Writers (pretraining_data, classifier_data, squad) and readers (the training
+scripts) both import from here.
+"""
+
+import collections
+
+import tensorflow as tf
+
+# === Pre-training records (create_pretraining_data.py -> run_pretraining.py) ===
+# Order matters for nothing but readability; serialization sorts the keys.
+PRETRAINING_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
+PRETRAINING_PRED_INT_FEATURES = ("masked_lm_positions", "masked_lm_ids")
+PRETRAINING_PRED_FLOAT_FEATURES = ("masked_lm_weights",)
+NEXT_SENTENCE_LABELS = "next_sentence_labels"
+
+# === Classifier records (run_classifier.py) ===
+CLASSIFIER_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
+LABEL_IDS = "label_ids"
+IS_REAL_EXAMPLE = "is_real_example"
+
+# === SQuAD records (run_squad.py) ===
+UNIQUE_IDS = "unique_ids"
+START_POSITIONS = "start_positions"
+END_POSITIONS = "end_positions"
+IS_IMPOSSIBLE = "is_impossible"
+
+
+def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
+    """The parsing spec of one pre-training tf.train.Example."""
+    spec = {}
+    for name in PRETRAINING_SEQ_FEATURES:
+        spec[name] = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    for name in PRETRAINING_PRED_INT_FEATURES:
+        spec[name] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+    for name in PRETRAINING_PRED_FLOAT_FEATURES:
+        spec[name] = tf.io.FixedLenFeature(
+            [max_predictions_per_seq], tf.float32
+        )
+    spec[NEXT_SENTENCE_LABELS] = tf.io.FixedLenFeature([1], tf.int64)
+    return spec
+
+
+def classifier_feature_spec(max_seq_length, label_dtype=tf.int64):
+    """The parsing spec of one classifier tf.train.Example.
+
+    `label_dtype` is tf.float32 for regression tasks (STS-B); the original's
+    four tasks are all classification and use int64.
+    """
+    spec = {
+        name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
+        for name in CLASSIFIER_SEQ_FEATURES
+    }
+    spec[LABEL_IDS] = tf.io.FixedLenFeature([], label_dtype)
+    spec[IS_REAL_EXAMPLE] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+
+def squad_feature_spec(max_seq_length, is_training):
+    """The parsing spec of one SQuAD tf.train.Example (as run_squad reads it)."""
+    spec = {UNIQUE_IDS: tf.io.FixedLenFeature([], tf.int64)}
+    for name in CLASSIFIER_SEQ_FEATURES:
+        spec[name] = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+    if is_training:
+        spec[START_POSITIONS] = tf.io.FixedLenFeature([], tf.int64)
+        spec[END_POSITIONS] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
+
+
+# === Writing ===
+
+
+def int_feature(values):
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def float_feature(values):
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def serialize_example(features):
+    """Serializes an ordered mapping name -> tf.train.Feature deterministically.
+
+    The original's bytes change from run to run because protobuf does not fix
+    the order of map entries; `deterministic=True` sorts them, so the same
+    record always gives the same bytes.
+    """
+    example = tf.train.Example(
+        features=tf.train.Features(feature=collections.OrderedDict(features))
+    )
+    return example.SerializeToString(deterministic=True)
+
+
+# === Reading ===
+
+
+def decode_record(record, spec):
+    """Parses one record; int64 features become int32 (TPUs want int32)."""
+    example = tf.io.parse_single_example(record, spec)
+    return {
+        name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+        for name, t in example.items()
+    }
+
+
+def expand_input_files(input_file):
+    """A comma-separated list of globs -> sorted list of existing files.
+
+    Raises:
+      FileNotFoundError: naming the pattern that matched nothing.
+    """
+    files = []
+    for pattern in input_file.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        matched = sorted(tf.io.gfile.glob(pattern))
+        if not matched:
+            raise FileNotFoundError(f"No file matches input pattern {pattern!r}")
+        files.extend(matched)
+    if not files:
+        raise FileNotFoundError(f"No input files given in {input_file!r}")
+    return files

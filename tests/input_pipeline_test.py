@@ -1,0 +1,44 @@
+"""Feature specs and deterministic serialization."""
+
+import pytest
+import tensorflow as tf
+
+from modeling import input_pipeline as ip
+
+
+def _pretraining_features(seq=8, preds=3):
+    return {
+        "input_ids": ip.int_feature([2, 5, 7, 3] + [0] * (seq - 4)),
+        "input_mask": ip.int_feature([1] * 4 + [0] * (seq - 4)),
+        "segment_ids": ip.int_feature([0] * seq),
+        "masked_lm_positions": ip.int_feature([1, 0, 0][:preds]),
+        "masked_lm_ids": ip.int_feature([5, 0, 0][:preds]),
+        "masked_lm_weights": ip.float_feature([1.0, 0.0, 0.0][:preds]),
+        "next_sentence_labels": ip.int_feature([1]),
+    }
+
+
+def test_serialization_is_independent_of_insertion_order():
+    feats = _pretraining_features()
+    reordered = dict(reversed(list(feats.items())))
+    assert ip.serialize_example(feats) == ip.serialize_example(reordered)
+
+
+def test_decode_roundtrip_casts_ints_to_int32():
+    record = ip.serialize_example(_pretraining_features())
+    parsed = ip.decode_record(
+        tf.constant(record), ip.pretraining_feature_spec(8, 3)
+    )
+    assert parsed["input_ids"].dtype == tf.int32
+    assert parsed["masked_lm_weights"].dtype == tf.float32
+    assert parsed["input_ids"].numpy().tolist() == [2, 5, 7, 3, 0, 0, 0, 0]
+    assert parsed["next_sentence_labels"].numpy().tolist() == [1]
+
+
+def test_expand_input_files_names_the_missing_pattern(tmp_path):
+    (tmp_path / "a.txt").write_text("x")
+    (tmp_path / "b.txt").write_text("y")
+    files = ip.expand_input_files(f"{tmp_path}/*.txt")
+    assert [f.rsplit("/", 1)[1] for f in files] == ["a.txt", "b.txt"]
+    with pytest.raises(FileNotFoundError, match="nothing_here"):
+        ip.expand_input_files(f"{tmp_path}/a.txt,{tmp_path}/nothing_here*")
