@@ -1,0 +1,590 @@
+"""Tokenization classes of the original BERT release, token for token.
+
+`FullTokenizer` runs `BasicTokenizer` (clean text, space out CJK characters,
+whitespace split, lower-case and strip accents, split punctuation) and then
+`WordpieceTokenizer` (greedy longest-match-first with `##` continuations).
+The rules are those of google-research/bert `tokenization.py`; the spec lists
+them in ../shared/spec/original_release.md section 1.6.
+
+The implementation differs only in speed: character classes are precomputed
+into regular expressions and whole-word results are cached, which is exact
+because every step after the whitespace split depends on the word alone.
+
+Vocabulary files are read as UTF-8 on every platform and checked at load
+(see `check_vocab`): bad bytes are an error naming the file and line;
+duplicate tokens, missing special tokens and a casing that disagrees with
+`do_lower_case` are logged as warnings.
+"""
+
+import collections
+import re
+import unicodedata
+
+from absl import logging
+
+# The special tokens of the released vocabularies, in their order there.
+PAD_TOKEN = "[PAD]"
+UNK_TOKEN = "[UNK]"
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+MASK_TOKEN = "[MASK]"
+SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
+
+# The CJK Unified Ideographs blocks, as in the original. Hangul, Hiragana
+# and Katakana are not in them: those scripts are written with spaces.
+CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+
+# ASCII characters the original treats as punctuation although Unicode
+# puts some of them in S* categories ("^", "$", "`", ...).
+ASCII_PUNCTUATION_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
+
+# Caches of whole-word results are cleared when they reach this size, so
+# memory stays bounded on unbounded input.
+_MAX_CACHE_SIZE = 1_000_000
+
+_LOWER_MODELS = (
+    "uncased_L-24_H-1024_A-16",
+    "uncased_L-12_H-768_A-12",
+    "multilingual_L-12_H-768_A-12",
+    "chinese_L-12_H-768_A-12",
+)
+_CASED_MODELS = (
+    "cased_L-12_H-768_A-12",
+    "cased_L-24_H-1024_A-16",
+    "multi_cased_L-12_H-768_A-12",
+)
+
+
+def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
+    """Checks whether the casing config agrees with the checkpoint's name.
+
+    As in the original, this recognizes only the names of the released
+    checkpoints and returns silently for any other path.
+
+    Args:
+      do_lower_case: bool, the `--do_lower_case` flag.
+      init_checkpoint: str, e.g. ".../uncased_L-12_H-768_A-12/bert_model.ckpt".
+
+    Raises:
+      ValueError: the checkpoint is a known cased model and `do_lower_case`
+        is True, or a known uncased model and it is False.
+    """
+    if not init_checkpoint:
+        return
+    m = re.match("^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint)
+    if m is None:
+        return
+    model_name = m.group(1)
+    if model_name in _LOWER_MODELS and not do_lower_case:
+        flags = ("False", "lowercased", "True")
+    elif model_name in _CASED_MODELS and do_lower_case:
+        flags = ("True", "cased", "False")
+    else:
+        return
+    actual_flag, case_name, opposite_flag = flags
+    raise ValueError(
+        f"You passed in `--do_lower_case={actual_flag}` with "
+        f"`--init_checkpoint={init_checkpoint}`. However, `{model_name}` "
+        f"seems to be a {case_name} model, so you should pass in "
+        f"`--do_lower_case={opposite_flag}` so that the fine-tuning matches "
+        "how the model was pre-training. If this error is wrong, please "
+        "just comment out this check."
+    )
+
+
+def convert_to_unicode(text):
+    """Returns `text` as str; bytes are decoded as UTF-8, ignoring errors."""
+    if isinstance(text, str):
+        return text
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "ignore")
+    raise ValueError(f"Unsupported string type: {type(text)}")
+
+
+def printable_text(text):
+    """Returns `text` as a str fit for printing or logging."""
+    return convert_to_unicode(text)
+
+
+def read_vocab_lines(vocab_file):
+    """Reads a vocabulary file as a list of tokens, one per line.
+
+    Lines end at "\\n" only and are stripped, as the original's reader does,
+    so a blank line in the middle is the token "".
+
+    Args:
+      vocab_file: str or path-like, a local or `tf.io.gfile` path.
+
+    Returns:
+      A list of str, the token of line i at index i.
+
+    Raises:
+      ValueError: a line is not valid UTF-8 (names the file and line).
+    """
+    with _open_binary(vocab_file) as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    tokens = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            tokens.append(line.decode("utf-8").strip())
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"{vocab_file}:{number}: vocabulary line is not valid "
+                f"UTF-8 ({e.reason} at byte {e.start}): {line[:60]!r}"
+            ) from None
+    return tokens
+
+
+def _open_binary(path):
+    path = str(path)
+    if "://" in path:
+        import tensorflow as tf  # Only remote paths (gs://...) need TF.
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def load_vocab(vocab_file):
+    """Loads a vocabulary file into an ordered dict token -> id.
+
+    The id is the line index. A duplicated token keeps its LAST line's id,
+    as in the original (released checkpoints were trained that way); a
+    warning names it and its lines.
+
+    Args:
+      vocab_file: str or path-like.
+
+    Returns:
+      collections.OrderedDict of str -> int.
+
+    Raises:
+      ValueError: the file is not valid UTF-8.
+    """
+    tokens = read_vocab_lines(vocab_file)
+    vocab = collections.OrderedDict()
+    for index, token in enumerate(tokens):
+        vocab[token] = index
+    if len(vocab) != len(tokens):
+        _warn_duplicates(vocab_file, tokens)
+    return vocab
+
+
+def _warn_duplicates(vocab_file, tokens):
+    lines = collections.defaultdict(list)
+    for index, token in enumerate(tokens):
+        lines[token].append(index + 1)
+    dups = [(t, n) for t, n in lines.items() if len(n) > 1]
+    shown = "; ".join(f"{t!r} on lines {n}" for t, n in dups[:10])
+    logging.warning(
+        "%s: %d duplicated vocabulary token(s), each keeps the id of its "
+        "last line (as the original): %s%s",
+        vocab_file,
+        len(dups),
+        shown,
+        " ..." if len(dups) > 10 else "",
+    )
+
+
+def convert_by_vocab(vocab, items):
+    """Maps each item through `vocab`; a missing item raises KeyError."""
+    return [vocab[item] for item in items]
+
+
+def convert_tokens_to_ids(vocab, tokens):
+    return convert_by_vocab(vocab, tokens)
+
+
+def convert_ids_to_tokens(inv_vocab, ids):
+    return convert_by_vocab(inv_vocab, ids)
+
+
+def whitespace_tokenize(text):
+    """Strips and splits `text` on whitespace (Python's `str.split()`)."""
+    return text.split()
+
+
+def _is_whitespace(char):
+    """Whether `char` is whitespace for `_clean_text` (space, \\t\\n\\r, Zs)."""
+    if char in " \t\n\r":
+        return True
+    return unicodedata.category(char) == "Zs"
+
+
+def _is_control(char):
+    """Whether `char` is a control character (Cc or Cf, except \\t\\n\\r)."""
+    if char in "\t\n\r":
+        return False
+    return unicodedata.category(char) in ("Cc", "Cf")
+
+
+def _is_punctuation(char):
+    """Whether `char` is punctuation (ASCII non-alphanumerics or any P*)."""
+    cp = ord(char)
+    if any(lo <= cp <= hi for lo, hi in ASCII_PUNCTUATION_RANGES):
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def _is_chinese_char(cp):
+    """Whether the code point `cp` is in a CJK Unified Ideographs block."""
+    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
+
+
+def _char_class(ranges):
+    """Returns a regex character class "[...]" matching the code points."""
+    parts = []
+    for lo, hi in ranges:
+        lo_s, hi_s = re.escape(chr(lo)), re.escape(chr(hi))
+        parts.append(lo_s if lo == hi else f"{lo_s}-{hi_s}")
+    return "[" + "".join(parts) + "]"
+
+
+def _to_ranges(code_points):
+    ranges = []
+    for cp in code_points:
+        if ranges and ranges[-1][1] == cp - 1:
+            ranges[-1][1] = cp
+        else:
+            ranges.append([cp, cp])
+    return ranges
+
+
+class _CharTables:
+    """Compiled regexes for the character classes of the rules above.
+
+    Built once per process by one scan of every code point (about 0.5 s),
+    from the same predicates, so they agree with them by construction.
+    """
+
+    _instance = None
+
+    def __init__(self):
+        delete, space, punct, mark = [], [], [], []
+        for cp in range(0x110000):
+            char = chr(cp)
+            cat = unicodedata.category(char)
+            if cp in (0, 0xFFFD) or (
+                cat in ("Cc", "Cf") and char not in "\t\n\r"
+            ):
+                delete.append(cp)
+            elif char in " \t\n\r" or cat == "Zs":
+                space.append(cp)
+            if cat[0] == "P" or (cp < 128 and _is_punctuation(char)):
+                punct.append(cp)
+            if cat == "Mn":
+                mark.append(cp)
+        self.delete = re.compile(_char_class(_to_ranges(delete)) + "+")
+        self.space = re.compile(_char_class(_to_ranges(space)))
+        self.cjk = re.compile(_char_class(CJK_RANGES))
+        punct_class = _char_class(_to_ranges(punct))
+        self.punct_split = re.compile(f"{punct_class}|[^{punct_class[1:-1]}]+")
+        self.mark = re.compile(_char_class(_to_ranges(mark)) + "+")
+
+    @classmethod
+    def get(cls):
+        if cls._instance is None:
+            cls._instance = cls()
+        return cls._instance
+
+
+class BasicTokenizer:
+    """Runs basic tokenization (punctuation splitting, lower casing, etc.)."""
+
+    def __init__(self, do_lower_case=True):
+        """Constructs a BasicTokenizer.
+
+        Args:
+          do_lower_case: Whether to lower case the input (and strip accents).
+        """
+        self.do_lower_case = do_lower_case
+        self._tables = _CharTables.get()
+        self._cache = {}
+
+    def tokenize(self, text):
+        """Tokenizes a piece of text."""
+        tokens = []
+        for word in self.split_words(text):
+            tokens.extend(self.tokenize_word(word))
+        return tokens
+
+    def split_words(self, text):
+        """Cleans `text`, spaces out CJK characters and splits on whitespace.
+
+        Args:
+          text: str or UTF-8 bytes.
+
+        Returns:
+          A list of str "words"; `tokenize_word` of each, concatenated, is
+          `tokenize(text)`.
+        """
+        text = self._clean_text(convert_to_unicode(text))
+        # This was added on November 1st, 2018 for the multilingual and
+        # Chinese models. It also applies to the English models, though
+        # their training data held few Chinese characters.
+        if not text.isascii():
+            text = self._tokenize_chinese_chars(text)
+        return text.split()
+
+    def tokenize_word(self, word):
+        """Lower-cases, strips accents and splits punctuation of one word.
+
+        Args:
+          word: str without whitespace, an item of `split_words`.
+
+        Returns:
+          A tuple of str tokens (cached per word).
+        """
+        tokens = self._cache.get(word)
+        if tokens is None:
+            if len(self._cache) >= _MAX_CACHE_SIZE:
+                self._cache.clear()
+            text = word
+            if self.do_lower_case:
+                text = self._run_strip_accents(text.lower())
+            pieces = self._run_split_on_punc(text)
+            # Re-join and split again, as the original, in case lower() or
+            # NFD produced whitespace or an empty piece.
+            tokens = tuple(" ".join(pieces).split())
+            self._cache[word] = tokens
+        return tokens
+
+    def _run_strip_accents(self, text):
+        """Strips accents: NFD, then drops nonspacing marks (category Mn)."""
+        if text.isascii():
+            return text  # NFD leaves ASCII unchanged and ASCII has no Mn.
+        text = unicodedata.normalize("NFD", text)
+        return self._tables.mark.sub("", text)
+
+    def _run_split_on_punc(self, text):
+        """Makes each punctuation character its own piece."""
+        return self._tables.punct_split.findall(text)
+
+    def _tokenize_chinese_chars(self, text):
+        """Adds whitespace around any CJK character."""
+        return self._tables.cjk.sub(r" \g<0> ", text)
+
+    def _clean_text(self, text):
+        """Deletes invalid and control characters, maps whitespace to " "."""
+        text = self._tables.delete.sub("", text)
+        return self._tables.space.sub(" ", text)
+
+
+class WordpieceTokenizer:
+    """Runs WordPiece tokenization."""
+
+    def __init__(
+        self, vocab, unk_token=UNK_TOKEN, max_input_chars_per_word=200
+    ):
+        self.vocab = vocab
+        self.unk_token = unk_token
+        self.max_input_chars_per_word = max_input_chars_per_word
+        # No vocabulary entry is longer than this many code points, so no
+        # longer candidate needs a lookup; the result is unchanged.
+        self._max_piece_chars = max(
+            (len(t) - 2 if t.startswith("##") else len(t) for t in vocab),
+            default=0,
+        )
+        self._cache = {}
+
+    def tokenize(self, text):
+        """Tokenizes a piece of text into its word pieces.
+
+        This uses a greedy longest-match-first algorithm to perform
+        tokenization using the given vocabulary.
+
+        For example:
+          input = "unaffable"
+          output = ["un", "##aff", "##able"]
+
+        Args:
+          text: A single token or whitespace separated tokens. This should
+            have already been passed through `BasicTokenizer`.
+
+        Returns:
+          A list of wordpiece tokens.
+        """
+        output_tokens = []
+        for token in whitespace_tokenize(convert_to_unicode(text)):
+            output_tokens.extend(self.tokenize_word(token))
+        return output_tokens
+
+    def tokenize_word(self, token):
+        """Returns a tuple of the word pieces of one whitespace-free token."""
+        pieces = self._cache.get(token)
+        if pieces is None:
+            if len(self._cache) >= _MAX_CACHE_SIZE:
+                self._cache.clear()
+            pieces = tuple(self._greedy_longest_match(token))
+            self._cache[token] = pieces
+        return pieces
+
+    def _greedy_longest_match(self, token):
+        n = len(token)  # Code points, as the original's list(token).
+        if n > self.max_input_chars_per_word:
+            return [self.unk_token]
+        pieces = []
+        start = 0
+        while start < n:
+            end = min(n, start + self._max_piece_chars)
+            cur_substr = None
+            while start < end:
+                substr = token[start:end]
+                if start > 0:
+                    substr = "##" + substr
+                if substr in self.vocab:
+                    cur_substr = substr
+                    break
+                end -= 1
+            if cur_substr is None:
+                # One unmatchable piece makes the whole word unknown.
+                return [self.unk_token]
+            pieces.append(cur_substr)
+            start = end
+        return pieces
+
+
+class FullTokenizer:
+    """Runs end-to-end tokenization: basic tokenization, then WordPiece."""
+
+    def __init__(self, vocab_file, do_lower_case=True):
+        self.vocab = load_vocab(vocab_file)
+        self.inv_vocab = {v: k for k, v in self.vocab.items()}
+        self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+        self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
+        check_vocab_contents(self.vocab, vocab_file, do_lower_case)
+        self._cache = {}
+
+    def tokenize(self, text):
+        split_tokens = []
+        for word in self.basic_tokenizer.split_words(text):
+            pieces = self._cache.get(word)
+            if pieces is None:
+                pieces = self._tokenize_word(word)
+            split_tokens.extend(pieces)
+        return split_tokens
+
+    def _tokenize_word(self, word):
+        if len(self._cache) >= _MAX_CACHE_SIZE:
+            self._cache.clear()
+        pieces = []
+        for token in self.basic_tokenizer.tokenize_word(word):
+            pieces.extend(self.wordpiece_tokenizer.tokenize_word(token))
+        pieces = tuple(pieces)
+        self._cache[word] = pieces
+        return pieces
+
+    def convert_tokens_to_ids(self, tokens):
+        return convert_by_vocab(self.vocab, tokens)
+
+    def convert_ids_to_tokens(self, ids):
+        return convert_by_vocab(self.inv_vocab, ids)
+
+
+def _is_bracketed(token):
+    return len(token) > 2 and token[0] == "[" and token[-1] == "]"
+
+
+def upper_case_tokens(vocab):
+    """Returns the tokens that lower-casing would change, "[...]" excepted.
+
+    A vocabulary without any is uncased: lower-cased text can reach all of
+    it and text that is not lower-cased cannot reach capitalized words.
+    """
+    return [t for t in vocab if t != t.lower() and not _is_bracketed(t)]
+
+
+def check_vocab_contents(vocab, vocab_file, do_lower_case=None):
+    """Logs warnings for missing special tokens and a casing mismatch.
+
+    Args:
+      vocab: dict token -> id, as from `load_vocab`.
+      vocab_file: str, named in the messages.
+      do_lower_case: bool, or None to skip the casing check.
+    """
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        logging.warning(
+            "%s lacks the special token(s) %s; scripts that need them fail.",
+            vocab_file,
+            " ".join(missing),
+        )
+    if do_lower_case is None:
+        return
+    upper = upper_case_tokens(vocab)
+    if do_lower_case and upper:
+        logging.warning(
+            "CASING MISMATCH: %s looks cased (%d upper-case tokens, e.g. %s) "
+            "but do_lower_case=True lower-cases all text, so those tokens "
+            "are never produced. Use do_lower_case=False with a cased model.",
+            vocab_file,
+            len(upper),
+            " ".join(upper[:5]),
+        )
+    elif not do_lower_case and not upper:
+        logging.warning(
+            "CASING MISMATCH: %s looks uncased (no upper-case tokens) but "
+            "do_lower_case=False keeps case and accents, so capitalized or "
+            "accented words split badly or become [UNK]. Use "
+            "do_lower_case=True with an uncased model.",
+            vocab_file,
+        )
+
+
+def check_vocab(vocab_file, do_lower_case=None, vocab_size=None):
+    """Loads and checks a vocabulary file for a script.
+
+    Args:
+      vocab_file: str or path-like.
+      do_lower_case: bool, or None to skip the casing check.
+      vocab_size: int, the model's `vocab_size`, or None to skip the size
+        check.
+
+    Returns:
+      collections.OrderedDict token -> id, as `load_vocab`.
+
+    Raises:
+      ValueError: the file is not UTF-8 (names the line) or has more lines
+        than `vocab_size`.
+    """
+    vocab = load_vocab(vocab_file)
+    num_ids = max(vocab.values(), default=-1) + 1
+    if vocab_size is not None and num_ids > vocab_size:
+        raise ValueError(
+            f"{vocab_file} has {num_ids} tokens but vocab_size is "
+            f"{vocab_size}: ids {vocab_size} and above have no embedding "
+            "row. Use the vocab.txt that came with the checkpoint or fix "
+            "vocab_size in bert_config.json."
+        )
+    check_vocab_contents(vocab, vocab_file, do_lower_case)
+    return vocab
+
+
+def require_special_tokens(vocab, tokens, purpose):
+    """Raises unless every token of `tokens` is in `vocab`.
+
+    Args:
+      vocab: dict token -> id.
+      tokens: iterable of str, e.g. ("[CLS]", "[SEP]", "[MASK]").
+      purpose: str naming what needs them, e.g. "pre-training data".
+
+    Raises:
+      ValueError: naming the missing tokens and the purpose.
+    """
+    missing = [t for t in tokens if t not in vocab]
+    if missing:
+        raise ValueError(
+            f"The vocabulary lacks {' '.join(missing)}, needed for "
+            f"{purpose}. Use a BERT vocabulary (see vocab/README.md)."
+        )

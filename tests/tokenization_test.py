@@ -1,0 +1,197 @@
+"""Tests for modeling/tokenization.py: the original's cases and the goldens."""
+
+import json
+
+import pytest
+
+from modeling import tokenization
+
+# The vocabulary of the original tokenization_test.
+TEST_VOCAB = [
+    "[UNK]",
+    "[CLS]",
+    "[SEP]",
+    "want",
+    "##want",
+    "##ed",
+    "wa",
+    "un",
+    "runn",
+    "##ing",
+]
+
+
+def _write_vocab(tmp_path, tokens, name="vocab.txt"):
+    path = tmp_path / name
+    path.write_bytes("".join(t + "\n" for t in tokens).encode("utf-8"))
+    return str(path)
+
+
+def _read_golden(golden_dir, name):
+    path = golden_dir / name
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+# --- The original's tokenization_test cases. ---
+
+
+def test_full_tokenizer(tmp_path):
+    vocab_file = _write_vocab(tmp_path, TEST_VOCAB + [","])
+    tokenizer = tokenization.FullTokenizer(vocab_file)
+    tokens = tokenizer.tokenize("UNwant\u00e9d,running")
+    assert tokens == ["un", "##want", "##ed", ",", "runn", "##ing"]
+    assert tokenizer.convert_tokens_to_ids(tokens) == [7, 4, 5, 10, 8, 9]
+    assert tokenizer.convert_ids_to_tokens([7, 4, 5]) == [
+        "un",
+        "##want",
+        "##ed",
+    ]
+
+
+def test_chinese():
+    tokenizer = tokenization.BasicTokenizer()
+    assert tokenizer.tokenize("ah\u535a\u63a8zz") == [
+        "ah",
+        "\u535a",
+        "\u63a8",
+        "zz",
+    ]
+
+
+def test_basic_tokenizer_lower():
+    tokenizer = tokenization.BasicTokenizer(do_lower_case=True)
+    assert tokenizer.tokenize(" \tHeLLo!how  \n Are yoU?  ") == [
+        "hello",
+        "!",
+        "how",
+        "are",
+        "you",
+        "?",
+    ]
+    assert tokenizer.tokenize("H\u00e9llo") == ["hello"]
+
+
+def test_basic_tokenizer_no_lower():
+    tokenizer = tokenization.BasicTokenizer(do_lower_case=False)
+    assert tokenizer.tokenize(" \tHeLLo!how  \n Are yoU?  ") == [
+        "HeLLo",
+        "!",
+        "how",
+        "Are",
+        "yoU",
+        "?",
+    ]
+
+
+def test_wordpiece_tokenizer():
+    vocab = {token: i for i, token in enumerate(TEST_VOCAB)}
+    tokenizer = tokenization.WordpieceTokenizer(vocab=vocab)
+    assert tokenizer.tokenize("") == []
+    assert tokenizer.tokenize("unwanted running") == [
+        "un",
+        "##want",
+        "##ed",
+        "runn",
+        "##ing",
+    ]
+    assert tokenizer.tokenize("unwantedX running") == [
+        "[UNK]",
+        "runn",
+        "##ing",
+    ]
+
+
+def test_convert_tokens_to_ids():
+    vocab = {token: i for i, token in enumerate(TEST_VOCAB)}
+    tokens = ["un", "##want", "##ed", "runn", "##ing"]
+    assert tokenization.convert_tokens_to_ids(vocab, tokens) == [7, 4, 5, 8, 9]
+    with pytest.raises(KeyError):
+        tokenization.convert_tokens_to_ids(vocab, ["nope"])
+
+
+def test_is_whitespace():
+    for char in [" ", "\t", "\r", "\n", "\u00a0"]:
+        assert tokenization._is_whitespace(char), repr(char)
+    assert not tokenization._is_whitespace("A")
+    assert not tokenization._is_whitespace("-")
+
+
+def test_is_control():
+    assert tokenization._is_control("\u0005")
+    for char in ["A", " ", "\t", "\r"]:
+        assert not tokenization._is_control(char), repr(char)
+
+
+def test_is_punctuation():
+    for char in ["-", "$", "`", "."]:
+        assert tokenization._is_punctuation(char), repr(char)
+    assert not tokenization._is_punctuation("A")
+    assert not tokenization._is_punctuation(" ")
+
+
+# --- Edge cases the audit verified on the original (B2-B8). ---
+
+
+def test_deleted_characters_join_words():
+    tokenizer = tokenization.BasicTokenizer(do_lower_case=True)
+    assert tokenizer.tokenize("a\x0cb") == ["ab"]
+    assert tokenizer.tokenize("a\u200bb c\ufeffd\u00ade") == ["ab", "cde"]
+    assert tokenizer.tokenize("a\u2028b") == ["a", "b"]
+    assert tokenizer.tokenize("x\x00y\ufffdz") == ["xyz"]
+
+
+def test_lower_case_strips_accents_only_when_lowering():
+    lower = tokenization.BasicTokenizer(do_lower_case=True)
+    cased = tokenization.BasicTokenizer(do_lower_case=False)
+    assert lower.tokenize("\u0130stanbul") == ["istanbul"]
+    assert cased.tokenize("\u0130stanbul \ufb01") == ["\u0130stanbul", "\ufb01"]
+    assert lower.tokenize("...") == [".", ".", "."]
+    assert lower.tokenize("[MASK]") == ["[", "mask", "]"]
+
+
+def test_wordpiece_length_limit():
+    vocab = {"[UNK]": 0, "a": 1, "##a": 2}
+    tokenizer = tokenization.WordpieceTokenizer(vocab=vocab)
+    assert tokenizer.tokenize("a" * 200) == ["a"] + ["##a"] * 199
+    assert tokenizer.tokenize("a" * 201) == ["[UNK]"]
+    short = tokenization.WordpieceTokenizer(vocab, max_input_chars_per_word=3)
+    assert short.tokenize("aaaa aa") == ["[UNK]", "a", "##a"]
+
+
+def test_convert_to_unicode():
+    assert tokenization.convert_to_unicode(b"caf\xc3\xa9\xff") == "caf\u00e9"
+    assert tokenization.printable_text("x") == "x"
+    with pytest.raises(ValueError, match="Unsupported string type"):
+        tokenization.convert_to_unicode(3)
+
+
+def test_validate_case_matches_checkpoint():
+    validate = tokenization.validate_case_matches_checkpoint
+    validate(True, "/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
+    validate(False, "/m/cased_L-12_H-768_A-12/bert_model.ckpt")
+    validate(False, "")
+    validate(True, "/m/my_model/bert_model.ckpt")
+    with pytest.raises(ValueError, match="seems to be a lowercased model"):
+        validate(False, "/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
+    with pytest.raises(ValueError, match="--do_lower_case=False` so that"):
+        validate(True, "gs://b/multi_cased_L-12_H-768_A-12/bert_model.ckpt")
+
+
+# --- Parity with the original on the real vocabulary. ---
+
+
+@pytest.mark.parametrize(
+    "name,do_lower_case",
+    [("tokenization_uncased.jsonl", True), ("tokenization_cased.jsonl", False)],
+)
+def test_goldens(golden_dir, uncased_vocab_file, name, do_lower_case):
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case)
+    golden = _read_golden(golden_dir, name)
+    assert len(golden) == 55
+    for i, record in enumerate(golden):
+        tokens = tokenizer.tokenize(record["text"])
+        assert tokens == record["tokens"], f"line {i + 1}: {record['text']!r}"
+        assert tokenizer.convert_tokens_to_ids(tokens) == record["ids"]
+        # A second pass goes through the caches and must agree.
+        assert tokenizer.tokenize(record["text"]) == record["tokens"]

@@ -1,0 +1,8 @@
+"""`import tokenization` as in the original: this is modeling/tokenization."""
+
+import sys
+
+from modeling import tokenization
+
+# Original users also reach the private helpers (`_is_control`, ...).
+sys.modules[__name__] = tokenization
