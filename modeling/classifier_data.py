@@ -1,0 +1,276 @@
+"""Sentence(-pair) classification data: examples, features, records, files.
+
+`convert_single_example` and `file_based_convert_examples_to_features` give
+the same features and records as the original's `run_classifier.py`;
+`truncate_seq_pair` is the project's only copy (pre-training data imports it).
+The GLUE/XNLI processors that make the examples are in classifier_processors.
+Regression tasks (STS-B) carry a float label and write it as a float feature.
+"""
+
+import csv
+import os
+
+import tensorflow as tf
+
+from modeling import input_pipeline
+
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+
+
+class InputExample:
+    """A single training/test example for sequence (pair) classification.
+
+    Args:
+      guid: Unique id for the example.
+      text_a: string. The untokenized text of the first sequence.
+      text_b: (Optional) string. The untokenized text of the second sequence;
+        only for sequence pair tasks.
+      label: (Optional) string (a float for regression). The label of the
+        example; test examples carry a placeholder.
+      index: (Optional) string. The id a GLUE submission file uses for this
+        example (the test file's `index`/`id` column). Not in the original.
+    """
+
+    def __init__(self, guid, text_a, text_b=None, label=None, index=None):
+        self.guid = guid
+        self.text_a = text_a
+        self.text_b = text_b
+        self.label = label
+        self.index = index
+
+    def __repr__(self):
+        return (
+            f"InputExample(guid={self.guid!r}, text_a={self.text_a!r}, "
+            f"text_b={self.text_b!r}, label={self.label!r})"
+        )
+
+
+class PaddingInputExample:
+    """A fake example that pads the example list to a multiple of the batch.
+
+    TPUs need every batch full, so eval and predict pad with these rather than
+    drop the remainder. Their features are all zeros and `is_real_example` is
+    False, so they get weight 0 in the metrics and no line in the outputs.
+    """
+
+
+class InputFeatures:
+    """A single set of features of data (as the original's)."""
+
+    def __init__(
+        self, input_ids, input_mask, segment_ids, label_id, is_real_example=True
+    ):
+        self.input_ids = input_ids
+        self.input_mask = input_mask
+        self.segment_ids = segment_ids
+        self.label_id = label_id
+        self.is_real_example = is_real_example
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length, rng=None):
+    """Truncates a sequence pair in place to the maximum length.
+
+    This is a simple heuristic which will always truncate the longer sequence
+    one token at a time. This makes more sense than truncating an equal percent
+    of tokens from each, since if one sequence is very short then each token
+    that's truncated likely contains more information than a longer sequence.
+    On a tie the token is taken from `tokens_b` (as the original).
+
+    Args:
+      tokens_a: list, modified in place.
+      tokens_b: list, modified in place.
+      max_length: int, the most tokens the two may hold together.
+      rng: None (run_classifier: always pop from the end) or a
+        `random.Random` (create_pretraining_data: remove from the front or the
+        back with p = 0.5, one `rng.random()` call per removed token, to add
+        randomness and avoid biases).
+    """
+    while len(tokens_a) + len(tokens_b) > max_length:
+        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if rng is not None and rng.random() < 0.5:
+            del trunc_tokens[0]
+        else:
+            trunc_tokens.pop()
+
+
+def convert_single_example(
+    ex_index, example, label_list, max_seq_length, tokenizer
+):
+    """Converts a single `InputExample` into a single `InputFeatures`.
+
+    Args:
+      ex_index: int, position of the example (kept for the original's
+        signature).
+      example: an `InputExample` or `PaddingInputExample`.
+      label_list: list of label strings, in id order; None for regression,
+        whose label is the float score.
+      max_seq_length: int, length of the padded sequences.
+      tokenizer: an object with `tokenize(text)` and
+        `convert_tokens_to_ids(tokens)` (modeling.tokenization.FullTokenizer).
+
+    Returns:
+      An `InputFeatures`.
+
+    Raises:
+      ValueError: the label is not in `label_list`.
+    """
+    del ex_index  # The original only used it to log the first examples.
+    if isinstance(example, PaddingInputExample):
+        return InputFeatures(
+            input_ids=[0] * max_seq_length,
+            input_mask=[0] * max_seq_length,
+            segment_ids=[0] * max_seq_length,
+            label_id=0.0 if label_list is None else 0,
+            is_real_example=False,
+        )
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = None
+    if example.text_b:
+        tokens_b = tokenizer.tokenize(example.text_b)
+    if tokens_b:
+        # Account for [CLS], [SEP], [SEP] with "- 3".
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    elif len(tokens_a) > max_seq_length - 2:
+        # Account for [CLS] and [SEP] with "- 2".
+        tokens_a = tokens_a[0 : (max_seq_length - 2)]
+
+    # The convention in BERT: [CLS] A [SEP] with type 0, then B [SEP] with
+    # type 1. [CLS]'s final vector is the "sentence vector" the classifier
+    # reads; that only makes sense because the entire model is fine-tuned.
+    tokens = [CLS_TOKEN, *tokens_a, SEP_TOKEN]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += [*tokens_b, SEP_TOKEN]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    # The mask has 1 for real tokens and 0 for padding tokens. Only real
+    # tokens are attended to.
+    input_mask = [1] * len(input_ids)
+    padding = [0] * (max_seq_length - len(input_ids))
+    return InputFeatures(
+        input_ids=input_ids + padding,
+        input_mask=input_mask + padding,
+        segment_ids=segment_ids + padding,
+        label_id=_label_id(example, label_list),
+        is_real_example=True,
+    )
+
+
+def _label_id(example, label_list):
+    if label_list is None:
+        return float(example.label)
+    try:
+        return label_list.index(example.label)
+    except ValueError:
+        raise ValueError(
+            f"Example {example.guid}: label {example.label!r} is not one of "
+            f"the task's labels {label_list}"
+        ) from None
+
+
+def features_to_example_bytes(feature):
+    """Serializes an `InputFeatures` as the original's tf.train.Example."""
+    if isinstance(feature.label_id, float):
+        label = input_pipeline.float_feature([feature.label_id])
+    else:
+        label = input_pipeline.int_feature([feature.label_id])
+    names = input_pipeline.CLASSIFIER_SEQ_FEATURES
+    values = (feature.input_ids, feature.input_mask, feature.segment_ids)
+    features = [
+        (name, input_pipeline.int_feature(v)) for name, v in zip(names, values)
+    ]
+    features.append((input_pipeline.LABEL_IDS, label))
+    features.append(
+        (
+            input_pipeline.IS_REAL_EXAMPLE,
+            input_pipeline.int_feature([int(feature.is_real_example)]),
+        )
+    )
+    return input_pipeline.serialize_example(features)
+
+
+def file_based_convert_examples_to_features(
+    examples, label_list, max_seq_length, tokenizer, output_file
+):
+    """Converts a set of `InputExample`s to a TFRecord file (atomically).
+
+    The file is written under a temporary name and renamed when complete, so
+    a crash never leaves a truncated `train.tf_record` behind.
+    """
+    tmp_file = output_file + ".tmp"
+    with tf.io.TFRecordWriter(tmp_file) as writer:
+        for ex_index, example in enumerate(examples):
+            feature = convert_single_example(
+                ex_index, example, label_list, max_seq_length, tokenizer
+            )
+            writer.write(features_to_example_bytes(feature))
+    tf.io.gfile.rename(tmp_file, output_file, overwrite=True)
+
+
+def pad_examples(examples, batch_size):
+    """Pads `examples` with `PaddingInputExample`s to a multiple of batch_size.
+
+    Returns:
+      (padded list, number of real examples).
+    """
+    num_actual = len(examples)
+    padded = list(examples)
+    while len(padded) % batch_size != 0:
+        padded.append(PaddingInputExample())
+    return padded, num_actual
+
+
+def read_tsv(input_file):
+    """Reads a tab separated value file as the original does.
+
+    `quotechar=None` selects QUOTE_NONE: quote characters stay literal text
+    (pandas or csv's default dialect would join quoted fields across tabs).
+
+    Returns:
+      list of rows, each a list of strings.
+
+    Raises:
+      FileNotFoundError: naming the file.
+    """
+    if not tf.io.gfile.exists(input_file):
+        raise FileNotFoundError(f"Data file not found: {input_file}")
+    with tf.io.gfile.GFile(input_file, "r") as f:
+        return list(csv.reader(f, delimiter="\t", quotechar=None))
+
+
+def write_glue_submission(path, examples, predictions, label_list):
+    """Writes one GLUE leaderboard file (`index<TAB>prediction` lines).
+
+    Args:
+      path: output file, conventionally `<dir>/<TASK>.tsv` (`CoLA.tsv`, ...).
+      examples: the test `InputExample`s; their `index` is the row id.
+      predictions: per example, a class id, or the score for regression.
+      label_list: the task's labels (ids are written as these names); None
+        for regression, whose scores are clipped to GLUE's range [0, 5].
+    """
+    lines = ["index\tprediction\n"]
+    for example, prediction in zip(examples, predictions, strict=True):
+        if label_list is None:
+            value = f"{min(max(float(prediction), 0.0), 5.0):.3f}"
+        else:
+            value = label_list[int(prediction)]
+        lines.append(f"{example.index}\t{value}\n")
+    write_text_atomic(path, "".join(lines))
+
+
+def write_text_atomic(path, text):
+    """Writes `text` to `path` through a temporary file and a rename."""
+    tmp_path = path + ".tmp"
+    with tf.io.gfile.GFile(tmp_path, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp_path, path, overwrite=True)
+
+
+def data_file(data_dir, *names):
+    """The first of `names` that exists under data_dir, else the first one."""
+    for name in names:
+        path = os.path.join(data_dir, name)
+        if tf.io.gfile.exists(path):
+            return path
+    return os.path.join(data_dir, names[0])
