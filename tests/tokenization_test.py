@@ -1,10 +1,12 @@
 """Tests for modeling/tokenization.py: the original's cases and the goldens."""
 
 import json
+import logging
 
 import pytest
 
 from modeling import tokenization
+from modeling import vocabulary
 
 # The vocabulary of the original tokenization_test.
 TEST_VOCAB = [
@@ -195,3 +197,67 @@ def test_goldens(golden_dir, uncased_vocab_file, name, do_lower_case):
         assert tokenizer.convert_tokens_to_ids(tokens) == record["ids"]
         # A second pass goes through the caches and must agree.
         assert tokenizer.tokenize(record["text"]) == record["tokens"]
+
+
+# --- Vocabulary checks (modeling/vocabulary.py). ---
+
+
+def test_vocab_not_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"[PAD]\n[UNK]\ncaf\xe9\n")
+    with pytest.raises(ValueError, match=r"bad\.txt:3: vocabulary line is not"):
+        tokenization.FullTokenizer(str(path))
+
+
+def test_vocab_crlf_and_blank_lines_as_original(tmp_path):
+    path = tmp_path / "crlf.txt"
+    path.write_bytes(b"[UNK]\r\na\r\n\r\nb")
+    vocab = tokenization.load_vocab(str(path))
+    assert list(vocab.items()) == [("[UNK]", 0), ("a", 1), ("", 2), ("b", 3)]
+
+
+def test_duplicate_token_keeps_last_id_and_warns(tmp_path, caplog):
+    vocab_file = _write_vocab(tmp_path, ["[UNK]", "a", "b", "a"])
+    with caplog.at_level(logging.WARNING):
+        vocab = vocabulary.load_vocab(vocab_file)
+    assert vocab["a"] == 3
+    assert "'a' on lines [2, 4]" in caplog.text
+
+
+def test_missing_special_tokens_warn_and_require_raises(tmp_path, caplog):
+    vocab_file = _write_vocab(tmp_path, TEST_VOCAB)
+    with caplog.at_level(logging.WARNING):
+        tokenizer = tokenization.FullTokenizer(vocab_file)
+    assert "lacks the special token(s) [PAD] [MASK]" in caplog.text
+    vocabulary.require_special_tokens(tokenizer.vocab, ["[CLS]"], "x")
+    with pytest.raises(ValueError, match=r"lacks \[MASK\], needed for MLM"):
+        vocabulary.require_special_tokens(
+            tokenizer.vocab, ["[CLS]", "[MASK]"], "MLM"
+        )
+
+
+def test_vocab_size_check(tmp_path):
+    vocab_file = _write_vocab(tmp_path, TEST_VOCAB)
+    assert len(vocabulary.check_vocab(vocab_file, vocab_size=10)) == 10
+    with pytest.raises(ValueError, match="has 10 tokens but vocab_size is 9"):
+        vocabulary.check_vocab(vocab_file, vocab_size=9)
+
+
+def test_casing_mismatch_warns(tmp_path, caplog):
+    cased = _write_vocab(tmp_path, TEST_VOCAB + ["Want"], "cased.txt")
+    uncased = _write_vocab(tmp_path, TEST_VOCAB, "uncased.txt")
+    for vocab_file, lower in [(cased, False), (uncased, True)]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            vocabulary.check_vocab(vocab_file, do_lower_case=lower)
+        assert "CASING MISMATCH" not in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        tokenization.FullTokenizer(cased, do_lower_case=True)
+    assert "cased.txt looks cased (1 upper-case tokens, e.g. Want)" in (
+        caplog.text
+    )
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        tokenization.FullTokenizer(uncased, do_lower_case=False)
+    assert "uncased.txt looks uncased" in caplog.text

@@ -1,0 +1,199 @@
+"""Vocabulary files: reading them as UTF-8 and checking them at load.
+
+The format is the original's: one token per line, the id is the line index.
+`load_vocab` keeps the original's results (a duplicated token keeps its last
+line's id) and adds warnings; `check_vocab` adds the checks a script wants
+before it builds a model (size against `vocab_size`, casing).
+"""
+
+import collections
+
+from absl import logging
+
+# The special tokens of the released vocabularies, in their order there.
+PAD_TOKEN = "[PAD]"
+UNK_TOKEN = "[UNK]"
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+MASK_TOKEN = "[MASK]"
+SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
+
+
+def read_vocab_lines(vocab_file):
+    """Reads a vocabulary file as a list of tokens, one per line.
+
+    Lines end at "\\n" only and are stripped, as the original's reader does,
+    so a blank line in the middle is the token "".
+
+    Args:
+      vocab_file: str or path-like, a local or `tf.io.gfile` path.
+
+    Returns:
+      A list of str, the token of line i at index i.
+
+    Raises:
+      ValueError: a line is not valid UTF-8 (names the file and line).
+    """
+    with _open_binary(vocab_file) as f:
+        data = f.read()
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    tokens = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            tokens.append(line.decode("utf-8").strip())
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"{vocab_file}:{number}: vocabulary line is not valid "
+                f"UTF-8 ({e.reason} at byte {e.start}): {line[:60]!r}"
+            ) from None
+    return tokens
+
+
+def _open_binary(path):
+    path = str(path)
+    if "://" in path:
+        import tensorflow as tf  # Only remote paths (gs://...) need TF.
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def load_vocab(vocab_file):
+    """Loads a vocabulary file into an ordered dict token -> id.
+
+    The id is the line index. A duplicated token keeps its LAST line's id,
+    as in the original (released checkpoints were trained that way); a
+    warning names it and its lines.
+
+    Args:
+      vocab_file: str or path-like.
+
+    Returns:
+      collections.OrderedDict of str -> int.
+
+    Raises:
+      ValueError: the file is not valid UTF-8.
+    """
+    tokens = read_vocab_lines(vocab_file)
+    vocab = collections.OrderedDict()
+    for index, token in enumerate(tokens):
+        vocab[token] = index
+    if len(vocab) != len(tokens):
+        _warn_duplicates(vocab_file, tokens)
+    return vocab
+
+
+def _warn_duplicates(vocab_file, tokens):
+    lines = collections.defaultdict(list)
+    for index, token in enumerate(tokens):
+        lines[token].append(index + 1)
+    dups = [(t, n) for t, n in lines.items() if len(n) > 1]
+    shown = "; ".join(f"{t!r} on lines {n}" for t, n in dups[:10])
+    logging.warning(
+        "%s: %d duplicated vocabulary token(s), each keeps the id of its "
+        "last line (as the original): %s%s",
+        vocab_file,
+        len(dups),
+        shown,
+        " ..." if len(dups) > 10 else "",
+    )
+
+
+def _is_bracketed(token):
+    return len(token) > 2 and token[0] == "[" and token[-1] == "]"
+
+
+def upper_case_tokens(vocab):
+    """Returns the tokens that lower-casing would change, "[...]" excepted.
+
+    A vocabulary without any is uncased: lower-cased text can reach all of
+    it and text that is not lower-cased cannot reach capitalized words.
+    """
+    return [t for t in vocab if t != t.lower() and not _is_bracketed(t)]
+
+
+def check_vocab_contents(vocab, vocab_file, do_lower_case=None):
+    """Logs warnings for missing special tokens and a casing mismatch.
+
+    Args:
+      vocab: dict token -> id, as from `load_vocab`.
+      vocab_file: str, named in the messages.
+      do_lower_case: bool, or None to skip the casing check.
+    """
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        logging.warning(
+            "%s lacks the special token(s) %s; scripts that need them fail.",
+            vocab_file,
+            " ".join(missing),
+        )
+    if do_lower_case is None:
+        return
+    upper = upper_case_tokens(vocab)
+    if do_lower_case and upper:
+        logging.warning(
+            "CASING MISMATCH: %s looks cased (%d upper-case tokens, e.g. %s) "
+            "but do_lower_case=True lower-cases all text, so those tokens "
+            "are never produced. Use do_lower_case=False with a cased model.",
+            vocab_file,
+            len(upper),
+            " ".join(upper[:5]),
+        )
+    elif not do_lower_case and not upper:
+        logging.warning(
+            "CASING MISMATCH: %s looks uncased (no upper-case tokens) but "
+            "do_lower_case=False keeps case and accents, so capitalized or "
+            "accented words split badly or become [UNK]. Use "
+            "do_lower_case=True with an uncased model.",
+            vocab_file,
+        )
+
+
+def check_vocab(vocab_file, do_lower_case=None, vocab_size=None):
+    """Loads and checks a vocabulary file for a script.
+
+    Args:
+      vocab_file: str or path-like.
+      do_lower_case: bool, or None to skip the casing check.
+      vocab_size: int, the model's `vocab_size`, or None to skip the size
+        check.
+
+    Returns:
+      collections.OrderedDict token -> id, as `load_vocab`.
+
+    Raises:
+      ValueError: the file is not UTF-8 (names the line) or has more lines
+        than `vocab_size`.
+    """
+    vocab = load_vocab(vocab_file)
+    num_ids = max(vocab.values(), default=-1) + 1
+    if vocab_size is not None and num_ids > vocab_size:
+        raise ValueError(
+            f"{vocab_file} has {num_ids} tokens but vocab_size is "
+            f"{vocab_size}: ids {vocab_size} and above have no embedding "
+            "row. Use the vocab.txt that came with the checkpoint or fix "
+            "vocab_size in bert_config.json."
+        )
+    check_vocab_contents(vocab, vocab_file, do_lower_case)
+    return vocab
+
+
+def require_special_tokens(vocab, tokens, purpose):
+    """Raises unless every token of `tokens` is in `vocab`.
+
+    Args:
+      vocab: dict token -> id.
+      tokens: iterable of str, e.g. ("[CLS]", "[SEP]", "[MASK]").
+      purpose: str naming what needs them, e.g. "pre-training data".
+
+    Raises:
+      ValueError: naming the missing tokens and the purpose.
+    """
+    missing = [t for t in tokens if t not in vocab]
+    if missing:
+        raise ValueError(
+            f"The vocabulary lacks {' '.join(missing)}, needed for "
+            f"{purpose}. Use a BERT vocabulary (see vocab/README.md)."
+        )
