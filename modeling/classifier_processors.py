@@ -36,6 +36,7 @@ class DataProcessor:
     guid_column = None  # None: guids use the line index, else this column.
     test_index_column = 0  # The id a GLUE submission uses per test row.
     submission_name = None  # The GLUE leaderboard's file name (no .tsv).
+    metric_names = ("accuracy",)  # Keys of modeling.metrics.METRICS.
     main_metric = "eval_accuracy"  # Picks the best checkpoint.
 
     def get_train_examples(self, data_dir):
@@ -149,6 +150,7 @@ class MrpcProcessor(DataProcessor):
     """Processor for the MRPC data set (GLUE version)."""
 
     submission_name = "MRPC"
+    metric_names = ("accuracy", "f1")
     main_metric = "eval_f1"
 
 
@@ -163,6 +165,7 @@ class ColaProcessor(DataProcessor):
     test_columns = (1, None)
     train_header = False
     submission_name = "CoLA"
+    metric_names = ("accuracy", "mcc")
     main_metric = "eval_mcc"
 
 
@@ -240,6 +243,7 @@ class StsbProcessor(DataProcessor):
     columns = (7, 8, -1)
     test_columns = (7, 8)
     submission_name = "STS-B"
+    metric_names = ("pearson", "spearman")
     main_metric = "eval_pearson"
 
 
@@ -250,6 +254,7 @@ class QqpProcessor(DataProcessor):
     test_columns = (1, 2)
     guid_column = 0
     submission_name = "QQP"
+    metric_names = ("accuracy", "f1")
     main_metric = "eval_f1"
 
 

@@ -1,0 +1,112 @@
+"""GLUE metrics in numpy: accuracy, F1, Matthews correlation, Pearson, Spearman.
+
+Each function takes 1-D arrays of equal length and returns a Python float.
+Degenerate inputs follow the usual conventions (scikit-learn, scipy): F1 and
+Matthews correlation are 0.0 where their denominator is 0; a correlation with
+a constant input is NaN.
+"""
+
+import numpy as np
+
+
+def _pair(labels, predictions):
+    labels = np.asarray(labels).reshape(-1)
+    predictions = np.asarray(predictions).reshape(-1)
+    if labels.shape != predictions.shape:
+        raise ValueError(
+            f"labels and predictions differ in length: {labels.shape[0]} vs "
+            f"{predictions.shape[0]}"
+        )
+    if labels.size == 0:
+        raise ValueError("No examples to compute a metric on")
+    return labels, predictions
+
+
+def accuracy(labels, predictions):
+    """Fraction of predictions equal to the labels."""
+    labels, predictions = _pair(labels, predictions)
+    return float(np.mean(labels == predictions))
+
+
+def f1(labels, predictions, positive=1):
+    """Binary F1 score of class `positive` (MRPC, QQP)."""
+    labels, predictions = _pair(labels, predictions)
+    true_pos = np.sum((predictions == positive) & (labels == positive))
+    pred_pos = np.sum(predictions == positive)
+    real_pos = np.sum(labels == positive)
+    if pred_pos + real_pos == 0:
+        return 0.0
+    return float(2.0 * true_pos / (pred_pos + real_pos))
+
+
+def matthews_corrcoef(labels, predictions):
+    """Matthews correlation coefficient of binary labels (CoLA)."""
+    labels, predictions = _pair(labels, predictions)
+    y, p = labels == 1, predictions == 1
+    tp = float(np.sum(y & p))
+    tn = float(np.sum(~y & ~p))
+    fp = float(np.sum(~y & p))
+    fn = float(np.sum(y & ~p))
+    denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+    if denominator == 0:
+        return 0.0
+    return float((tp * tn - fp * fn) / denominator)
+
+
+def pearson(x, y):
+    """Pearson correlation coefficient (STS-B)."""
+    x, y = _pair(x, y)
+    x = x.astype(np.float64) - np.mean(x, dtype=np.float64)
+    y = y.astype(np.float64) - np.mean(y, dtype=np.float64)
+    denominator = np.sqrt(np.sum(x * x) * np.sum(y * y))
+    if denominator == 0:
+        return float("nan")
+    return float(np.sum(x * y) / denominator)
+
+
+def rankdata(values):
+    """1-based ranks; tied values get the average of the ranks they span."""
+    values = np.asarray(values).reshape(-1)
+    order = np.argsort(values, kind="stable")
+    sorted_values = values[order]
+    # Start of each run of equal values in sorted order.
+    starts = np.flatnonzero(
+        np.r_[True, sorted_values[1:] != sorted_values[:-1]]
+    )
+    ends = np.r_[starts[1:], len(values)]
+    average = (starts + ends + 1) / 2.0  # Mean of ranks starts+1 .. ends.
+    ranks = np.empty(len(values), dtype=np.float64)
+    ranks[order] = np.repeat(average, ends - starts)
+    return ranks
+
+
+def spearman(x, y):
+    """Spearman rank correlation, ties given average ranks (STS-B)."""
+    x, y = _pair(x, y)
+    return pearson(rankdata(x), rankdata(y))
+
+
+def task_metrics(metric_names, labels, predictions):
+    """The `eval_*` metrics a task reports, keyed as in eval_results.txt.
+
+    Args:
+      metric_names: names from `METRICS` (e.g. ("accuracy", "f1")).
+      labels: class ids, or scores for regression.
+      predictions: predicted class ids, or scores for regression.
+
+    Returns:
+      dict "eval_<name>" -> float.
+    """
+    return {
+        f"eval_{name}": METRICS[name](labels, predictions)
+        for name in metric_names
+    }
+
+
+METRICS = {
+    "accuracy": accuracy,
+    "f1": f1,
+    "mcc": matthews_corrcoef,
+    "pearson": pearson,
+    "spearman": spearman,
+}

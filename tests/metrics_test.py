@@ -1,0 +1,66 @@
+"""Tests for modeling.metrics against hand-computed values."""
+
+import math
+
+import numpy as np
+import pytest
+
+from modeling import metrics
+
+
+def test_accuracy():
+    assert metrics.accuracy([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
+
+
+def test_f1_binary_positive_class_1():
+    # tp = 2, predicted positives 3, real positives 3: F1 = 2*2 / 6.
+    assert metrics.f1([1, 1, 0, 0, 1], [1, 0, 1, 0, 1]) == pytest.approx(2 / 3)
+    assert metrics.f1([0, 0], [0, 0]) == 0.0
+    assert metrics.f1([1, 0], [0, 1]) == 0.0
+
+
+def test_matthews_corrcoef():
+    # tp 2, tn 1, fp 1, fn 1: (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6.
+    got = metrics.matthews_corrcoef([1, 1, 0, 0, 1], [1, 0, 1, 0, 1])
+    assert got == pytest.approx(1 / 6)
+    assert metrics.matthews_corrcoef([1, 0, 1], [1, 0, 1]) == pytest.approx(1.0)
+    assert metrics.matthews_corrcoef([1, 0], [0, 1]) == pytest.approx(-1.0)
+    # All predictions one class: denominator 0 -> 0.0 (as scikit-learn).
+    assert metrics.matthews_corrcoef([1, 0, 1], [1, 1, 1]) == 0.0
+
+
+def test_pearson():
+    # dx = [-1.5, -.5, .5, 1.5], dy = [-3, -1, 0, 4]: 11 / sqrt(5 * 26).
+    got = metrics.pearson([1, 2, 3, 4], [2, 4, 5, 9])
+    assert got == pytest.approx(11 / math.sqrt(130))
+    assert math.isnan(metrics.pearson([1, 1, 1], [1, 2, 3]))
+
+
+def test_rankdata_averages_ties():
+    np.testing.assert_array_equal(
+        metrics.rankdata([10, 20, 20, 5, 20]), [2, 4, 4, 1, 4]
+    )
+    np.testing.assert_array_equal(metrics.rankdata([3.0, 1.0]), [2, 1])
+
+
+def test_spearman_with_ties():
+    # ranks x = [1, 2.5, 2.5, 4], y = [1, 3, 2, 4]: 4.5 / sqrt(4.5 * 5).
+    got = metrics.spearman([1, 2, 2, 3], [1, 3, 2, 4])
+    assert got == pytest.approx(4.5 / math.sqrt(22.5))
+    # Monotonic but not linear: Spearman 1, Pearson below 1.
+    x = [1, 2, 3, 4, 5]
+    y = [1, 4, 9, 16, 100]
+    assert metrics.spearman(x, y) == pytest.approx(1.0)
+    assert metrics.pearson(x, y) < 0.9
+
+
+def test_task_metrics_keys():
+    got = metrics.task_metrics(("accuracy", "f1"), [1, 0, 1], [1, 1, 1])
+    assert got == {"eval_accuracy": pytest.approx(2 / 3), "eval_f1": 0.8}
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="differ in length: 2 vs 3"):
+        metrics.accuracy([0, 1], [0, 1, 1])
+    with pytest.raises(ValueError, match="No examples"):
+        metrics.f1([], [])
