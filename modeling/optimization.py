@@ -1,0 +1,315 @@
+"""The original release's optimizer: AdamWeightDecay, warmup + linear decay.
+
+`create_optimizer` reproduces google-research/bert `optimization.py` exactly
+(original_release.md section 1.4; audit F1-F7):
+
+* learning rate: `init_lr * k / num_warmup_steps` while k < num_warmup_steps,
+  else `init_lr * (1 - min(k, num_train_steps) / num_train_steps)`, where k is
+  `global_step` BEFORE the update's increment (the first update uses lr(0));
+* gradients clipped to global norm 1.0 across all trainable variables (TF's
+  own `clip_by_global_norm`, so IndexedSlices count their rows as the
+  original's did);
+* Adam WITHOUT bias correction, epsilon 1e-6 added after the square root,
+  decoupled weight decay 0.01 scaled by the learning rate and computed on the
+  pre-update weight, skipped for names matching LayerNorm / layer_norm / bias;
+* dense updates: every row of an embedding decays its m and v each step;
+* `global_step` (int64) incremented once per applied update.
+
+The optimizer is a plain `tf.Module` with explicit slot variables rather than a
+`keras.optimizers.Optimizer`: Keras's Adam applies bias correction and keys
+slots by its own paths, while this class keeps the original's arithmetic and
+names (`<name>/adam_m`, `<name>/adam_v`, `global_step`). It works under any
+tf.distribute strategy: create (`build`) it under `strategy.scope()` and call
+`apply_gradients` in replica context with all-reduced gradients.
+
+LAMB (`optimizer_type="lamb"`, You et al. 2019) is offered as an option; it is
+not part of the original release.
+"""
+
+import re
+
+import keras
+import tensorflow as tf
+
+# The original's exclusion list (regexes searched in the checkpoint name).
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+OPTIMIZER_TYPES = ("adamw", "lamb")
+
+
+class WarmupLinearDecay:
+    """The original's schedule, evaluated in float32 exactly as TF1 did.
+
+    Args:
+      init_lr: peak learning rate (float).
+      num_train_steps: step at which the rate reaches 0 (decay counted from 0).
+      num_warmup_steps: linear warmup length; 0 or None disables warmup.
+    """
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps):
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be > 0: {num_train_steps}")
+        self.init_lr = float(init_lr)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps or 0)
+
+    def __call__(self, step):
+        """Learning rate (float32 scalar) for integer `step`."""
+        step = tf.convert_to_tensor(step)
+        # tf.train.polynomial_decay(power=1, end=0, cycle=False): the step is
+        # clamped at num_train_steps, so the rate stays 0 afterwards.
+        decay_steps = tf.constant(self.num_train_steps, tf.float32)
+        p = tf.minimum(tf.cast(step, tf.float32), decay_steps) / decay_steps
+        lr = tf.constant(self.init_lr, tf.float32) * (1.0 - p)
+        if self.num_warmup_steps:
+            step_int = tf.cast(step, tf.int32)
+            warmup_int = tf.constant(self.num_warmup_steps, tf.int32)
+            done = tf.cast(step_int, tf.float32) / tf.cast(
+                warmup_int, tf.float32
+            )
+            warmup_lr = tf.constant(self.init_lr, tf.float32) * done
+            is_warmup = tf.cast(step_int < warmup_int, tf.float32)
+            lr = (1.0 - is_warmup) * lr + is_warmup * warmup_lr
+        return lr
+
+
+def default_variable_name(var):
+    """Checkpoint name of a variable: its Keras path, or its TF name sans :N."""
+    name = getattr(var, "path", None) or var.name
+    return re.sub(r":\d+$", "", name)
+
+
+class AdamWeightDecay(tf.Module):
+    """Adam without bias correction, with decoupled weight decay.
+
+    Args:
+      learning_rate: a float, or a callable int64 step -> float32 rate.
+      weight_decay_rate: decay coefficient (0 disables decay).
+      beta_1, beta_2, epsilon: Adam constants (the original's defaults).
+      exclude_from_weight_decay: regexes; a match in the name skips decay.
+      clip_norm: global-norm clip applied to all gradients (None: no clip).
+      name_fn: var -> original checkpoint name (slot names, decay exclusion).
+    """
+
+    slot_names = ("adam_m", "adam_v")
+
+    def __init__(
+        self,
+        learning_rate,
+        weight_decay_rate=0.01,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+        clip_norm=1.0,
+        name_fn=default_variable_name,
+        name="AdamWeightDecay",
+    ):
+        super().__init__(name=name)
+        self.learning_rate = learning_rate
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay = tuple(exclude_from_weight_decay or ())
+        self.clip_norm = clip_norm
+        self.name_fn = name_fn
+        self.global_step = None
+        self._slots = {}  # checkpoint name of the variable -> (m, v)
+        self._names = {}  # id(tf variable) -> checkpoint name
+
+    # === Variables ===
+
+    def build(self, variables):
+        """Creates `global_step` and the zero slots. Call under strategy.scope().
+
+        Args:
+          variables: the trainable variables (Keras or tf.Variable).
+        """
+        if self.global_step is None:
+            self.global_step = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="global_step"
+            )
+        for var in variables:
+            name = self.name_fn(var)
+            self._names[id(_tf_variable(var))] = name
+            if name in self._slots:
+                continue
+            self._slots[name] = tuple(
+                tf.Variable(
+                    tf.zeros(var.shape, tf.float32),
+                    trainable=False,
+                    name=f"{name}/{slot}".replace("/", "_"),
+                )
+                for slot in self.slot_names
+            )
+
+    def checkpoint_variables(self):
+        """Dict original checkpoint name -> variable: slots and global_step."""
+        out = {"global_step": self.global_step}
+        for name, slots in self._slots.items():
+            for slot_name, slot in zip(self.slot_names, slots):
+                out[f"{name}/{slot_name}"] = slot
+        return out
+
+    def current_learning_rate(self):
+        """The rate the next update will use (float32 scalar)."""
+        if callable(self.learning_rate):
+            return self.learning_rate(self.global_step)
+        return tf.constant(self.learning_rate, tf.float32)
+
+    def _use_weight_decay(self, name):
+        if not self.weight_decay_rate:
+            return False
+        return not any(
+            re.search(r, name) for r in self.exclude_from_weight_decay
+        )
+
+    # === Update ===
+
+    def apply_gradients(self, grads_and_vars, should_apply=None):
+        """Clips, then applies one update and increments `global_step`.
+
+        Call in replica context (inside `strategy.run`) with gradients that are
+        already identical on every replica (all-reduced), or outside any
+        strategy. Variables with a None gradient are left untouched (their
+        slots are not updated), as in the original.
+
+        Args:
+          grads_and_vars: (gradient, variable) pairs.
+          should_apply: optional bool scalar; when False the weights and slots
+            keep their values (a skipped fp16 step) but `global_step` still
+            advances, so it keeps counting consumed batches.
+
+        Returns:
+          The global norm of the gradients before clipping (float32 scalar).
+        """
+        pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+        if not pairs:
+            raise ValueError("No gradients provided for any variable.")
+        grads = [g for g, _ in pairs]
+        tf_vars = [_tf_variable(v) for _, v in pairs]
+        if self.clip_norm is not None:
+            grads, global_norm = tf.clip_by_global_norm(grads, self.clip_norm)
+        else:
+            global_norm = tf.linalg.global_norm(grads)
+        # Densify after clipping (the original's tf.multiply did the same).
+        grads = [tf.convert_to_tensor(g) for g in grads]
+        if should_apply is None:
+            should_apply = True  # a Python bool: no select ops in the graph
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            self._distributed_apply,
+            tf.distribute.get_strategy(),
+            list(zip(grads, tf_vars)),
+            should_apply,
+        )
+        return global_norm
+
+    def _distributed_apply(self, strategy, grads_and_vars, should_apply):
+        lr = self.current_learning_rate()
+        for grad, var in grads_and_vars:
+            name = self._names.get(id(var))
+            if name is None:
+                raise ValueError(
+                    f"Variable {var.name} was not passed to build(); "
+                    "build the optimizer on the model's trainable variables."
+                )
+            m, v = self._slots[name]
+            strategy.extended.update(
+                var,
+                self._update_fn,
+                args=(
+                    grad,
+                    m,
+                    v,
+                    lr,
+                    self._use_weight_decay(name),
+                    should_apply,
+                ),
+                group=False,
+            )
+        strategy.extended.update(
+            self.global_step, lambda s: s.assign_add(1), group=False
+        )
+
+    def _update_fn(self, var, grad, m, v, lr, use_decay, should_apply):
+        # Python floats first, as the original: 1.0 - 0.9 rounds to 0.1 in f32.
+        next_m = tf.multiply(self.beta_1, m) + tf.multiply(
+            1.0 - self.beta_1, grad
+        )
+        next_v = tf.multiply(self.beta_2, v) + tf.multiply(
+            1.0 - self.beta_2, tf.square(grad)
+        )
+        update = next_m / (tf.sqrt(next_v) + self.epsilon)
+        if use_decay:
+            update += self.weight_decay_rate * var
+        update = self._adapt(update, var, next_m, next_v, use_decay)
+        next_var = var - lr * update
+        if not (isinstance(should_apply, bool) and should_apply):
+            next_var = tf.where(should_apply, next_var, var)
+            next_m = tf.where(should_apply, next_m, m)
+            next_v = tf.where(should_apply, next_v, v)
+        return tf.group(
+            var.assign(next_var), m.assign(next_m), v.assign(next_v)
+        )
+
+    def _adapt(self, update, var, next_m, next_v, use_decay):
+        """Hook for LAMB's trust ratio; AdamWeightDecay leaves it alone."""
+        del var, next_m, next_v, use_decay
+        return update
+
+
+class Lamb(AdamWeightDecay):
+    """LAMB: AdamWeightDecay's update scaled by a layer-wise trust ratio.
+
+    The ratio is ||w|| / ||update|| (1 where either norm is 0, and for the
+    variables excluded from weight decay, as tf-models' LAMB does). Adam's
+    moments are used without bias correction, like the rest of this module.
+    """
+
+    def _adapt(self, update, var, next_m, next_v, use_decay):
+        del next_m, next_v
+        if not use_decay:
+            return update
+        w_norm = tf.norm(var)
+        u_norm = tf.norm(update)
+        ratio = tf.where(
+            (w_norm > 0.0) & (u_norm > 0.0),
+            w_norm / u_norm,
+            tf.ones_like(w_norm),
+        )
+        return ratio * update
+
+
+def _tf_variable(var):
+    """The tf.Variable (or DistributedVariable) behind a Keras variable."""
+    return var.value if isinstance(var, keras.Variable) else var
+
+
+def create_optimizer(
+    init_lr,
+    num_train_steps,
+    num_warmup_steps,
+    optimizer_type="adamw",
+    name_fn=default_variable_name,
+):
+    """The original's optimizer (or LAMB) with its warmup + linear decay.
+
+    Args:
+      init_lr: peak learning rate.
+      num_train_steps: total number of updates (the rate decays to 0 there).
+      num_warmup_steps: linear warmup length (0: none).
+      optimizer_type: "adamw" (the original) or "lamb".
+      name_fn: var -> original checkpoint name.
+
+    Returns:
+      An unbuilt `AdamWeightDecay` (or `Lamb`); call `build(variables)` under
+      the strategy scope before the first `apply_gradients`.
+    """
+    classes = {"adamw": AdamWeightDecay, "lamb": Lamb}
+    if optimizer_type not in classes:
+        raise ValueError(
+            f"Unknown optimizer_type {optimizer_type!r}; expected one of "
+            f"{OPTIMIZER_TYPES}"
+        )
+    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+    return classes[optimizer_type](learning_rate=schedule, name_fn=name_fn)
