@@ -110,3 +110,84 @@ METRICS = {
     "pearson": pearson,
     "spearman": spearman,
 }
+
+
+# === From model outputs to eval_results.txt ===
+
+
+def log_softmax(logits):
+    """Row-wise log-softmax of float logits [N, L], computed in float64."""
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - np.max(logits, axis=-1, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
+
+
+def per_example_loss(logits, labels, is_regression=False):
+    """The original's per-example loss: softmax cross-entropy, or for a
+    regression task (one output) the squared error.
+
+    Args:
+      logits: float [N, L] (L = 1 for regression).
+      labels: int class ids [N], or float scores [N].
+      is_regression: bool.
+
+    Returns:
+      float64 array [N].
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    if is_regression:
+        return np.square(logits[:, 0] - np.asarray(labels, dtype=np.float64))
+    labels = np.asarray(labels, dtype=np.int64)
+    return -log_softmax(logits)[np.arange(len(labels)), labels]
+
+
+def classifier_eval_results(
+    logits, labels, is_real_example, batch_size, metric_names, is_regression
+):
+    """run_classifier's evaluation results from the logits of the eval set.
+
+    Args:
+      logits: float [N, L] for the N eval records in file order (padding
+        records included).
+      labels: [N] class ids or scores.
+      is_real_example: [N] 0/1; padding records (0) get weight 0.
+      batch_size: the eval batch size (for `loss`, see below).
+      metric_names: the task's metric names (keys of METRICS).
+      is_regression: bool.
+
+    Returns:
+      dict with "eval_loss" (mean loss over the real examples), "loss" (the
+      Estimator's mean over batches of each batch's mean loss, padding
+      included, as the original reports it) and "eval_<metric>" for each
+      metric, computed on the real examples.
+    """
+    losses = per_example_loss(logits, labels, is_regression)
+    real = np.asarray(is_real_example).reshape(-1).astype(bool)
+    batch_means = [
+        np.mean(losses[i : i + batch_size])
+        for i in range(0, len(losses), batch_size)
+    ]
+    results = {
+        "eval_loss": float(np.mean(losses[real])),
+        "loss": float(np.mean(batch_means)),
+    }
+    logits = np.asarray(logits)
+    predictions = logits[:, 0] if is_regression else np.argmax(logits, -1)
+    labels = np.asarray(labels)
+    results.update(task_metrics(metric_names, labels[real], predictions[real]))
+    return results
+
+
+def format_eval_results(results):
+    """eval_results.txt as the original writes it: sorted `key = value` lines.
+
+    Floats print as the original's float32 metric values do (`str` of a numpy
+    float32, e.g. 0.84558824); integers (global_step) as they are.
+    """
+    lines = []
+    for key in sorted(results):
+        value = results[key]
+        if isinstance(value, float | np.floating):
+            value = str(np.float32(value))
+        lines.append(f"{key} = {value}\n")
+    return "".join(lines)

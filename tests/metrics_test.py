@@ -64,3 +64,52 @@ def test_errors():
         metrics.accuracy([0, 1], [0, 1, 1])
     with pytest.raises(ValueError, match="No examples"):
         metrics.f1([], [])
+
+
+def test_per_example_loss():
+    logits = np.array([[0.0, math.log(3.0)], [2.0, 2.0]])
+    # softmax([0, log 3]) = [1/4, 3/4].
+    got = metrics.per_example_loss(logits, [1, 0])
+    np.testing.assert_allclose(got, [-math.log(0.75), math.log(2.0)])
+    got = metrics.per_example_loss(
+        [[1.5], [0.0]], [1.0, 2.0], is_regression=True
+    )
+    np.testing.assert_allclose(got, [0.25, 4.0])
+
+
+def test_classifier_eval_results_weights_padding():
+    # Three real examples and one padding record, batch size 2.
+    logits = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
+    labels = np.array([1, 1, 0, 0])
+    results = metrics.classifier_eval_results(
+        logits, labels, [1, 1, 1, 0], 2, ("accuracy", "f1"), False
+    )
+    losses = metrics.per_example_loss(logits, labels)
+    assert results["eval_accuracy"] == pytest.approx(1 / 3)
+    assert results["eval_f1"] == pytest.approx(0.5)  # tp 1, 2 pred, 2 real.
+    assert results["eval_loss"] == pytest.approx(np.mean(losses[:3]))
+    want_loss = (np.mean(losses[:2]) + np.mean(losses[2:])) / 2
+    assert results["loss"] == pytest.approx(want_loss)
+
+
+def test_classifier_eval_results_regression():
+    results = metrics.classifier_eval_results(
+        [[1.0], [2.0], [4.0]],
+        [1.0, 3.0, 3.5],
+        [1, 1, 1],
+        8,
+        ("pearson", "spearman"),
+        True,
+    )
+    assert results["eval_spearman"] == pytest.approx(1.0)
+    assert results["eval_loss"] == pytest.approx((0 + 1 + 0.25) / 3)
+    assert "eval_accuracy" not in results
+
+
+def test_format_eval_results_like_the_original():
+    text = metrics.format_eval_results(
+        {"global_step": 343, "eval_loss": 0.5053, "eval_accuracy": 0.845588}
+    )
+    assert text == (
+        "eval_accuracy = 0.845588\neval_loss = 0.5053\nglobal_step = 343\n"
+    )
