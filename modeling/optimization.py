@@ -34,6 +34,8 @@ import tensorflow as tf
 # The original's exclusion list (regexes searched in the checkpoint name).
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_TYPES = ("adamw", "lamb")
+# Variables whose gradient the original left as IndexedSlices (tf.gather).
+SPARSE_GRADIENT_NAMES = (r"word_embeddings$",)
 
 
 class WarmupLinearDecay:
@@ -188,6 +190,7 @@ class AdamWeightDecay(tf.Module):
             raise ValueError("No gradients provided for any variable.")
         grads = [g for g, _ in pairs]
         tf_vars = [_tf_variable(v) for _, v in pairs]
+        grads = [self._as_original(g, v) for g, v in zip(grads, tf_vars)]
         if self.clip_norm is not None:
             grads, global_norm = tf.clip_by_global_norm(grads, self.clip_norm)
         else:
@@ -203,6 +206,22 @@ class AdamWeightDecay(tf.Module):
             should_apply,
         )
         return global_norm
+
+    def _as_original(self, grad, var):
+        """The gradient in the form the original's graph produced it.
+
+        The clip norm counts an IndexedSlices gradient row by row (duplicate
+        rows separately), so the form matters. The original produced
+        IndexedSlices only for the word-embedding gather; its token-type
+        lookup was a one-hot matmul, whose gradient is dense. A Keras gather
+        elsewhere is densified here so the norm, and the update, match.
+        """
+        if not isinstance(grad, tf.IndexedSlices):
+            return grad
+        name = self._names.get(id(var), var.name)
+        if any(re.search(r, name) for r in SPARSE_GRADIENT_NAMES):
+            return grad
+        return tf.convert_to_tensor(grad)
 
     def _distributed_apply(self, strategy, grads_and_vars, should_apply):
         lr = self.current_learning_rate()

@@ -1,0 +1,120 @@
+"""tf.distribute strategies and precision policies for the training loop.
+
+One code path for every device: the default strategy (one CPU or GPU),
+MirroredStrategy (several local devices), MultiWorkerMirroredStrategy (several
+hosts described by TF_CONFIG) and TPUStrategy (the original's `--use_tpu
+--tpu_name` flags).
+"""
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def create_strategy(
+    strategy="default",
+    use_tpu=False,
+    tpu_name=None,
+    tpu_zone=None,
+    gcp_project=None,
+    master=None,
+):
+    """Builds the tf.distribute strategy named by the run flags.
+
+    Args:
+      strategy: one of STRATEGIES. `use_tpu` forces "tpu", as in the original.
+      use_tpu, tpu_name, tpu_zone, gcp_project, master: the original's TPU
+        flags; `tpu_name` (or `master`) names the TPU to connect to.
+
+    Returns:
+      A tf.distribute.Strategy.
+
+    Raises:
+      ValueError: an unknown strategy, a TPU without a name, or
+        multi_worker_mirrored without TF_CONFIG.
+    """
+    if use_tpu:
+        strategy = "tpu"
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            f"Unknown strategy {strategy!r}; expected {STRATEGIES}"
+        )
+    if strategy == "default":
+        return tf.distribute.get_strategy()
+    if strategy == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if strategy == "multi_worker_mirrored":
+        if not os.environ.get("TF_CONFIG"):
+            raise ValueError(
+                "--strategy=multi_worker_mirrored needs the TF_CONFIG "
+                "environment variable (cluster and task of this worker)."
+            )
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if not (tpu_name or master):
+        raise ValueError("--use_tpu needs --tpu_name (or --master).")
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu_name or master, zone=tpu_zone, project=gcp_project
+    )
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def set_precision(precision):
+    """Sets the Keras global dtype policy; call before building the model.
+
+    Args:
+      precision: "float32", "mixed_bfloat16" (bf16 compute, float32
+        variables; the fast path on recent CPUs and TPUs) or "mixed_float16"
+        (GPUs; the training loop then scales the loss dynamically).
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"Unknown precision {precision!r}; expected {PRECISIONS}"
+        )
+    keras.mixed_precision.set_global_policy(precision)
+    logging.info("Keras dtype policy: %s", precision)
+
+
+def is_chief(strategy):
+    """Whether this process writes checkpoints, summaries and results."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ):
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if task_type is None:
+        return True
+    has_chief = "chief" in json.loads(os.environ.get("TF_CONFIG", "{}")).get(
+        "cluster", {}
+    )
+    if has_chief:
+        return task_type == "chief"
+    return task_type == "worker" and task_id == 0
+
+
+def distribute_dataset(strategy, dataset):
+    """Splits each global batch across replicas, identically on every worker.
+
+    Auto-sharding by DATA (every worker reads the same stream and keeps its
+    slice) makes the global batch, and so the result, independent of the
+    number of workers and of how many input files there are.
+    """
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.DATA
+    )
+    dataset = dataset.with_options(options)
+    if (
+        strategy is tf.distribute.get_strategy()
+        and not tf.distribute.has_strategy()
+    ):
+        return dataset
+    return strategy.experimental_distribute_dataset(dataset)
