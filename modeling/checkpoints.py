@@ -1,0 +1,397 @@
+"""Original-format (TF1 name-based) checkpoints: resolve, read, load, write.
+
+A model variable's Keras path IS its original checkpoint name (DESIGN.md
+section 3), so loading is a direct name match with shape checks and no
+translation table. The table of names is the model itself; the test
+`checkpoints_test.py` asserts that BertPretrainer's (name, shape) set equals
+the original's.
+
+Only weights are read (`tf.train.load_checkpoint`); `.meta` graphs are never
+imported. Writes use the V2 bundle format (`<prefix>.index`,
+`<prefix>.data-00000-of-00001`) with arbitrary names, as tf.compat.v1 Saver
+writes them, so the original scripts read our checkpoints and we read theirs.
+"""
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from modeling import config as config_lib
+
+CHECKPOINT_STATE_FILE = "checkpoint"
+DEFAULT_PREFIX = "bert_model.ckpt"
+GLOBAL_STEP = "global_step"
+
+# Checkpoint names that are normal extras when loading weights: optimizer
+# slots, the step counter and names some TF1 optimizers add.
+OPTIMIZER_NAME_PATTERN = re.compile(
+    r"(/adam_[mv]$)|(^global_step$)|(AdamWeightDecayOptimizer)"
+)
+
+
+def variable_name(variable):
+    """The original checkpoint name of a Keras variable.
+
+    Its `path` minus any `:N` suffix. The classifier head's root-scope
+    `output_weights` / `output_bias` need no exception: heads.ClassifierHead
+    creates them outside any name scope, so their path is already that.
+
+    Args:
+        variable: keras.Variable (or tf.Variable).
+
+    Returns:
+        str, e.g. "bert/encoder/layer_0/attention/self/query/kernel".
+    """
+    name = getattr(variable, "path", None) or variable.name
+    return re.sub(r":\d+$", "", name)
+
+
+def resolve_checkpoint(path):
+    """Finds the checkpoint prefix a user means.
+
+    Args:
+        path: str, a prefix (`.../bert_model.ckpt`, `.../model.ckpt-3`) or a
+            directory (its `checkpoint` state file names the newest; without
+            one, `bert_model.ckpt` in it).
+
+    Returns:
+        str, the prefix; `<prefix>.index` and its data file exist.
+
+    Raises:
+        FileNotFoundError: nothing readable is there; the message says what
+            was looked for.
+    """
+    path = os.fspath(path)
+    if tf.io.gfile.isdir(path):
+        state = tf.train.get_checkpoint_state(path)
+        if state and state.model_checkpoint_path:
+            prefix = state.model_checkpoint_path
+            if not os.path.isabs(prefix) and "://" not in prefix:
+                prefix = os.path.join(path, prefix)
+        else:
+            prefix = os.path.join(path, DEFAULT_PREFIX)
+    else:
+        prefix = path
+        for suffix in (".index", ".meta", ".data-00000-of-00001"):
+            prefix = prefix.removesuffix(suffix)
+    if not tf.io.gfile.exists(prefix + ".index"):
+        raise FileNotFoundError(
+            f"No checkpoint at {path}: {prefix}.index does not exist (give a "
+            "checkpoint prefix such as .../bert_model.ckpt or a directory "
+            "holding one)"
+        )
+    if not tf.io.gfile.glob(prefix + ".data-*-of-*"):
+        raise FileNotFoundError(
+            f"Checkpoint {prefix} has an index but no data file "
+            f"({prefix}.data-00000-of-00001)"
+        )
+    return prefix
+
+
+def _reader(prefix):
+    try:
+        return tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as e:
+        raise ValueError(
+            f"Checkpoint {prefix} is unreadable (truncated or corrupt "
+            f"index?): {_first_line(e)}"
+        ) from e
+
+
+def _first_line(error):
+    return str(getattr(error, "message", error)).strip().splitlines()[0]
+
+
+def _get_tensor(reader, prefix, name):
+    try:
+        return reader.get_tensor(name)
+    except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as e:
+        raise ValueError(
+            f"Checkpoint {prefix} is unreadable: reading {name!r} failed "
+            f"(truncated or corrupt data file?): {_first_line(e)}"
+        ) from e
+
+
+def checkpoint_shapes(path):
+    """{name: shape tuple} of a checkpoint, without reading the values."""
+    prefix = resolve_checkpoint(path)
+    shapes = _reader(prefix).get_variable_to_shape_map()
+    return {name: tuple(shape) for name, shape in shapes.items()}
+
+
+def read_checkpoint(path):
+    """Reads every tensor of a checkpoint (weights only; no graph import).
+
+    Args:
+        path: a prefix or directory, see `resolve_checkpoint`.
+
+    Returns:
+        dict {original name: np.ndarray}, in sorted name order.
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+        ValueError: the files are truncated or corrupt.
+    """
+    prefix = resolve_checkpoint(path)
+    reader = _reader(prefix)
+    names = sorted(reader.get_variable_to_shape_map())
+    return {name: _get_tensor(reader, prefix, name) for name in names}
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What `load_weights` did.
+
+    Attributes:
+        checkpoint: str, the resolved prefix.
+        restored: list of names assigned from the checkpoint.
+        missing: model variable names absent from the checkpoint (all of
+            them matched `ignore_missing`; others raise).
+        unused: checkpoint names no model variable took.
+    """
+
+    checkpoint: str
+    restored: list
+    missing: list
+    unused: list
+
+    @property
+    def unexpected(self):
+        """Unused names that are not optimizer slots / global_step."""
+        return [n for n in self.unused if not OPTIMIZER_NAME_PATTERN.search(n)]
+
+
+def _variables_of(model_or_variables):
+    if hasattr(model_or_variables, "weights"):
+        return list(model_or_variables.weights)
+    return list(model_or_variables)
+
+
+def _check_names_and_shapes(variables, shapes, prefix, ignore_missing):
+    """Splits variables into (to restore, ignored missing); raises on errors."""
+    to_restore, missing, absent, mismatched = [], [], [], []
+    for variable in variables:
+        name = variable_name(variable)
+        if name not in shapes:
+            if any(re.search(p, name) for p in ignore_missing):
+                missing.append(name)
+            else:
+                absent.append(name)
+            continue
+        if tuple(variable.shape) != shapes[name]:
+            mismatched.append((name, tuple(variable.shape), shapes[name]))
+        to_restore.append((name, variable))
+    if mismatched:
+        name, model_shape, ckpt_shape = mismatched[0]
+        more = (
+            f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        )
+        raise ValueError(
+            f"Shape mismatch for variable {name}: the model has "
+            f"{list(model_shape)} but checkpoint {prefix} has "
+            f"{list(ckpt_shape)}{more}. Does bert_config.json match the "
+            "checkpoint?"
+        )
+    if absent:
+        shown = ", ".join(absent[:5]) + (" ..." if len(absent) > 5 else "")
+        raise ValueError(
+            f"Checkpoint {prefix} lacks {len(absent)} variable(s) the model "
+            f"needs: {shown}. If these are new heads being fine-tuned, pass "
+            "them in ignore_missing."
+        )
+    return to_restore, missing
+
+
+def load_weights(model_or_variables, path, ignore_missing=()):
+    """Assigns a model's variables from an original-format checkpoint.
+
+    Names match exactly (variable path = checkpoint name). Optimizer slots,
+    `global_step` and other checkpoint names the model lacks are left out
+    and listed in the report.
+
+    Args:
+        model_or_variables: a Keras layer/model (its `weights`) or an
+            iterable of variables.
+        path: checkpoint prefix or directory, see `resolve_checkpoint`.
+        ignore_missing: iterable of regular expressions (re.search); model
+            variables matching one may be absent from the checkpoint (e.g.
+            `^output_` or `^cls/squad/` for heads being fine-tuned).
+
+    Returns:
+        LoadReport.
+
+    Raises:
+        FileNotFoundError: no checkpoint at `path`.
+        ValueError: a shape differs (names the variable and both shapes), a
+            needed variable is missing, or the files are unreadable. Nothing
+            is assigned when the names or shapes do not match.
+    """
+    prefix = resolve_checkpoint(path)
+    reader = _reader(prefix)
+    shapes = {
+        n: tuple(s) for n, s in reader.get_variable_to_shape_map().items()
+    }
+    variables = _variables_of(model_or_variables)
+    to_restore, missing = _check_names_and_shapes(
+        variables, shapes, prefix, tuple(ignore_missing)
+    )
+    values = [(v, _get_tensor(reader, prefix, name)) for name, v in to_restore]
+    for variable, value in values:
+        variable.assign(np.asarray(value).astype(variable.dtype))
+    restored = [name for name, _ in to_restore]
+    used = set(restored)
+    report = LoadReport(
+        checkpoint=prefix,
+        restored=restored,
+        missing=missing,
+        unused=sorted(n for n in shapes if n not in used),
+    )
+    tf.get_logger().info(
+        "Restored %d variables from %s; %d left at their initial values "
+        "(%s); %d checkpoint names unused (%d not optimizer state).",
+        len(restored),
+        prefix,
+        len(missing),
+        ", ".join(missing) or "none",
+        len(report.unused),
+        len(report.unexpected),
+    )
+    return report
+
+
+def vocab_size_of(vocab_file):
+    """Number of entries of a vocab file, counted as the original does
+    (one per line)."""
+    with tf.io.gfile.GFile(vocab_file, "r") as f:
+        return sum(1 for _ in f)
+
+
+def check_vocab_size(vocab_file_or_size, config):
+    """Fails when the vocabulary has more ids than `word_embeddings` rows.
+
+    Args:
+        vocab_file_or_size: path of vocab.txt, or its size as an int.
+        config: BertConfig.
+
+    Raises:
+        ValueError: the vocabulary is larger than config.vocab_size.
+    """
+    if isinstance(vocab_file_or_size, int):
+        size, source = vocab_file_or_size, "the vocabulary"
+    else:
+        size = vocab_size_of(vocab_file_or_size)
+        source = f"vocab_file {vocab_file_or_size}"
+    if size > config.vocab_size:
+        raise ValueError(
+            f"{source} has {size} tokens but the BERT config's vocab_size is "
+            f"{config.vocab_size}: ids >= {config.vocab_size} have no "
+            "embedding. Use the vocab.txt that came with the checkpoint."
+        )
+
+
+def check_max_seq_length(max_seq_length, config):
+    """Fails when max_seq_length exceeds max_position_embeddings.
+
+    Raises:
+        ValueError: with the original run_classifier.py message.
+    """
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"Cannot use sequence length {max_seq_length} because the BERT "
+            "model was only trained up to sequence length "
+            f"{config.max_position_embeddings}"
+        )
+    if max_seq_length < 1:
+        raise ValueError(f"max_seq_length must be positive: {max_seq_length}")
+
+
+def _to_tensor(value):
+    if hasattr(value, "value") and not isinstance(value, np.ndarray):
+        value = value.value  # keras.Variable -> its tensor
+    return tf.convert_to_tensor(value)
+
+
+def _quote(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _write_state(directory, newest, all_paths):
+    """Writes the `checkpoint` state file (relative paths) atomically."""
+    lines = [f"model_checkpoint_path: {_quote(newest)}"]
+    lines += [f"all_model_checkpoint_paths: {_quote(p)}" for p in all_paths]
+    config_lib.write_text_atomically(
+        os.path.join(directory, CHECKPOINT_STATE_FILE), "\n".join(lines) + "\n"
+    )
+
+
+def _delete_checkpoint_files(prefix):
+    for suffix in (".index", ".meta", ".data-?????-of-?????"):
+        for filename in tf.io.gfile.glob(prefix + suffix):
+            tf.io.gfile.remove(filename)
+
+
+def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
+    """Writes an original-format checkpoint atomically.
+
+    The tensors are saved under a temporary prefix in the same folder, the
+    data and then the index files are renamed into place, and only then is
+    the `checkpoint` state file (relative paths) rewritten, atomically. So
+    a reader never sees a half-written checkpoint as the newest.
+
+    Args:
+        prefix: str, e.g. ".../model.ckpt-1000" (used as given; the step is
+            not appended).
+        arrays: dict {original name: np.ndarray, tf.Tensor or variable};
+            e.g. `{variable_name(v): v for v in model.weights}` plus the
+            optimizer's `<name>/adam_m`, `<name>/adam_v`.
+        global_step: int or None; stored as the int64 scalar `global_step`.
+        keep_max: int or None; keep only this many newest checkpoints listed
+            in the state file, deleting the files of older ones.
+
+    Returns:
+        str, the prefix written.
+    """
+    prefix = os.fspath(prefix)
+    directory = os.path.dirname(prefix) or "."
+    tf.io.gfile.makedirs(directory)
+    tensors = {name: _to_tensor(value) for name, value in arrays.items()}
+    if global_step is not None:
+        if GLOBAL_STEP in tensors:
+            raise ValueError("global_step given both in arrays and as argument")
+        tensors[GLOBAL_STEP] = tf.constant(int(global_step), tf.int64)
+    names = sorted(tensors)
+    tmp_prefix = os.path.join(
+        directory, f".tmp-{os.path.basename(prefix)}-{os.getpid()}"
+    )
+    tf.raw_ops.SaveV2(
+        prefix=tmp_prefix,
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tensors[n] for n in names],
+    )
+    # Data first, index last: the index is what marks a checkpoint present.
+    for data_file in tf.io.gfile.glob(tmp_prefix + ".data-?????-of-?????"):
+        suffix = data_file[len(tmp_prefix) :]
+        tf.io.gfile.rename(data_file, prefix + suffix, overwrite=True)
+    tf.io.gfile.rename(tmp_prefix + ".index", prefix + ".index", overwrite=True)
+    _update_state(directory, prefix, keep_max)
+    return prefix
+
+
+def _update_state(directory, prefix, keep_max):
+    """Appends `prefix` to the state file, pruning beyond `keep_max`."""
+    name = os.path.basename(prefix)
+    state = tf.train.get_checkpoint_state(directory)
+    previous = list(state.all_model_checkpoint_paths) if state else []
+    previous = [os.path.basename(p) for p in previous if p]
+    all_paths = [p for p in previous if p != name] + [name]
+    dropped = []
+    if keep_max is not None and len(all_paths) > keep_max:
+        dropped = all_paths[: len(all_paths) - keep_max]
+        all_paths = all_paths[len(all_paths) - keep_max :]
+    _write_state(directory, name, all_paths)
+    for old in dropped:
+        _delete_checkpoint_files(os.path.join(directory, old))

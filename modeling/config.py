@@ -1,0 +1,242 @@
+"""BertConfig: the model hyper-parameters, with the original JSON keys.
+
+`bert_config.json` files of the original release load unchanged. The Chinese
+model's config carries extra keys (`directionality`, `pooler_*`) that the
+model does not use; they are kept so that writing the config back gives the
+same file. Keys nobody knows are kept too, but logged as a warning, because a
+misspelt key (`num_hidden_layer`) would otherwise silently fall back to its
+default.
+"""
+
+import copy
+import json
+import logging
+import os
+import tempfile
+
+import tensorflow as tf
+
+_LOG = logging.getLogger(__name__)
+
+# Keys of the released configs that the model does not read (google-research/
+# bert#82, the Chinese model); loading them is silent.
+KNOWN_EXTRA_KEYS = frozenset(
+    {
+        "directionality",
+        "pooler_fc_size",
+        "pooler_num_attention_heads",
+        "pooler_num_fc_layers",
+        "pooler_size_per_head",
+        "pooler_type",
+    }
+)
+
+# Activation names the original `get_activation` accepts (case-insensitive);
+# "" and "linear" mean no activation. "gelu" is the tanh approximation.
+ACTIVATIONS = frozenset({"gelu", "relu", "tanh", "linear", ""})
+
+_POSITIVE_INT_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "type_vocab_size",
+)
+
+
+class BertConfig:
+    """Configuration of a `BertModel` (original field names and defaults).
+
+    Args:
+        vocab_size: int, size of the WordPiece vocabulary (rows of
+            `word_embeddings`).
+        hidden_size: int, width H of the encoder.
+        num_hidden_layers: int, number of Transformer blocks.
+        num_attention_heads: int, heads per block; must divide hidden_size.
+        intermediate_size: int, width of the feed-forward layer.
+        hidden_act: str, feed-forward activation: "gelu" (tanh
+            approximation, as the original at HEAD), "relu", "tanh" or
+            "linear".
+        hidden_dropout_prob: float in [0, 1), dropout after embeddings and
+            after each dense output.
+        attention_probs_dropout_prob: float in [0, 1), dropout on attention
+            probabilities.
+        max_position_embeddings: int, rows of `position_embeddings`; the
+            longest sequence the model accepts.
+        type_vocab_size: int, rows of `token_type_embeddings` (2 in every
+            released config).
+        initializer_range: float > 0, stddev of the truncated normal
+            initializer.
+        **extra: further JSON keys; kept and written back.
+
+    Raises:
+        ValueError: a field has a bad value; the message names the field.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        max_position_embeddings=512,
+        type_vocab_size=16,
+        initializer_range=0.02,
+        **extra,
+    ):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.extra = dict(extra)
+        unknown = sorted(set(extra) - KNOWN_EXTRA_KEYS)
+        if unknown:
+            _LOG.warning(
+                "BertConfig: unknown key(s) %s are kept but not used by the "
+                "model; check their spelling.",
+                ", ".join(unknown),
+            )
+        self.validate()
+
+    def validate(self):
+        """Checks every field; raises ValueError naming the bad one."""
+        for field in _POSITIVE_INT_FIELDS:
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(
+                    f"BertConfig.{field} must be an integer, got {value!r}"
+                )
+            if value <= 0:
+                raise ValueError(
+                    f"BertConfig.{field} must be positive, got {value}"
+                )
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"BertConfig.hidden_size ({self.hidden_size}) is not a "
+                "multiple of BertConfig.num_attention_heads "
+                f"({self.num_attention_heads})"
+            )
+        act = self.hidden_act
+        if not isinstance(act, str) or act.lower() not in ACTIVATIONS:
+            raise ValueError(
+                f"BertConfig.hidden_act {act!r} is not supported; use one of "
+                "'gelu' (tanh approximation), 'relu', 'tanh', 'linear'"
+            )
+        for field in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, field)
+            if not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise ValueError(
+                    f"BertConfig.{field} must be in [0, 1), got {value!r}"
+                )
+        init = self.initializer_range
+        if not isinstance(init, (int, float)) or init <= 0:
+            raise ValueError(
+                f"BertConfig.initializer_range must be positive, got {init!r}"
+            )
+
+    @classmethod
+    def from_dict(cls, json_object):
+        """Builds a config from a dict of original JSON keys."""
+        if not isinstance(json_object, dict):
+            raise TypeError(
+                f"a BertConfig needs a JSON object, got {type(json_object)}"
+            )
+        if "vocab_size" not in json_object:
+            raise ValueError("BertConfig.vocab_size is missing")
+        return cls(**copy.deepcopy(json_object))
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        """Reads a `bert_config.json` (local path or any tf.io.gfile path)."""
+        try:
+            with tf.io.gfile.GFile(json_file, "r") as reader:
+                text = reader.read()
+        except tf.errors.NotFoundError as e:
+            raise FileNotFoundError(
+                f"bert_config_file {json_file} does not exist"
+            ) from e
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{json_file} is not valid JSON: {e}") from e
+        try:
+            return cls.from_dict(data)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{json_file}: {e}") from e
+
+    def to_dict(self):
+        """The config as a dict of original JSON keys (extras included)."""
+        out = {f: getattr(self, f) for f in _FIELDS}
+        out.update(copy.deepcopy(self.extra))
+        return out
+
+    def to_json_string(self):
+        """The config as the original writes it: sorted keys, indent 2."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, path):
+        """Writes the JSON atomically (temporary file, then rename)."""
+        write_text_atomically(path, self.to_json_string())
+
+    def __eq__(self, other):
+        return isinstance(other, BertConfig) and (
+            self.to_dict() == other.to_dict()
+        )
+
+    def __repr__(self):
+        return f"BertConfig({self.to_dict()!r})"
+
+
+_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+)
+
+
+def write_text_atomically(path, text):
+    """Writes `text` to `path` so that readers see the old or the new file.
+
+    Local paths are written to a temporary file in the same folder and then
+    renamed over `path` (atomic on POSIX); other tf.io.gfile paths (gs://)
+    are written aside and renamed with overwrite.
+    """
+    path = os.fspath(path)
+    if "://" in path:
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        os.chmod(tmp, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

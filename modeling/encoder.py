@@ -1,0 +1,194 @@
+"""BertModel: the encoder, from token ids to per-token and pooled vectors.
+
+A subclassed layer named `bert`, so that its variables' paths are the original
+checkpoint names (`bert/embeddings/...`, `bert/encoder/layer_N/...`,
+`bert/pooler/dense/...`). Task models (modeling/models.py) hold one.
+
+Shapes: B = batch size, T = sequence length, H = hidden size.
+"""
+
+import keras
+from keras import ops
+
+from modeling import config as config_lib
+from modeling import layers
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class TransformerEncoder(keras.layers.Layer):
+    """The stack of Transformer blocks (scope `encoder`, blocks `layer_N`)."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.blocks = [
+            layers.TransformerBlock(config, name=f"layer_{i}")
+            for i in range(config.num_hidden_layers)
+        ]
+
+    def build(self, input_shape):
+        for block in self.blocks:
+            block.build(input_shape)
+        self.built = True
+
+    def call(self, x, input_mask, training=False):
+        """Runs every block.
+
+        Args:
+            x: compute-dtype Tensor [B, T, H], the embedding output.
+            input_mask: int32 Tensor [B, T], 1 = real token.
+            training: bool, apply dropout.
+
+        Returns:
+            list of num_hidden_layers Tensors [B, T, H], one per block.
+        """
+        outputs = []
+        for block in self.blocks:
+            x = block(x, input_mask, training=training)
+            outputs.append(x)
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config["config"] = self.config.to_dict()
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class Pooler(keras.layers.Layer):
+    """tanh(dense(first token)) (scope `pooler`, variables `dense/*`)."""
+
+    def __init__(self, hidden_size, initializer_range, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dense = keras.layers.Dense(
+            hidden_size,
+            activation="tanh",
+            kernel_initializer=layers.initializer(initializer_range),
+            name="dense",
+        )
+
+    def build(self, input_shape):
+        self.dense.build((None, self.hidden_size))
+        self.built = True
+
+    def call(self, sequence_output):
+        """[B, T, H] -> [B, H], from the [CLS] (first) position."""
+        return self.dense(sequence_output[:, 0, :])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertModel(keras.layers.Layer):
+    """The BERT encoder (the original's `modeling.BertModel`).
+
+    Args:
+        config: BertConfig.
+        use_one_hot_embeddings: bool, look up word embeddings with a one-hot
+            matmul (faster on TPU) instead of a gather.
+        name: str, the variable scope; "bert" for original checkpoints.
+
+    Attributes:
+        embeddings: layers.BertEmbeddings; `embeddings.word_embeddings` is the
+            [V, H] table the masked-LM head is tied to.
+        encoder: TransformerEncoder.
+        pooler: Pooler.
+    """
+
+    def __init__(
+        self, config, use_one_hot_embeddings=False, name="bert", **kwargs
+    ):
+        super().__init__(name=name, **kwargs)
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        self.embeddings = layers.BertEmbeddings(
+            vocab_size=config.vocab_size,
+            hidden_size=config.hidden_size,
+            type_vocab_size=config.type_vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            initializer_range=config.initializer_range,
+            dropout_rate=config.hidden_dropout_prob,
+            use_one_hot_embeddings=use_one_hot_embeddings,
+            name="embeddings",
+        )
+        self.encoder = TransformerEncoder(config, name="encoder")
+        self.pooler = Pooler(
+            config.hidden_size, config.initializer_range, name="pooler"
+        )
+
+    def build(self, input_shape=None):
+        # The input is a dict; every weight shape follows from the config.
+        hidden_shape = (None, None, self.config.hidden_size)
+        self.embeddings.build(None)
+        self.encoder.build(hidden_shape)
+        self.pooler.build(hidden_shape)
+        self.built = True
+
+    def call(self, inputs, training=False):
+        """Encodes a batch.
+
+        Args:
+            inputs: dict with "input_ids" (int32 Tensor [B, T], required),
+                "input_mask" (int Tensor [B, T], 1 = real token; default all
+                ones) and "segment_ids" (int Tensor [B, T]; default zeros).
+                Other keys are ignored.
+            training: bool, apply dropout.
+
+        Returns:
+            dict of compute-dtype Tensors: "sequence_output" [B, T, H] (the
+            last layer), "pooled_output" [B, H], "all_encoder_layers" (list
+            of [B, T, H], one per layer; the embeddings not included) and
+            "embedding_output" [B, T, H].
+        """
+        if "input_ids" not in inputs:
+            raise ValueError(
+                f"BertModel needs 'input_ids'; got keys {sorted(inputs)}"
+            )
+        input_ids = ops.cast(inputs["input_ids"], "int32")
+        input_mask = inputs.get("input_mask")
+        if input_mask is None:
+            input_mask = ops.ones_like(input_ids)
+        segment_ids = inputs.get("segment_ids")
+        if segment_ids is None:
+            segment_ids = ops.zeros_like(input_ids)
+        segment_ids = ops.cast(segment_ids, "int32")
+        embedding_output = self.embeddings(
+            input_ids, segment_ids, training=training
+        )
+        input_mask = ops.cast(input_mask, "int32")
+        all_layers = self.encoder(
+            embedding_output, input_mask, training=training
+        )
+        sequence_output = all_layers[-1]
+        return {
+            "sequence_output": sequence_output,
+            "pooled_output": self.pooler(sequence_output),
+            "all_encoder_layers": all_layers,
+            "embedding_output": embedding_output,
+        }
+
+    def get_config(self):
+        config = super().get_config()
+        config["config"] = self.config.to_dict()
+        config["use_one_hot_embeddings"] = self.use_one_hot_embeddings
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)

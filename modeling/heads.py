@@ -1,0 +1,305 @@
+"""Output heads and the pre-training losses (run_pretraining.py, run_classifier).
+
+Layer names follow the original scopes: the pre-training heads live in a
+layer `cls` (`cls/predictions/...`, `cls/seq_relationship/...`). The
+classifier's `output_weights` / `output_bias` sit at the ROOT scope in the
+original; `ClassifierHead` creates them outside any name scope so their
+paths are exactly those names (the one exception to "path = layer names").
+
+Shapes: B = batch size, T = sequence length, P = predictions per sequence,
+H = hidden size, V = vocab size, L = number of labels.
+"""
+
+import keras
+from keras import ops
+
+from modeling import layers
+
+# The MLM loss denominator is sum(weights) + this, so that a batch with no
+# real predictions gives 0 and not NaN (run_pretraining.py).
+MLM_LOSS_EPSILON = 1e-5
+
+# run_classifier.py applies dropout with keep_prob 0.9 on the pooled output,
+# hard-coded: config.hidden_dropout_prob does not change it.
+CLASSIFIER_DROPOUT = 0.1
+
+
+def gather_indexes(sequence_tensor, positions):
+    """Gathers the vectors at `positions` of every sequence, flattened.
+
+    Args:
+        sequence_tensor: Tensor [B, T, H].
+        positions: int Tensor [B, P].
+
+    Returns:
+        Tensor [B * P, H]; row b * P + p is sequence_tensor[b, positions[b, p]].
+    """
+    shape = ops.shape(sequence_tensor)
+    batch, length, width = shape[0], shape[1], shape[2]
+    positions = ops.cast(positions, "int32")
+    offsets = ops.arange(batch, dtype="int32")[:, None] * length
+    flat_positions = ops.reshape(positions + offsets, (-1,))
+    flat_sequence = ops.reshape(sequence_tensor, (-1, width))
+    return ops.take(flat_sequence, flat_positions, axis=0)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class MaskedLMTransform(keras.layers.Layer):
+    """LN(act(dense(x))) (scope `transform`: `dense/*`, `LayerNorm/*`)."""
+
+    def __init__(self, hidden_size, hidden_act, initializer_range, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.dense = keras.layers.Dense(
+            hidden_size,
+            activation=layers.get_activation(hidden_act),
+            kernel_initializer=layers.initializer(initializer_range),
+            name="dense",
+        )
+        self.layer_norm = layers.layer_norm()
+
+    def build(self, input_shape=None):
+        self.dense.build((None, self.hidden_size))
+        self.layer_norm.build((None, self.hidden_size))
+        self.built = True
+
+    def call(self, x):
+        """x: [N, H] -> [N, H]."""
+        return self.layer_norm(self.dense(x))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            hidden_act=self.hidden_act,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class MaskedLMHead(keras.layers.Layer):
+    """Masked-LM head (scope `predictions`): transform, then the tied decoder.
+
+    logits = transform(x) @ word_embeddings^T + output_bias. The decoder
+    weight is the encoder's word embedding table, passed to `call` (so it
+    is not tracked twice).
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.transform = MaskedLMTransform(
+            config.hidden_size,
+            config.hidden_act,
+            config.initializer_range,
+            name="transform",
+        )
+
+    def build(self, input_shape=None):
+        self.transform.build()
+        self.output_bias = self.add_weight(
+            name="output_bias",
+            shape=(self.config.vocab_size,),
+            initializer="zeros",
+        )
+        self.built = True
+
+    def call(self, x, embedding_table):
+        """Log-probabilities over the vocabulary.
+
+        Args:
+            x: compute-dtype Tensor [N, H].
+            embedding_table: the [V, H] word embedding variable.
+
+        Returns:
+            float32 Tensor [N, V].
+        """
+        h = self.transform(x)
+        table = ops.cast(embedding_table, h.dtype)
+        logits = ops.matmul(h, ops.transpose(table))
+        logits = logits + ops.cast(self.output_bias, h.dtype)
+        # Losses are computed in float32 whatever the compute dtype.
+        return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+
+    def get_config(self):
+        config = super().get_config()
+        config["config"] = self.config.to_dict()
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class NextSentenceHead(keras.layers.Layer):
+    """Next-sentence head (scope `seq_relationship`): pooled @ W^T + b.
+
+    `output_weights` is [2, H] ([out, in], used transposed) as the original.
+    """
+
+    def __init__(self, hidden_size, initializer_range, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_weight(
+            name="output_weights",
+            shape=(2, self.hidden_size),
+            initializer=layers.initializer(self.initializer_range),
+        )
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(2,), initializer="zeros"
+        )
+        self.built = True
+
+    def call(self, pooled_output):
+        """pooled_output: [B, H] -> float32 log-probabilities [B, 2]."""
+        logits = ops.matmul(
+            pooled_output, ops.transpose(self.output_weights)
+        ) + ops.cast(self.output_bias, pooled_output.dtype)
+        return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class PretrainingHeads(keras.layers.Layer):
+    """The scope `cls`: `predictions` (masked LM) and `seq_relationship`."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.predictions = MaskedLMHead(config, name="predictions")
+        self.seq_relationship = NextSentenceHead(
+            config.hidden_size,
+            config.initializer_range,
+            name="seq_relationship",
+        )
+
+    def build(self, input_shape=None):
+        self.predictions.build()
+        self.seq_relationship.build()
+        self.built = True
+
+    def call(
+        self,
+        sequence_output,
+        pooled_output,
+        masked_lm_positions,
+        embedding_table,
+    ):
+        """Both heads.
+
+        Args:
+            sequence_output: Tensor [B, T, H].
+            pooled_output: Tensor [B, H].
+            masked_lm_positions: int Tensor [B, P].
+            embedding_table: the [V, H] word embedding variable (tied).
+
+        Returns:
+            (masked_lm_log_probs float32 [B * P, V],
+             next_sentence_log_probs float32 [B, 2]).
+        """
+        gathered = gather_indexes(sequence_output, masked_lm_positions)
+        return (
+            self.predictions(gathered, embedding_table=embedding_table),
+            self.seq_relationship(pooled_output),
+        )
+
+    def get_config(self):
+        config = super().get_config()
+        config["config"] = self.config.to_dict()
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class ClassifierHead(keras.layers.Layer):
+    """run_classifier's head: dropout(0.1) on the pooled output, then dense.
+
+    The variables `output_weights` [L, H] and `output_bias` [L] are created
+    here, in __init__ and outside any name scope, so their paths are the
+    original ROOT-scope names. Construct this layer outside other layers'
+    calls (task models do so in their __init__).
+    """
+
+    def __init__(self, num_labels, hidden_size, initializer_range, **kwargs):
+        super().__init__(**kwargs)
+        self.num_labels = num_labels
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.output_weights = keras.Variable(
+            layers.initializer(initializer_range)((num_labels, hidden_size)),
+            name="output_weights",
+        )
+        self.output_bias = keras.Variable(
+            keras.initializers.Zeros()((num_labels,)), name="output_bias"
+        )
+        self.dropout = keras.layers.Dropout(CLASSIFIER_DROPOUT, name="dropout")
+        self.built = True
+
+    def call(self, pooled_output, training=False):
+        """pooled_output: [B, H] -> float32 logits [B, L]."""
+        x = self.dropout(pooled_output, training=training)
+        weights = ops.cast(self.output_weights, x.dtype)
+        logits = ops.matmul(x, ops.transpose(weights))
+        logits = ops.cast(logits, "float32") + self.output_bias
+        return logits
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_labels=self.num_labels,
+            hidden_size=self.hidden_size,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+def pretraining_losses(outputs, features):
+    """The original pre-training losses, in float32.
+
+    Args:
+        outputs: dict from BertPretrainer with "masked_lm_log_probs" float32
+            [B * P, V] and "next_sentence_log_probs" float32 [B, 2].
+        features: dict with "masked_lm_ids" int [B, P], "masked_lm_weights"
+            float [B, P] and "next_sentence_labels" int [B, 1] or [B].
+
+    Returns:
+        dict of float32 Tensors: "masked_lm_example_loss" [B * P] (unweighted
+        NLL per prediction), "masked_lm_loss" sum(w * nll) / (sum(w) + 1e-5),
+        "next_sentence_example_loss" [B], "next_sentence_loss" (mean) and
+        "total_loss" = masked_lm_loss + next_sentence_loss.
+    """
+    mlm_log_probs = ops.cast(outputs["masked_lm_log_probs"], "float32")
+    vocab_size = ops.shape(mlm_log_probs)[-1]
+    label_ids = ops.reshape(ops.cast(features["masked_lm_ids"], "int32"), (-1,))
+    label_weights = ops.reshape(
+        ops.cast(features["masked_lm_weights"], "float32"), (-1,)
+    )
+    one_hot = ops.one_hot(label_ids, vocab_size, dtype="float32")
+    mlm_example_loss = -ops.sum(mlm_log_probs * one_hot, axis=-1)
+    mlm_loss = ops.sum(label_weights * mlm_example_loss) / (
+        ops.sum(label_weights) + MLM_LOSS_EPSILON
+    )
+
+    nsp_log_probs = ops.cast(outputs["next_sentence_log_probs"], "float32")
+    nsp_labels = ops.reshape(
+        ops.cast(features["next_sentence_labels"], "int32"), (-1,)
+    )
+    nsp_one_hot = ops.one_hot(nsp_labels, 2, dtype="float32")
+    nsp_example_loss = -ops.sum(nsp_log_probs * nsp_one_hot, axis=-1)
+    nsp_loss = ops.mean(nsp_example_loss)
+    return {
+        "masked_lm_example_loss": mlm_example_loss,
+        "masked_lm_loss": mlm_loss,
+        "next_sentence_example_loss": nsp_example_loss,
+        "next_sentence_loss": nsp_loss,
+        "total_loss": mlm_loss + nsp_loss,
+    }

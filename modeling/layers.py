@@ -1,0 +1,433 @@
+"""The BERT blocks as Keras 3 layers, named after the original scopes.
+
+Every layer name below is the original variable scope, so a variable's Keras
+`path` is its name in an original checkpoint
+(`bert/encoder/layer_3/attention/self/query/kernel`); see DESIGN.md section 3.
+
+Letter legend for shapes: B = batch size, F = `from` (query) length,
+T = `to` (key) length, N = attention heads, D = size per head, H = hidden size
+(= N * D), I = intermediate size, V = vocab size.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from modeling import config as config_lib
+
+# LayerNorm epsilon of the original (tf.contrib.layers.layer_norm hard-codes
+# 1e-12); Keras defaults to 1e-3, which changes every output.
+LAYER_NORM_EPSILON = 1e-12
+
+# Added to the attention scores of masked (padding) keys. Not -inf: a row whose
+# keys are all masked then still gives a finite uniform softmax, as the
+# original does.
+MASK_ADDER = -10000.0
+
+
+def initializer(initializer_range):
+    """The one weight initializer of BERT: truncated normal, given stddev."""
+    return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+
+def gelu(x):
+    """GELU, tanh approximation (the original's `modeling.gelu` at HEAD).
+
+    0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3))). HuggingFace's
+    "gelu" is the exact erf form; outputs differ by up to ~1e-3.
+    """
+    cdf = 0.5 * (
+        1.0 + ops.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x))
+    )
+    return x * cdf
+
+
+def get_activation(name):
+    """Maps an original `hidden_act` string to a function (None = linear)."""
+    key = (name or "linear").lower()
+    table = {"gelu": gelu, "relu": ops.relu, "tanh": ops.tanh, "linear": None}
+    if key not in table:
+        raise ValueError(f"Unsupported activation: {name!r}")
+    return table[key]
+
+
+def layer_norm(name="LayerNorm"):
+    """LayerNormalization over the last axis with the original epsilon."""
+    return keras.layers.LayerNormalization(
+        axis=-1, epsilon=LAYER_NORM_EPSILON, name=name
+    )
+
+
+def attention_bias(input_mask, dtype="float32"):
+    """Additive attention bias from a key padding mask.
+
+    Args:
+        input_mask: int or float Tensor of shape [B, T]; 1 = real token.
+
+    Returns:
+        `dtype` Tensor of shape [B, 1, 1, T]: 0 for real keys and -10000 for
+        padding, broadcast over heads and queries (the original masks keys
+        only; padded query rows are computed and ignored downstream).
+    """
+    mask = ops.cast(input_mask, dtype)[:, None, None, :]
+    return (1.0 - mask) * MASK_ADDER
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertEmbeddings(keras.layers.Layer):
+    """Word + token type + position embeddings, then LayerNorm and dropout.
+
+    The three tables are plain weights of this layer (named as the original),
+    not keras.layers.Embedding, whose table would be called `embeddings`.
+    """
+
+    def __init__(
+        self,
+        vocab_size,
+        hidden_size,
+        type_vocab_size,
+        max_position_embeddings,
+        initializer_range,
+        dropout_rate,
+        use_one_hot_embeddings=False,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.type_vocab_size = type_vocab_size
+        self.max_position_embeddings = max_position_embeddings
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        self.layer_norm = layer_norm()
+        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+
+    def build(self, input_shape=None):
+        def table(name, rows):
+            return self.add_weight(
+                name=name,
+                shape=(rows, self.hidden_size),
+                initializer=initializer(self.initializer_range),
+            )
+
+        self.word_embeddings = table("word_embeddings", self.vocab_size)
+        self.token_type_embeddings = table(
+            "token_type_embeddings", self.type_vocab_size
+        )
+        self.position_embeddings = table(
+            "position_embeddings", self.max_position_embeddings
+        )
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, input_ids, segment_ids, training=False):
+        """Embeds ids.
+
+        Args:
+            input_ids: int32 Tensor [B, T], T <= max_position_embeddings.
+            segment_ids: int32 Tensor [B, T], values < type_vocab_size.
+
+        Returns:
+            compute-dtype Tensor [B, T, H].
+        """
+        if self.use_one_hot_embeddings:
+            # One-hot matmul instead of a gather: faster on TPUs.
+            one_hot = ops.one_hot(
+                input_ids, self.vocab_size, dtype=self.compute_dtype
+            )
+            words = ops.matmul(one_hot, self.word_embeddings)
+        else:
+            words = ops.take(self.word_embeddings, input_ids, axis=0)
+        # The original uses a one-hot matmul for the (tiny) type table; a
+        # gather gives the same numbers (one non-zero term per output).
+        types = ops.take(self.token_type_embeddings, segment_ids, axis=0)
+        seq_length = ops.shape(input_ids)[1]
+        if isinstance(seq_length, int) and (
+            seq_length > self.max_position_embeddings
+        ):
+            raise ValueError(
+                f"sequence length {seq_length} is longer than "
+                f"max_position_embeddings ({self.max_position_embeddings})"
+            )
+        positions = ops.slice(
+            self.position_embeddings, (0, 0), (seq_length, self.hidden_size)
+        )
+        x = words + types + positions[None, :, :]
+        return self.dropout(self.layer_norm(x), training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        for key in (
+            "vocab_size",
+            "hidden_size",
+            "type_vocab_size",
+            "max_position_embeddings",
+            "initializer_range",
+            "dropout_rate",
+            "use_one_hot_embeddings",
+        ):
+            config[key] = getattr(self, key)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class SelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention (scope `self`).
+
+    Q, K and V are three [H, H] Dense layers, as in the original checkpoints.
+    """
+
+    def __init__(
+        self, num_heads, hidden_size, initializer_range, dropout_rate, **kwargs
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.head_size = hidden_size // num_heads
+
+        def dense(name):
+            return keras.layers.Dense(
+                hidden_size,
+                kernel_initializer=initializer(initializer_range),
+                name=name,
+            )
+
+        self.query = dense("query")
+        self.key = dense("key")
+        self.value = dense("value")
+        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+
+    def build(self, input_shape):
+        for layer in (self.query, self.key, self.value):
+            layer.build(input_shape)
+        self.built = True
+
+    def _split_heads(self, x):
+        # [B, T, H] -> [B, N, T, D]
+        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+        x = ops.reshape(x, (batch, length, self.num_heads, self.head_size))
+        return ops.transpose(x, (0, 2, 1, 3))
+
+    def call(self, x, input_mask, training=False):
+        """Attends every position to every unmasked position.
+
+        Args:
+            x: compute-dtype Tensor [B, T, H].
+            input_mask: int32 Tensor [B, T], 1 = real token. (An int mask,
+                not a float bias: Keras would cast a float argument to the
+                compute dtype, and -10000 is not exact in bfloat16.)
+
+        Returns:
+            compute-dtype Tensor [B, T, H], the concatenated heads.
+        """
+        q = self._split_heads(self.query(x))  # [B, N, F, D]
+        k = self._split_heads(self.key(x))  # [B, N, T, D]
+        v = self._split_heads(self.value(x))  # [B, N, T, D]
+        # The original multiplies after the matmul: scores = (q k^T) / sqrt(D).
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [B, N, F, T]
+        scores = scores * (1.0 / math.sqrt(self.head_size))
+        # Mask and softmax in float32: in bfloat16, -10000 plus a score loses
+        # the score, and the softmax sum is imprecise.
+        scores = ops.cast(scores, "float32") + attention_bias(input_mask)
+        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        probs = self.dropout(probs, training=training)
+        context = ops.matmul(probs, v)  # [B, N, F, D]
+        context = ops.transpose(context, (0, 2, 1, 3))  # [B, F, N, D]
+        batch, length = ops.shape(context)[0], ops.shape(context)[1]
+        return ops.reshape(context, (batch, length, self.hidden_size))
+
+    def get_config(self):
+        config = super().get_config()
+        for key in (
+            "num_heads",
+            "hidden_size",
+            "initializer_range",
+            "dropout_rate",
+        ):
+            config[key] = getattr(self, key)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class DenseResidual(keras.layers.Layer):
+    """LayerNorm(residual + dropout(dense(x))): scopes `attention/output` and
+    `output` of a block (variables `dense/*`, `LayerNorm/*`)."""
+
+    def __init__(self, hidden_size, initializer_range, dropout_rate, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.dense = keras.layers.Dense(
+            hidden_size,
+            kernel_initializer=initializer(initializer_range),
+            name="dense",
+        )
+        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+        self.layer_norm = layer_norm()
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+        self.layer_norm.build(input_shape[:-1] + (self.hidden_size,))
+        self.built = True
+
+    def call(self, x, residual, training=False):
+        """x: [B, T, in]; residual: [B, T, H] -> [B, T, H]."""
+        y = self.dropout(self.dense(x), training=training)
+        return self.layer_norm(y + residual)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            initializer_range=self.initializer_range,
+            dropout_rate=self.dropout_rate,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class Attention(keras.layers.Layer):
+    """Self-attention plus its output projection (scope `attention`)."""
+
+    def __init__(
+        self,
+        num_heads,
+        hidden_size,
+        initializer_range,
+        hidden_dropout_prob,
+        attention_probs_dropout_prob,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.self_attention = SelfAttention(
+            num_heads,
+            hidden_size,
+            initializer_range,
+            attention_probs_dropout_prob,
+            name="self",
+        )
+        self.output_layer = DenseResidual(
+            hidden_size, initializer_range, hidden_dropout_prob, name="output"
+        )
+
+    def build(self, input_shape):
+        self.self_attention.build(input_shape)
+        self.output_layer.build(input_shape)
+        self.built = True
+
+    def call(self, x, input_mask, training=False):
+        """x: [B, T, H]; input_mask: int32 [B, T] -> [B, T, H]."""
+        context = self.self_attention(x, input_mask, training=training)
+        return self.output_layer(context, x, training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        for key in (
+            "num_heads",
+            "hidden_size",
+            "initializer_range",
+            "hidden_dropout_prob",
+            "attention_probs_dropout_prob",
+        ):
+            config[key] = getattr(self, key)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class Intermediate(keras.layers.Layer):
+    """The feed-forward expansion act(dense(x)) (scope `intermediate`)."""
+
+    def __init__(self, intermediate_size, hidden_act, initializer_range, **kw):
+        super().__init__(**kw)
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.dense = keras.layers.Dense(
+            intermediate_size,
+            activation=get_activation(hidden_act),
+            kernel_initializer=initializer(initializer_range),
+            name="dense",
+        )
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+        self.built = True
+
+    def call(self, x):
+        """x: [B, T, H] -> [B, T, I]."""
+        return self.dense(x)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class TransformerBlock(keras.layers.Layer):
+    """One post-LayerNorm Transformer block (scope `layer_N`).
+
+    h = LN(x + dropout(attention(x))); out = LN(h + dropout(W2 act(W1 h))).
+    """
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.attention = Attention(
+            config.num_attention_heads,
+            config.hidden_size,
+            config.initializer_range,
+            config.hidden_dropout_prob,
+            config.attention_probs_dropout_prob,
+            name="attention",
+        )
+        self.intermediate = Intermediate(
+            config.intermediate_size,
+            config.hidden_act,
+            config.initializer_range,
+            name="intermediate",
+        )
+        self.output_layer = DenseResidual(
+            config.hidden_size,
+            config.initializer_range,
+            config.hidden_dropout_prob,
+            name="output",
+        )
+
+    def build(self, input_shape):
+        self.attention.build(input_shape)
+        self.intermediate.build(input_shape)
+        self.output_layer.build(
+            input_shape[:-1] + (self.config.intermediate_size,)
+        )
+        self.built = True
+
+    def call(self, x, input_mask, training=False):
+        """x: [B, T, H]; input_mask: int32 [B, T] -> [B, T, H]."""
+        h = self.attention(x, input_mask, training=training)
+        return self.output_layer(self.intermediate(h), h, training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config["config"] = self.config.to_dict()
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)

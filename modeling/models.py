@@ -1,0 +1,141 @@
+"""Task models: the encoder plus the heads of run_pretraining / run_classifier.
+
+Each model builds all of its weights in __init__, outside any name scope, so
+that a variable's path is its original checkpoint name: a Keras Model called
+later would otherwise prefix its own name (`bert_pretrainer/bert/...`).
+
+Shapes: B = batch size, T = sequence length, P = predictions per sequence,
+H = hidden size, V = vocab size, L = number of labels.
+"""
+
+import keras
+
+from modeling import config as config_lib
+from modeling import encoder
+from modeling import heads
+
+
+class BertPretrainer(keras.Model):
+    """BERT with the masked-LM and next-sentence heads (run_pretraining).
+
+    Args:
+        config: BertConfig.
+        use_one_hot_embeddings: bool, see `encoder.BertModel`.
+
+    Attributes:
+        bert: encoder.BertModel (variables `bert/...`).
+        cls: heads.PretrainingHeads (variables `cls/...`).
+    """
+
+    def __init__(self, config, use_one_hot_embeddings=False, **kwargs):
+        kwargs.setdefault("name", "bert_pretrainer")
+        super().__init__(**kwargs)
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        # === Layers ===
+        self.bert = encoder.BertModel(
+            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
+        )
+        self.cls = heads.PretrainingHeads(config, name="cls")
+        # Built now, outside the model's name scope (see the module doc).
+        self.bert.build()
+        self.cls.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        """Runs the encoder and both heads.
+
+        Args:
+            features: dict with "input_ids", "input_mask", "segment_ids"
+                (int Tensors [B, T]) and "masked_lm_positions" (int Tensor
+                [B, P]); other keys (labels, weights) are ignored.
+            training: bool, apply dropout.
+
+        Returns:
+            the encoder's dict (see `encoder.BertModel.call`) plus
+            "masked_lm_log_probs" float32 [B * P, V] and
+            "next_sentence_log_probs" float32 [B, 2].
+        """
+        outputs = dict(self.bert(features, training=training))
+        mlm, nsp = self.cls(
+            outputs["sequence_output"],
+            outputs["pooled_output"],
+            features["masked_lm_positions"],
+            embedding_table=self.bert.embeddings.word_embeddings,
+        )
+        outputs["masked_lm_log_probs"] = mlm
+        outputs["next_sentence_log_probs"] = nsp
+        return outputs
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
+
+
+class BertClassifier(keras.Model):
+    """BERT with run_classifier's head on the pooled output.
+
+    Args:
+        config: BertConfig.
+        num_labels: int, number of classes L.
+        use_one_hot_embeddings: bool, see `encoder.BertModel`.
+
+    Attributes:
+        bert: encoder.BertModel (variables `bert/...`).
+        classifier: heads.ClassifierHead (variables `output_weights` [L, H]
+            and `output_bias` [L], at the root scope as in the original).
+    """
+
+    def __init__(
+        self, config, num_labels, use_one_hot_embeddings=False, **kwargs
+    ):
+        kwargs.setdefault("name", "bert_classifier")
+        super().__init__(**kwargs)
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int):
+            raise TypeError(f"num_labels must be an int, got {num_labels!r}")
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be positive, got {num_labels}")
+        self.config = config
+        self.num_labels = num_labels
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        # === Layers ===
+        self.bert = encoder.BertModel(
+            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
+        )
+        self.classifier = heads.ClassifierHead(
+            num_labels,
+            config.hidden_size,
+            config.initializer_range,
+            name="classifier",
+        )
+        self.bert.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        """features: dict with "input_ids", "input_mask", "segment_ids" int
+        [B, T] (other keys ignored) -> float32 logits [B, L]."""
+        outputs = self.bert(features, training=training)
+        return self.classifier(outputs["pooled_output"], training=training)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "num_labels": self.num_labels,
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)

@@ -1,0 +1,194 @@
+"""Tests of modeling.checkpoints against the original release's checkpoints."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import models
+
+
+@pytest.fixture
+def tiny_config(golden_dir):
+    return config_lib.BertConfig.from_json_file(
+        str(golden_dir / "tiny_init" / "bert_config.json")
+    )
+
+
+def test_pretrainer_names_and_shapes_equal_the_original(
+    tiny_config, golden_dir
+):
+    model = models.BertPretrainer(tiny_config)
+    ours = {
+        (checkpoints.variable_name(v), tuple(v.shape)) for v in model.weights
+    }
+    theirs = set(
+        checkpoints.checkpoint_shapes(golden_dir / "tiny_init").items()
+    )
+    assert ours == theirs
+    assert len(ours) == len(model.weights)  # no name twice (tied decoder)
+
+
+def test_load_reports_optimizer_state_as_normal_extras(tiny_config, golden_dir):
+    model = models.BertPretrainer(tiny_config)
+    report = checkpoints.load_weights(model, golden_dir / "tiny_after_3_steps")
+    assert report.checkpoint.endswith("model.ckpt-3")
+    assert len(report.restored) == len(model.weights)
+    assert report.missing == []
+    assert "global_step" in report.unused
+    assert "bert/pooler/dense/kernel/adam_m" in report.unused
+    assert report.unexpected == []
+    expected = checkpoints.read_checkpoint(golden_dir / "tiny_after_3_steps")
+    for v in model.weights:
+        np.testing.assert_array_equal(
+            v.numpy(), expected[checkpoints.variable_name(v)]
+        )
+
+
+def test_load_and_resave_keeps_everything(tiny_config, golden_dir, tmp_path):
+    src = golden_dir / "tiny_after_3_steps"
+    original = checkpoints.read_checkpoint(src)
+    model = models.BertPretrainer(tiny_config)
+    checkpoints.load_weights(model, src)
+    arrays = {checkpoints.variable_name(v): v for v in model.weights}
+    arrays.update({n: a for n, a in original.items() if "/adam_" in n})
+    step = int(original["global_step"])
+    prefix = checkpoints.write_checkpoint(
+        str(tmp_path / f"model.ckpt-{step}"), arrays, global_step=step
+    )
+    again = checkpoints.read_checkpoint(tmp_path)
+    assert checkpoints.resolve_checkpoint(tmp_path) == prefix
+    assert sorted(again) == sorted(original)
+    for name, value in original.items():
+        assert again[name].dtype == value.dtype, name
+        np.testing.assert_array_equal(again[name], value, err_msg=name)
+    assert again["global_step"].dtype == np.int64 and again["global_step"] == 3
+    state = (tmp_path / "checkpoint").read_text()
+    assert state == (
+        'model_checkpoint_path: "model.ckpt-3"\n'
+        'all_model_checkpoint_paths: "model.ckpt-3"\n'
+    )
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp")]
+
+
+def test_keep_max_deletes_the_oldest(tmp_path):
+    for step in range(1, 5):
+        checkpoints.write_checkpoint(
+            str(tmp_path / f"model.ckpt-{step}"),
+            {"w": np.full([2], step, np.float32)},
+            global_step=step,
+            keep_max=2,
+        )
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert list(state.all_model_checkpoint_paths) == [
+        str(tmp_path / "model.ckpt-3"),
+        str(tmp_path / "model.ckpt-4"),
+    ]
+    assert sorted(os.listdir(tmp_path)) == [
+        "checkpoint",
+        "model.ckpt-3.data-00000-of-00001",
+        "model.ckpt-3.index",
+        "model.ckpt-4.data-00000-of-00001",
+        "model.ckpt-4.index",
+    ]
+    np.testing.assert_array_equal(
+        checkpoints.read_checkpoint(tmp_path)["w"], [4.0, 4.0]
+    )
+
+
+def test_resolve_accepts_prefix_file_and_directory(golden_dir, tmp_path):
+    init = golden_dir / "tiny_init"
+    prefix = str(init / "bert_model.ckpt")
+    assert checkpoints.resolve_checkpoint(init) == prefix
+    assert checkpoints.resolve_checkpoint(prefix) == prefix
+    assert checkpoints.resolve_checkpoint(prefix + ".index") == prefix
+    # A released folder without a `checkpoint` state file.
+    for f in init.glob("bert_model.ckpt.*"):
+        shutil.copy(f, tmp_path)
+    assert checkpoints.resolve_checkpoint(tmp_path) == str(
+        tmp_path / "bert_model.ckpt"
+    )
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="empty/bert_model.ckpt.index"):
+        checkpoints.resolve_checkpoint(tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="nothere.index does not exist"):
+        checkpoints.resolve_checkpoint(tmp_path / "nothere")
+
+
+def test_truncated_checkpoint_is_a_clear_error(
+    tiny_config, golden_dir, tmp_path
+):
+    for f in (golden_dir / "tiny_init").glob("bert_model.ckpt.*"):
+        shutil.copy(f, tmp_path)
+    data = tmp_path / "bert_model.ckpt.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:1000])
+    model = models.BertPretrainer(tiny_config)
+    with pytest.raises(ValueError, match="is unreadable: reading '.*' failed"):
+        checkpoints.load_weights(model, tmp_path)
+    with pytest.raises(ValueError, match="truncated or corrupt data file"):
+        checkpoints.read_checkpoint(tmp_path)
+    (tmp_path / "bert_model.ckpt.index").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match="bert_model.ckpt is unreadable"):
+        checkpoints.read_checkpoint(tmp_path)
+
+
+def test_wrong_shape_names_variable_and_shapes(
+    tiny_config, golden_dir, tmp_path
+):
+    arrays = checkpoints.read_checkpoint(golden_dir / "tiny_init")
+    arrays["cls/predictions/output_bias"] = np.zeros([98], np.float32)
+    checkpoints.write_checkpoint(str(tmp_path / "bert_model.ckpt"), arrays)
+    model = models.BertPretrainer(tiny_config)
+    with pytest.raises(ValueError) as info:
+        checkpoints.load_weights(model, tmp_path)
+    assert str(info.value).startswith(
+        "Shape mismatch for variable cls/predictions/output_bias: the model "
+        f"has [99] but checkpoint {tmp_path}/bert_model.ckpt has [98]."
+    )
+
+
+def test_config_that_does_not_match(tiny_config_dict, golden_dir):
+    config = config_lib.BertConfig.from_dict(
+        dict(tiny_config_dict, hidden_size=64)
+    )
+    model = models.BertPretrainer(config)
+    with pytest.raises(ValueError) as info:
+        checkpoints.load_weights(model, golden_dir / "tiny_init")
+    message = str(info.value)
+    assert message.startswith(
+        "Shape mismatch for variable bert/embeddings/word_embeddings: the "
+        "model has [99, 64] but checkpoint"
+    )
+    assert "more). Does bert_config.json match the checkpoint?" in message
+    # Nothing was assigned: the check runs before any assignment.
+    assert model.bert.embeddings.word_embeddings.shape == (99, 64)
+
+
+def test_missing_variables_error_unless_ignored(tiny_config, golden_dir):
+    model = models.BertClassifier(tiny_config, num_labels=3)
+    with pytest.raises(ValueError, match="lacks 2 variable.*output_weights"):
+        checkpoints.load_weights(model, golden_dir / "tiny_init")
+    report = checkpoints.load_weights(
+        model, golden_dir / "tiny_init", ignore_missing=[r"^output_"]
+    )
+    assert report.missing == ["output_weights", "output_bias"]
+    assert "cls/predictions/output_bias" in report.unexpected
+
+
+def test_vocab_and_sequence_length_checks(tiny_config, tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"tok{i}\n" for i in range(100)))
+    with pytest.raises(ValueError) as info:
+        checkpoints.check_vocab_size(str(vocab), tiny_config)
+    assert str(info.value).startswith(
+        f"vocab_file {vocab} has 100 tokens but the BERT config's vocab_size "
+        "is 99"
+    )
+    checkpoints.check_vocab_size(99, tiny_config)
+    with pytest.raises(ValueError, match="Cannot use sequence length 65 "):
+        checkpoints.check_max_seq_length(65, tiny_config)
+    checkpoints.check_max_seq_length(64, tiny_config)

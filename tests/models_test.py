@@ -1,0 +1,146 @@
+"""Parity of BertPretrainer / pretraining_losses with the original graph, and
+BertClassifier behaviour."""
+
+import keras
+import numpy as np
+import pytest
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import heads
+from modeling import models
+
+FEATURES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
+OUTPUTS = (
+    "embedding_output",
+    "sequence_output",
+    "pooled_output",
+    "masked_lm_log_probs",
+    "masked_lm_example_loss",
+    "masked_lm_loss",
+    "next_sentence_log_probs",
+    "next_sentence_loss",
+    "total_loss",
+)
+
+
+@pytest.fixture
+def golden(golden_dir):
+    data = np.load(golden_dir / "tiny_outputs.npz")
+    return {k: data[k] for k in data.files}
+
+
+@pytest.fixture
+def pretrainer(golden_dir):
+    config = config_lib.BertConfig.from_json_file(
+        str(golden_dir / "tiny_init" / "bert_config.json")
+    )
+    model = models.BertPretrainer(config)
+    checkpoints.load_weights(model, golden_dir / "tiny_init")
+    return model
+
+
+def _run(model, golden, training=False):
+    features = {k: golden[k] for k in FEATURES}
+    outputs = model(features, training=training)
+    outputs.update(heads.pretraining_losses(outputs, features))
+    return outputs
+
+
+def test_every_output_matches_the_original(pretrainer, golden):
+    outputs = _run(pretrainer, golden)
+    for name in OUTPUTS:
+        got = np.asarray(outputs[name])
+        assert got.shape == golden[name].shape, name
+        np.testing.assert_allclose(got, golden[name], atol=1e-5, err_msg=name)
+    layers = np.stack([np.asarray(x) for x in outputs["all_encoder_layers"]])
+    np.testing.assert_allclose(layers, golden["all_encoder_layers"], atol=1e-5)
+    assert outputs["total_loss"].dtype == "float32"
+
+
+def test_dropout_only_when_training(pretrainer, golden):
+    eval_a = _run(pretrainer, golden)["total_loss"]
+    eval_b = _run(pretrainer, golden)["total_loss"]
+    train = _run(pretrainer, golden, training=True)["total_loss"]
+    assert float(eval_a) == float(eval_b)
+    assert abs(float(train) - float(eval_a)) > 1e-4
+
+
+def test_mixed_bfloat16_is_close_and_losses_float32(golden_dir, golden):
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    try:
+        config = config_lib.BertConfig.from_json_file(
+            str(golden_dir / "tiny_init" / "bert_config.json")
+        )
+        model = models.BertPretrainer(config)
+        checkpoints.load_weights(model, golden_dir / "tiny_init")
+        outputs = _run(model, golden)
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    assert model.bert.embeddings.word_embeddings.dtype == "float32"
+    assert outputs["sequence_output"].dtype == "bfloat16"
+    for name in ("masked_lm_log_probs", "total_loss", "masked_lm_loss"):
+        assert outputs[name].dtype == "float32", name
+    np.testing.assert_allclose(
+        np.asarray(outputs["total_loss"]), golden["total_loss"], rtol=2e-2
+    )
+
+
+def test_mlm_loss_denominator_and_empty_batch():
+    log_probs = np.log(np.full([4, 5], 0.2, np.float32))
+    outputs = {
+        "masked_lm_log_probs": log_probs,
+        "next_sentence_log_probs": np.log(np.full([2, 2], 0.5, np.float32)),
+    }
+    features = {
+        "masked_lm_ids": np.array([[1, 2], [3, 0]]),
+        "masked_lm_weights": np.array([[1.0, 1.0], [1.0, 0.0]], np.float32),
+        "next_sentence_labels": np.array([[0], [1]]),
+    }
+    losses = heads.pretraining_losses(outputs, features)
+    nll = -np.log(0.2)
+    np.testing.assert_allclose(losses["masked_lm_loss"], 3 * nll / (3 + 1e-5))
+    np.testing.assert_allclose(losses["next_sentence_loss"], np.log(2.0))
+    features["masked_lm_weights"] = np.zeros([2, 2], np.float32)
+    losses = heads.pretraining_losses(outputs, features)
+    assert float(losses["masked_lm_loss"]) == 0.0
+
+
+def test_classifier_head_names_and_logits(tiny_config_dict):
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    model = models.BertClassifier(config, num_labels=3)
+    names = [checkpoints.variable_name(v) for v in model.weights]
+    assert "output_weights" in names and "output_bias" in names
+    assert [n for n in names if not n.startswith("bert/")] == [
+        "output_weights",
+        "output_bias",
+    ]
+    assert tuple(model.classifier.output_weights.shape) == (3, 32)
+    ids = np.array([[2, 5, 7, 0], [3, 4, 0, 0]], np.int32)
+    features = {
+        "input_ids": ids,
+        "input_mask": (ids > 0).astype(np.int32),
+        "segment_ids": np.zeros_like(ids),
+        "label_ids": np.array([0, 2]),
+    }
+    logits = model(features)
+    assert logits.shape == (2, 3) and logits.dtype == "float32"
+    pooled = model.bert(features)["pooled_output"]
+    expected = np.asarray(pooled) @ model.classifier.output_weights.numpy().T
+    np.testing.assert_allclose(logits, expected, atol=1e-6)
+    # Dropout 0.1 on the pooled output when training, whatever the config.
+    assert model.classifier.dropout.rate == 0.1
+
+
+def test_classifier_rejects_bad_num_labels(tiny_config_dict):
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    with pytest.raises(ValueError, match="num_labels must be positive"):
+        models.BertClassifier(config, num_labels=0)
