@@ -1,0 +1,131 @@
+"""Tests of modeling.encoder.BertModel: names, outputs, defaults, dtypes."""
+
+import keras
+import numpy as np
+import pytest
+
+from modeling import config as config_lib
+from modeling import encoder
+
+LAYER_NAMES = [
+    "attention/self/query/kernel",
+    "attention/self/query/bias",
+    "attention/self/key/kernel",
+    "attention/self/key/bias",
+    "attention/self/value/kernel",
+    "attention/self/value/bias",
+    "attention/output/dense/kernel",
+    "attention/output/dense/bias",
+    "attention/output/LayerNorm/gamma",
+    "attention/output/LayerNorm/beta",
+    "intermediate/dense/kernel",
+    "intermediate/dense/bias",
+    "output/dense/kernel",
+    "output/dense/bias",
+    "output/LayerNorm/gamma",
+    "output/LayerNorm/beta",
+]
+
+
+@pytest.fixture
+def config(tiny_config_dict):
+    return config_lib.BertConfig.from_dict(tiny_config_dict)
+
+
+@pytest.fixture
+def inputs():
+    ids = np.array([[1, 5, 9, 2, 0, 0], [1, 7, 2, 8, 3, 2]], np.int32)
+    return {
+        "input_ids": ids,
+        "input_mask": (ids > 0).astype(np.int32),
+        "segment_ids": np.array([[0, 0, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1]]),
+    }
+
+
+def test_variable_paths_are_the_original_names(config):
+    model = encoder.BertModel(config)
+    model.build()
+    expected = [
+        "bert/embeddings/word_embeddings",
+        "bert/embeddings/token_type_embeddings",
+        "bert/embeddings/position_embeddings",
+        "bert/embeddings/LayerNorm/gamma",
+        "bert/embeddings/LayerNorm/beta",
+    ]
+    for i in range(config.num_hidden_layers):
+        expected += [f"bert/encoder/layer_{i}/{n}" for n in LAYER_NAMES]
+    expected += ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+    assert [w.path for w in model.weights] == expected
+    assert model.embeddings.word_embeddings.shape == (99, 32)
+    assert all(w.trainable for w in model.weights)
+
+
+def test_outputs_shapes_and_defaults(config, inputs):
+    model = encoder.BertModel(config)
+    outputs = model(inputs)
+    assert outputs["sequence_output"].shape == (2, 6, 32)
+    assert outputs["pooled_output"].shape == (2, 32)
+    assert outputs["embedding_output"].shape == (2, 6, 32)
+    assert len(outputs["all_encoder_layers"]) == 2
+    np.testing.assert_array_equal(
+        outputs["all_encoder_layers"][-1], outputs["sequence_output"]
+    )
+    # Default mask = all ones, default segment ids = zeros.
+    only_ids = model({"input_ids": inputs["input_ids"]})
+    explicit = model(
+        {
+            "input_ids": inputs["input_ids"],
+            "input_mask": np.ones([2, 6], np.int32),
+            "segment_ids": np.zeros([2, 6], np.int32),
+        }
+    )
+    np.testing.assert_allclose(
+        only_ids["sequence_output"], explicit["sequence_output"], atol=1e-6
+    )
+    with pytest.raises(ValueError, match="BertModel needs 'input_ids'"):
+        model({"input_mask": inputs["input_mask"]})
+
+
+def test_padding_does_not_change_real_tokens(config, inputs):
+    model = encoder.BertModel(config)
+    short = {k: v[:1, :4] for k, v in inputs.items()}
+    padded = {k: v[:1] for k, v in inputs.items()}
+    a = np.asarray(model(short)["sequence_output"])
+    b = np.asarray(model(padded)["sequence_output"])[:, :4]
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_dropout_only_when_training(config, inputs):
+    model = encoder.BertModel(config)
+    a = np.asarray(model(inputs)["sequence_output"])
+    b = np.asarray(model(inputs, training=False)["sequence_output"])
+    c = np.asarray(model(inputs, training=True)["sequence_output"])
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - c).max() > 1e-3
+
+
+def test_mixed_bfloat16_computes_in_bfloat16(config, inputs):
+    reference = encoder.BertModel(config)
+    reference.build()
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    try:
+        model = encoder.BertModel(config)
+        model.build()
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    model.set_weights(reference.get_weights())
+    assert {w.dtype for w in model.weights} == {"float32"}
+    outputs = model(inputs)
+    assert outputs["sequence_output"].dtype == "bfloat16"
+    np.testing.assert_allclose(
+        np.asarray(outputs["pooled_output"], np.float32),
+        np.asarray(reference(inputs)["pooled_output"]),
+        atol=5e-2,
+    )
+
+
+def test_get_config_round_trip(config):
+    model = encoder.BertModel(config, use_one_hot_embeddings=True)
+    clone = encoder.BertModel.from_config(model.get_config())
+    assert clone.config == config and clone.use_one_hot_embeddings
+    assert clone.name == "bert"
