@@ -119,8 +119,73 @@ def expand_input_files(input_file):
             continue
         matched = sorted(tf.io.gfile.glob(pattern))
         if not matched:
-            raise FileNotFoundError(f"No file matches input pattern {pattern!r}")
+            raise FileNotFoundError(
+                f"No file matches input pattern {pattern!r}"
+            )
         files.extend(matched)
     if not files:
         raise FileNotFoundError(f"No input files given in {input_file!r}")
     return files
+
+
+# === Pre-training reader (run_pretraining.py) ===
+
+# The original's shuffle buffer after the file interleave.
+PRETRAINING_SHUFFLE_BUFFER = 100
+
+
+def pretraining_dataset(
+    input_files,
+    batch_size,
+    max_seq_length,
+    max_predictions_per_seq,
+    is_training,
+    seed=12345,
+    start_batch=0,
+    num_cpu_threads=4,
+):
+    """The original run_pretraining input_fn, made deterministic and resumable.
+
+    Training: the file list repeated and shuffled, records interleaved from
+    up to `num_cpu_threads` files, shuffled with a buffer of 100, batched with
+    drop_remainder. Unlike the original (sloppy interleave, unseeded
+    shuffles) the order is a pure function of `seed`, so a resumed run can
+    skip the `start_batch` batches already consumed (raw records are skipped
+    before parsing, which is cheap) and see exactly what an uninterrupted run
+    would. Eval: files in order, repeated, no shuffle, drop_remainder=True
+    (the original's eval also dropped the remainder; audit D3).
+
+    Args:
+      input_files: list of TFRecord paths (see `expand_input_files`).
+      batch_size: global batch size.
+      max_seq_length, max_predictions_per_seq: must match the records.
+      is_training: bool.
+      seed: int, shuffle seed (training only).
+      start_batch: number of global batches to skip (resume).
+      num_cpu_threads: interleave width.
+
+    Returns:
+      tf.data.Dataset of dicts of int32 / float32 Tensors [batch_size, ...].
+    """
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    if is_training:
+        files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+        files = files.repeat().shuffle(len(input_files), seed=seed)
+        d = files.interleave(
+            tf.data.TFRecordDataset,
+            cycle_length=min(num_cpu_threads, len(input_files)),
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=True,
+        )
+        d = d.shuffle(PRETRAINING_SHUFFLE_BUFFER, seed=seed)
+    else:
+        d = tf.data.TFRecordDataset(input_files).repeat()
+    if start_batch:
+        d = d.skip(int(start_batch) * batch_size)
+    d = d.map(
+        lambda record: decode_record(record, spec),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    d = d.batch(batch_size, drop_remainder=True)
+    return d.prefetch(tf.data.AUTOTUNE)

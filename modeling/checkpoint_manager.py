@@ -1,0 +1,157 @@
+"""Training checkpoints: save every N steps, keep the newest K, resume.
+
+Checkpoints are in the original's name-based format (weights under their
+original names, `<name>/adam_m`, `<name>/adam_v`, `global_step`), written
+atomically by `checkpoints.write_checkpoint` as `<output_dir>/model.ckpt-<step>`
+with the `checkpoint` state file, so the original scripts can read them and we
+resume from theirs.
+"""
+
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from modeling import checkpoints
+
+PREFIX = "model.ckpt"
+_STEP_RE = re.compile(r"model\.ckpt-(\d+)$")
+
+
+class NoUsableCheckpointError(RuntimeError):
+    """Every checkpoint in the directory is damaged."""
+
+
+def model_variables(model):
+    """{original name: variable} of the trainable weights that are saved.
+
+    Only trainable weights: Keras's dropout seed-generator states are not part
+    of the original's checkpoints.
+    """
+    return {checkpoints.variable_name(v): v for v in model.trainable_variables}
+
+
+class CheckpointManager:
+    """Saves and restores (model, optimizer) in one directory.
+
+    Args:
+      directory: output_dir.
+      model: the Keras model (its trainable variables are saved).
+      optimizer: an optimization.AdamWeightDecay (slots and global_step).
+      keep_checkpoint_max: how many newest checkpoints to keep (None: all).
+      is_chief: only the chief writes (multi-worker training).
+    """
+
+    def __init__(
+        self, directory, model, optimizer, keep_checkpoint_max=5, is_chief=True
+    ):
+        self.directory = directory
+        self.model = model
+        self.optimizer = optimizer
+        self.keep_checkpoint_max = keep_checkpoint_max
+        self.is_chief = is_chief
+
+    def variables(self):
+        """{name: variable} of everything saved except global_step."""
+        out = model_variables(self.model)
+        slots = dict(self.optimizer.checkpoint_variables())
+        slots.pop(checkpoints.GLOBAL_STEP)
+        out.update(slots)
+        return out
+
+    def save(self):
+        """Writes `model.ckpt-<global_step>`; returns its prefix (or None)."""
+        step = int(self.optimizer.global_step.numpy())
+        if not self.is_chief:
+            return None
+        prefix = os.path.join(self.directory, f"{PREFIX}-{step}")
+        arrays = {n: v.numpy() for n, v in self.variables().items()}
+        checkpoints.write_checkpoint(
+            prefix, arrays, global_step=step, keep_max=self.keep_checkpoint_max
+        )
+        logging.info("Saved checkpoint %s", prefix)
+        return prefix
+
+    def candidates(self):
+        """Prefixes of the checkpoints in the directory, newest step first.
+
+        The state file's list and any `model.ckpt-N.index` on disk (a crash
+        between publishing a checkpoint and updating the state file leaves one
+        unlisted) are both considered.
+        """
+        found = {}
+        state = tf.train.get_checkpoint_state(self.directory)
+        listed = list(state.all_model_checkpoint_paths) if state else []
+        pattern = os.path.join(self.directory, f"{PREFIX}-*.index")
+        on_disk = [p[: -len(".index")] for p in tf.io.gfile.glob(pattern)]
+        for path in listed + on_disk:
+            name = os.path.basename(path)
+            match = _STEP_RE.match(name)
+            if match:
+                found[name] = int(match.group(1))
+        ordered = sorted(found, key=found.get, reverse=True)
+        return [os.path.join(self.directory, name) for name in ordered]
+
+    def restore_latest(self):
+        """Restores the newest readable checkpoint, falling back on damage.
+
+        Returns:
+          The prefix restored, or None when the directory has no checkpoint.
+
+        Raises:
+          NoUsableCheckpointError: checkpoints exist but none is readable
+            (training would otherwise silently restart from scratch).
+        """
+        candidates = self.candidates()
+        for prefix in candidates:
+            try:
+                arrays = checkpoints.read_checkpoint(prefix)
+                self._assign(arrays, prefix)
+            except (ValueError, FileNotFoundError) as e:
+                logging.warning(
+                    "Checkpoint %s is damaged or incomplete (%s); falling "
+                    "back to an older one.",
+                    prefix,
+                    e,
+                )
+                continue
+            logging.info(
+                "Resumed from %s at global_step %d",
+                prefix,
+                int(self.optimizer.global_step.numpy()),
+            )
+            return prefix
+        if candidates:
+            raise NoUsableCheckpointError(
+                f"All {len(candidates)} checkpoints in {self.directory} are "
+                f"damaged ({', '.join(candidates)}); move them away to start "
+                "over, or restore a backup."
+            )
+        return None
+
+    def _assign(self, arrays, prefix):
+        """Checks names and shapes first, then assigns everything."""
+        weights = model_variables(self.model)
+        missing = sorted(set(weights) - set(arrays))
+        if missing:
+            raise ValueError(f"{prefix} lacks model variables {missing[:5]}")
+        pairs = []
+        for name, var in self.variables().items():
+            if name not in arrays:
+                # Slots absent (a released checkpoint): they start at zero,
+                # as in the original.
+                pairs.append((var, np.zeros(var.shape, np.float32)))
+                continue
+            value = arrays[name]
+            if tuple(value.shape) != tuple(var.shape):
+                raise ValueError(
+                    f"{prefix}: {name} has shape {list(value.shape)}, the "
+                    f"model {list(var.shape)}"
+                )
+            pairs.append((var, value))
+        for var, value in pairs:
+            var.assign(np.asarray(value).astype(var.dtype))
+        step = int(arrays.get(checkpoints.GLOBAL_STEP, 0))
+        self.optimizer.global_step.assign(step)

@@ -1,0 +1,187 @@
+"""What run_pretraining.py does, as a `training.Task` plus a `run` function.
+
+The losses are the original's (`heads.pretraining_losses`); the eval metrics
+are its `metric_fn`: masked-LM accuracy and loss weighted by
+`masked_lm_weights`, next-sentence accuracy and loss unweighted, and "loss"
+the mean over batches of total_loss (the Estimator's loss; audit D4).
+"""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import distribute
+from modeling import heads
+from modeling import input_pipeline
+from modeling import models
+from modeling import training
+
+EVAL_RESULTS_FILE = "eval_results.txt"
+# Input shuffle seed when --random_seed is unset (resuming needs a fixed one).
+DEFAULT_DATA_SEED = 12345
+
+
+def _predictions(outputs, features):
+    mlm_pred = tf.argmax(
+        outputs["masked_lm_log_probs"], axis=-1, output_type=tf.int32
+    )
+    mlm_ids = tf.reshape(tf.cast(features["masked_lm_ids"], tf.int32), [-1])
+    mlm_weights = tf.reshape(
+        tf.cast(features["masked_lm_weights"], tf.float32), [-1]
+    )
+    mlm_correct = tf.cast(tf.equal(mlm_pred, mlm_ids), tf.float32)
+    nsp_pred = tf.argmax(
+        outputs["next_sentence_log_probs"], axis=-1, output_type=tf.int32
+    )
+    nsp_labels = tf.reshape(
+        tf.cast(features["next_sentence_labels"], tf.int32), [-1]
+    )
+    nsp_correct = tf.cast(tf.equal(nsp_pred, nsp_labels), tf.float32)
+    return mlm_correct, mlm_weights, nsp_correct
+
+
+def loss_fn(features, outputs):
+    """Training loss ("loss" = total_loss) and the logged components."""
+    losses = heads.pretraining_losses(outputs, features)
+    mlm_correct, mlm_weights, nsp_correct = _predictions(outputs, features)
+    return {
+        "loss": losses["total_loss"],
+        "masked_lm_loss": losses["masked_lm_loss"],
+        "next_sentence_loss": losses["next_sentence_loss"],
+        "masked_lm_accuracy": tf.reduce_sum(mlm_correct * mlm_weights)
+        / tf.maximum(tf.reduce_sum(mlm_weights), 1e-5),
+        "next_sentence_accuracy": tf.reduce_mean(nsp_correct),
+    }
+
+
+def eval_metrics_fn(features, outputs):
+    """The original metric_fn as (sum, weight) pairs."""
+    losses = heads.pretraining_losses(outputs, features)
+    mlm_correct, mlm_weights, nsp_correct = _predictions(outputs, features)
+    count = tf.cast(tf.size(nsp_correct), tf.float32)
+    return {
+        "masked_lm_accuracy": (
+            tf.reduce_sum(mlm_correct * mlm_weights),
+            tf.reduce_sum(mlm_weights),
+        ),
+        "masked_lm_loss": (
+            tf.reduce_sum(losses["masked_lm_example_loss"] * mlm_weights),
+            tf.reduce_sum(mlm_weights),
+        ),
+        "next_sentence_accuracy": (tf.reduce_sum(nsp_correct), count),
+        "next_sentence_loss": (
+            tf.reduce_sum(losses["next_sentence_example_loss"]),
+            count,
+        ),
+        "loss": (losses["total_loss"], tf.constant(1.0)),
+    }
+
+
+def make_task(bert_config, init_checkpoint=None, use_one_hot_embeddings=False):
+    """The pre-training Task: BertPretrainer, its losses and metrics."""
+
+    def init_fn(model):
+        # Like the original, only weights come from init_checkpoint: the Adam
+        # slots start at zero and global_step at 0.
+        checkpoints.load_weights(model.trainable_variables, init_checkpoint)
+
+    return training.Task(
+        build_model=lambda: models.BertPretrainer(
+            bert_config, use_one_hot_embeddings=use_one_hot_embeddings
+        ),
+        loss_fn=loss_fn,
+        eval_metrics_fn=eval_metrics_fn,
+        init_fn=init_fn if init_checkpoint else None,
+    )
+
+
+@dataclasses.dataclass
+class Settings:
+    """run_pretraining's flags (original names and defaults) plus the new ones."""
+
+    bert_config_file: str
+    input_file: str
+    output_dir: str
+    init_checkpoint: str | None = None
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    do_train: bool = False
+    do_eval: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    max_eval_steps: int = 100
+    seed: int | None = None
+    strategy: str = "default"
+    use_tpu: bool = False
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+    master: str | None = None
+    run_config: training.RunConfig = None
+
+
+def write_eval_results(path, results):
+    """`key = value` lines, sorted by key, as the original; atomic."""
+    text = "".join(f"{k} = {results[k]}\n" for k in sorted(results))
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def run(s):
+    """Trains and/or evaluates as the original's main(); returns eval results.
+
+    Raises:
+      ValueError: neither do_train nor do_eval, or a bad config/sequence length.
+    """
+    if not (s.do_train or s.do_eval):
+        raise ValueError(
+            "At least one of `do_train` or `do_eval` must be True."
+        )
+    bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
+    checkpoints.check_max_seq_length(s.max_seq_length, bert_config)
+    tf.io.gfile.makedirs(s.output_dir)
+    input_files = input_pipeline.expand_input_files(s.input_file)
+    logging.info("*** Input Files ***\n%s", "\n".join(input_files))
+    training.set_seed(s.seed)
+    distribute.set_precision(s.run_config.precision)
+    strategy = distribute.create_strategy(
+        s.strategy, s.use_tpu, s.tpu_name, s.tpu_zone, s.gcp_project, s.master
+    )
+    task = make_task(
+        bert_config, s.init_checkpoint, use_one_hot_embeddings=s.use_tpu
+    )
+    trainer = training.Trainer(task, s.run_config, strategy)
+
+    def dataset(batch_size, is_training, start_batch=0):
+        return input_pipeline.pretraining_dataset(
+            input_files,
+            batch_size,
+            s.max_seq_length,
+            s.max_predictions_per_seq,
+            is_training,
+            seed=DEFAULT_DATA_SEED if s.seed is None else s.seed,
+            start_batch=start_batch,
+        )
+
+    if s.do_train:
+        trainer.train(lambda start: dataset(s.train_batch_size, True, start))
+    if not s.do_eval:
+        return None
+    results = trainer.evaluate(
+        dataset(s.eval_batch_size, False), s.max_eval_steps
+    )
+    logging.info(
+        "***** Eval results *****\n%s",
+        "\n".join(f"  {k} = {results[k]}" for k in sorted(results)),
+    )
+    if trainer.is_chief:
+        write_eval_results(
+            os.path.join(s.output_dir, EVAL_RESULTS_FILE), results
+        )
+    return results

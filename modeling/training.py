@@ -1,0 +1,328 @@
+"""The task-agnostic training and evaluation loop (run_pretraining,
+run_classifier, run_squad).
+
+A task gives three callables; the loop does the rest:
+
+    task = training.Task(
+        build_model=lambda: models.BertPretrainer(config),   # under scope
+        loss_fn=lambda features, outputs: {"loss": ..., ...},
+        eval_metrics_fn=lambda features, outputs: {"acc": (sum, weight)},
+    )
+    trainer = training.Trainer(task, training.RunConfig(...), strategy)
+    trainer.train(lambda start_step: dataset_positioned_at(start_step))
+    results = trainer.evaluate(eval_dataset, max_eval_steps)
+
+`loss_fn` returns replica-local float32 scalars; "loss" is minimized, the rest
+are logged (averaged over replicas and steps). `eval_metrics_fn` returns
+(sum, weight) pairs, summed over replicas and batches; a metric is
+sum / weight (the tf.metrics.mean of the original's Estimator).
+
+What the loop provides: the original's AdamWeightDecay (or LAMB), several
+steps per tf.function call (`iterations_per_loop`), gradient accumulation,
+mixed precision (dynamic loss scaling for float16), XLA for the forward and
+backward pass, checkpoints every `save_checkpoints_steps` in the original
+format (resumed automatically, with a fallback when the newest is damaged),
+a checkpoint on SIGTERM, a clear error on a non-finite loss, logs and
+TensorBoard summaries in output_dir.
+"""
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from modeling import checkpoint_manager
+from modeling import checkpoints
+from modeling import distribute
+from modeling import optimization
+from modeling import training_steps
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or Inf; training stopped."""
+
+
+class TrainingInterrupted(RuntimeError):
+    """SIGTERM: a checkpoint was saved and training stopped early."""
+
+
+@dataclasses.dataclass
+class Task:
+    """What differs between tasks.
+
+    Attributes:
+      build_model: () -> keras.Model, called under the strategy scope. The
+        model takes a dict of features (`model(features, training=...)`).
+      loss_fn: (features, outputs) -> dict of float32 scalars with "loss".
+      eval_metrics_fn: (features, outputs) -> dict name -> (sum, weight).
+      init_fn: optional model -> None, run when output_dir has no checkpoint
+        (e.g. load --init_checkpoint with `checkpoints.load_weights`).
+    """
+
+    build_model: Callable
+    loss_fn: Callable
+    eval_metrics_fn: Callable | None = None
+    init_fn: Callable | None = None
+
+
+@dataclasses.dataclass
+class RunConfig:
+    """Run settings (the scripts' flags)."""
+
+    output_dir: str
+    num_train_steps: int
+    learning_rate: float = 5e-5
+    num_warmup_steps: int = 0
+    save_checkpoints_steps: int = 1000
+    iterations_per_loop: int = 1000
+    keep_checkpoint_max: int = 5
+    gradient_accumulation_steps: int = 1
+    optimizer_type: str = "adamw"
+    precision: str = "float32"
+    use_xla: bool = False
+    handle_sigterm: bool = True
+
+
+class Trainer:
+    """Builds the model and optimizer under a strategy and runs the loops.
+
+    Args:
+      task: Task.
+      config: RunConfig.
+      strategy: tf.distribute.Strategy (default: the current one).
+    """
+
+    def __init__(self, task, config, strategy=None):
+        self.task = task
+        self.config = config
+        self.strategy = strategy or tf.distribute.get_strategy()
+        if config.gradient_accumulation_steps < 1:
+            raise ValueError("gradient_accumulation_steps must be >= 1")
+        with self.strategy.scope():
+            self.model = task.build_model()
+            self.optimizer = optimization.create_optimizer(
+                config.learning_rate,
+                config.num_train_steps,
+                config.num_warmup_steps,
+                config.optimizer_type,
+                name_fn=checkpoints.variable_name,
+            )
+        self.is_chief = distribute.is_chief(self.strategy)
+        self.manager = None
+        self._steps = None
+        self._built = False
+        self._writer = None
+        self.stop_signal = training_steps.StopSignal()
+        # Workers must agree to stop; they vote between chunks instead.
+        self.stop_signal.in_graph = not isinstance(
+            self.strategy, tf.distribute.MultiWorkerMirroredStrategy
+        )
+
+    # === Set-up ===
+
+    def build(self, element_spec):
+        """Creates every variable (model, slots, step) under the scope.
+
+        Args:
+          element_spec: the dataset's element_spec (a dict of TensorSpecs);
+            a model whose heads are built lazily is called once on zeros.
+        """
+        if self._built:
+            return
+        dummy = {
+            k: tf.zeros([1] + list(s.shape[1:]), s.dtype)
+            for k, s in element_spec.items()
+        }
+        with self.strategy.scope():
+            self.model(dummy, training=False)
+            self.optimizer.build(self.model.trainable_variables)
+            self._steps = training_steps.StepFunctions(
+                self.model,
+                self.task,
+                self.optimizer,
+                self.strategy,
+                self.config,
+            )
+        self.manager = checkpoint_manager.CheckpointManager(
+            self.config.output_dir,
+            self.model,
+            self.optimizer,
+            self.config.keep_checkpoint_max,
+            self.is_chief,
+        )
+        self._built = True
+
+    def restore_or_initialize(self):
+        """Resumes from output_dir, else runs task.init_fn; returns the step."""
+        if self.manager.restore_latest() is None and self.task.init_fn:
+            self.task.init_fn(self.model)
+        return self.global_step
+
+    @property
+    def global_step(self):
+        return int(self.optimizer.global_step.numpy())
+
+    def _summary_writer(self):
+        if self._writer is None and self.is_chief:
+            self._writer = tf.summary.create_file_writer(self.config.output_dir)
+        return self._writer
+
+    # === Training ===
+
+    def train(self, dataset_fn):
+        """Trains to num_train_steps, resuming from output_dir if possible.
+
+        Args:
+          dataset_fn: start_step -> tf.data.Dataset of global batches (dicts)
+            positioned after the `start_step` batches already consumed, so a
+            resumed run sees the same data as an uninterrupted one.
+
+        Returns:
+          The final global step.
+
+        Raises:
+          NonFiniteLossError: naming the step; nothing is saved after it.
+          TrainingInterrupted: after SIGTERM and a checkpoint.
+        """
+        cfg = self.config
+        dataset = dataset_fn(0)
+        self.build(dataset.element_spec)
+        start = self.restore_or_initialize()
+        if start >= cfg.num_train_steps:
+            logging.info("Already trained to step %d.", start)
+            return start
+        if start:
+            dataset = dataset_fn(start)
+        iterator = iter(distribute.distribute_dataset(self.strategy, dataset))
+        with self.stop_signal.installed(cfg.handle_sigterm):
+            return self._train_loop(iterator, start)
+
+    def _next_chunk(self, step):
+        cfg = self.config
+        to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
+        return max(
+            1, min(cfg.iterations_per_loop, cfg.num_train_steps - step, to_save)
+        )
+
+    def _train_loop(self, iterator, step):
+        cfg = self.config
+        replicas = self.strategy.num_replicas_in_sync
+        while step < cfg.num_train_steps:
+            num_steps = self._next_chunk(step)
+            start_time = time.time()
+            done, sums, bad = self._steps.train_chunk(
+                iterator, tf.constant(num_steps), self.stop_signal.flag
+            )
+            elapsed = time.time() - start_time
+            done, bad = int(done), int(bad)
+            if bad >= 0:
+                self._raise_non_finite(step + bad, sums)
+            step = self.global_step
+            logs = {k: float(v) / done for k, v in sums.items()}
+            batch_size = logs.pop(training_steps.EXAMPLES_KEY) * replicas
+            self._log(step, logs, done, elapsed, batch_size)
+            stopping = self.stop_signal.requested(self.strategy)
+            if (
+                step % cfg.save_checkpoints_steps == 0
+                or step >= cfg.num_train_steps
+                or stopping
+            ):
+                self.manager.save()
+            if stopping:
+                raise TrainingInterrupted(
+                    f"SIGTERM: saved a checkpoint at global_step {step} in "
+                    f"{cfg.output_dir}; re-run the same command to resume."
+                )
+        return step
+
+    def _raise_non_finite(self, step, sums):
+        latest = self.manager.candidates()
+        raise NonFiniteLossError(
+            f"Non-finite loss ({float(sums['loss'])}) at global_step {step}: "
+            "training stopped and no checkpoint was written after it; the "
+            f"last good checkpoint is {latest[0] if latest else 'none'}. "
+            "Lower --learning_rate or check the input data."
+        )
+
+    def _log(self, step, logs, done, elapsed, batch_size):
+        lr = float(self.optimizer.learning_rate(max(step - 1, 0)))
+        steps_per_sec = done / max(elapsed, 1e-9)
+        examples_per_sec = steps_per_sec * batch_size
+        logging.info(
+            "step %d: %s, learning_rate = %.4g, %.3f steps/s, %.2f examples/s",
+            step,
+            ", ".join(f"{k} = {v:.5g}" for k, v in sorted(logs.items())),
+            lr,
+            steps_per_sec,
+            examples_per_sec,
+        )
+        writer = self._summary_writer()
+        if writer is None:
+            return
+        with writer.as_default(step=step):
+            for name, value in logs.items():
+                _scalar(f"train/{name}", value)
+            _scalar("train/learning_rate", lr)
+            _scalar("train/steps_per_sec", steps_per_sec)
+            _scalar("train/examples_per_sec", examples_per_sec)
+        writer.flush()
+
+    # === Evaluation ===
+
+    def evaluate(self, dataset, max_eval_steps=None, restore=True):
+        """Runs eval_metrics_fn over `max_eval_steps` batches (or all).
+
+        Args:
+          dataset: tf.data.Dataset of global batches.
+          max_eval_steps: int or None (the whole dataset; it must be finite).
+          restore: restore the newest checkpoint first if nothing is loaded.
+
+        Returns:
+          dict name -> float (sum / weight), plus "global_step".
+        """
+        self.build(dataset.element_spec)
+        if restore and not self._steps.trained:
+            self.restore_or_initialize()
+        if max_eval_steps is not None:
+            dataset = dataset.take(max_eval_steps)
+        totals = {}
+        for features in distribute.distribute_dataset(self.strategy, dataset):
+            for name, (s, w) in self._steps.eval_step(features).items():
+                total = totals.setdefault(name, [0.0, 0.0])
+                total[0] += float(s)
+                total[1] += float(w)
+        results = {
+            k: s / w if w else float("nan") for k, (s, w) in totals.items()
+        }
+        results["global_step"] = self.global_step
+        writer = self._summary_writer()
+        if writer is not None:
+            with writer.as_default(step=self.global_step):
+                for name, value in results.items():
+                    if name != "global_step":
+                        _scalar(f"eval/{name}", value)
+            writer.flush()
+        return results
+
+
+# TensorBoard's scalar plugin marker. tf.summary.scalar needs the tensorboard
+# package, which is not a dependency; tf.summary.write is TF's own op.
+_SCALAR_METADATA = tf.compat.v1.SummaryMetadata(
+    plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars")
+)
+
+
+def _scalar(name, value):
+    """Writes a scalar summary readable by TensorBoard's scalar dashboard."""
+    tf.summary.write(
+        name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA
+    )
+
+
+def set_seed(seed):
+    """Seeds Python, NumPy and TF (weight init, dropout) for reproducibility."""
+    if seed is not None:
+        keras.utils.set_random_seed(seed)

@@ -1,0 +1,252 @@
+"""The compiled pieces of the training loop, and the SIGTERM watcher.
+
+Shapes: the dataset yields global batches; each replica receives B_r =
+global batch / replicas examples and, with gradient accumulation N, runs N
+micro-batches of B_r / N.
+"""
+
+import contextlib
+import signal
+import socket
+import threading
+
+import tensorflow as tf
+from absl import logging
+
+# Dynamic loss scaling for float16 (the tf.keras LossScaleOptimizer defaults).
+INITIAL_LOSS_SCALE = 2.0**15
+LOSS_SCALE_GROWTH_STEPS = 2000
+EXAMPLES_KEY = "_examples"
+
+
+class StepFunctions:
+    """tf.functions for a chunk of training steps and for one eval step.
+
+    Args:
+      model, task, optimizer, strategy, config: see training.Trainer; build
+        under the strategy scope after the optimizer's variables exist.
+    """
+
+    def __init__(self, model, task, optimizer, strategy, config):
+        self.model = model
+        self.task = task
+        self.optimizer = optimizer
+        self.strategy = strategy
+        self.accumulation = config.gradient_accumulation_steps
+        self.fp16 = config.precision == "mixed_float16"
+        self.trained = False
+        if self.fp16:
+            sync = {
+                "trainable": False,
+                "synchronization": tf.VariableSynchronization.ON_WRITE,
+                "aggregation": tf.VariableAggregation.ONLY_FIRST_REPLICA,
+            }
+            self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE, **sync)
+            self.good_steps = tf.Variable(0, dtype=tf.int64, **sync)
+        # XLA compiles the forward and backward pass; the all-reduce and the
+        # update (which need merge_call) stay outside the compiled function.
+        self._grad_fn = tf.function(self._grads, jit_compile=config.use_xla)
+        self._train_chunk = tf.function(self._chunk)
+        self.eval_step = tf.function(self._eval_step)
+
+    # === Gradients ===
+
+    def _grads(self, features):
+        """Loss logs and gradients of one (micro-)batch on one replica."""
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(features, training=True)
+            logs = dict(self.task.loss_fn(features, outputs))
+            loss = tf.cast(logs["loss"], tf.float32)
+            if self.fp16:
+                loss = loss * self.loss_scale
+        grads = tape.gradient(loss, variables)
+        return logs, grads
+
+    def _accumulated_grads(self, features):
+        """Mean gradients and logs over N micro-batches of the replica batch."""
+        n = self.accumulation
+        micro = {
+            k: tf.reshape(v, [n, -1] + v.shape[1:].as_list())
+            for k, v in features.items()
+        }
+        logs, grads = self._grad_fn({k: v[0] for k, v in micro.items()})
+        grads = [tf.convert_to_tensor(g) for g in grads]
+        for i in tf.range(1, n):
+            more_logs, more = self._grad_fn({k: v[i] for k, v in micro.items()})
+            grads = [g + tf.convert_to_tensor(m) for g, m in zip(grads, more)]
+            logs = {k: logs[k] + more_logs[k] for k in logs}
+        grads = [g / n for g in grads]
+        logs = {k: v / n for k, v in logs.items()}
+        return logs, grads
+
+    def _replica_step(self, features):
+        if self.accumulation > 1:
+            logs, grads = self._accumulated_grads(features)
+        else:
+            logs, grads = self._grad_fn(features)
+        if self.strategy.num_replicas_in_sync > 1:
+            # Mean over replicas: each replica's loss is a mean over its
+            # slice, so this is the gradient of the global-batch loss.
+            ctx = tf.distribute.get_replica_context()
+            grads = ctx.all_reduce(
+                tf.distribute.ReduceOp.MEAN,
+                [tf.convert_to_tensor(g) for g in grads],
+            )
+        should_apply = None
+        if self.fp16:
+            grads, should_apply = self._unscale(grads)
+        variables = self.model.trainable_variables
+        self.optimizer.apply_gradients(zip(grads, variables), should_apply)
+        first = next(iter(features.values()))
+        logs[EXAMPLES_KEY] = tf.cast(tf.shape(first)[0], tf.float32)
+        return {k: tf.cast(v, tf.float32) for k, v in logs.items()}
+
+    def _unscale(self, grads):
+        """Divides out the loss scale; skips the step and halves it on Inf."""
+        scale = self.loss_scale.read_value()
+        grads = [tf.convert_to_tensor(g) / scale for g in grads]
+        finite = tf.reduce_all(
+            [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
+        )
+        good = tf.where(finite, self.good_steps + 1, 0)
+        grow = good >= LOSS_SCALE_GROWTH_STEPS
+        new_scale = tf.where(
+            finite,
+            tf.where(grow, scale * 2.0, scale),
+            tf.maximum(scale / 2.0, 1.0),
+        )
+        self.loss_scale.assign(new_scale)
+        self.good_steps.assign(tf.where(grow, tf.zeros_like(good), good))
+        return grads, finite
+
+    # === Loops ===
+
+    def _one_step(self, iterator):
+        features = next(iterator)
+        per_replica = self.strategy.run(self._replica_step, args=(features,))
+        return {
+            k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
+            for k, v in per_replica.items()
+        }
+
+    def _chunk(self, iterator, num_steps, stop_flag):
+        """Runs up to num_steps steps in one call.
+
+        Stops early at the first non-finite loss (so no more updates follow
+        it) or when `stop_flag` is set (SIGTERM).
+
+        Returns:
+          (steps run int32, dict of summed logs, index of the first step with
+          a non-finite loss or -1).
+        """
+        logs = self._one_step(iterator)
+        bad = tf.where(tf.math.is_finite(logs["loss"]), -1, 0)
+
+        def cond(i, sums, bad):
+            del sums
+            return (i < num_steps) & (bad < 0) & tf.logical_not(stop_flag)
+
+        def body(i, sums, bad):
+            logs = self._one_step(iterator)
+            sums = {k: sums[k] + logs[k] for k in sums}
+            bad = tf.where(tf.math.is_finite(logs["loss"]), bad, i)
+            return i + 1, sums, bad
+
+        return tf.while_loop(cond, body, (tf.constant(1), logs, bad))
+
+    def train_chunk(self, iterator, num_steps, stop_flag):
+        self.trained = True
+        return self._train_chunk(iterator, num_steps, stop_flag)
+
+    def _eval_step(self, features):
+        def replica_fn(f):
+            outputs = self.model(f, training=False)
+            return self.task.eval_metrics_fn(f, outputs)
+
+        per_replica = self.strategy.run(replica_fn, args=(features,))
+        total = tf.distribute.ReduceOp.SUM
+        return {
+            k: tuple(self.strategy.reduce(total, t, axis=None) for t in pair)
+            for k, pair in per_replica.items()
+        }
+
+
+class StopSignal:
+    """Turns SIGTERM into a flag the running tf.function sees.
+
+    A Python signal handler runs only between bytecodes of the main thread,
+    i.e. after the current tf.function call returns, which can be minutes
+    away. `signal.set_wakeup_fd` makes the C-level handler write the signal
+    number to a socket at once; a watcher thread wakes up and sets a
+    tf.Variable that the in-graph loop checks before every step.
+    """
+
+    _SENTINEL = b"\xff"
+
+    def __init__(self):
+        self.flag = tf.Variable(False, trainable=False, name="stop_requested")
+        self._requested = False
+        self.in_graph = True
+
+    @contextlib.contextmanager
+    def installed(self, enabled=True):
+        """Installs the SIGTERM handler (main thread only) for the block."""
+        self._requested = False
+        self.flag.assign(False)
+        if (
+            not enabled
+            or threading.current_thread() is not threading.main_thread()
+        ):
+            yield self
+            return
+        reader, writer = socket.socketpair()
+        writer.setblocking(False)
+        old_fd = signal.set_wakeup_fd(
+            writer.fileno(), warn_on_full_buffer=False
+        )
+        old_handler = signal.signal(signal.SIGTERM, self._handler)
+        watcher = threading.Thread(
+            target=self._watch, args=(reader,), daemon=True
+        )
+        watcher.start()
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGTERM, old_handler)
+            signal.set_wakeup_fd(old_fd)
+            writer.send(self._SENTINEL)
+            watcher.join(timeout=5)
+            reader.close()
+            writer.close()
+
+    def _handler(self, signum, frame):
+        del signum, frame
+        self._request()
+
+    def _request(self):
+        if not self._requested:
+            logging.warning("SIGTERM: saving a checkpoint, then stopping.")
+        self._requested = True
+        if self.in_graph:
+            self.flag.assign(True)
+
+    def _watch(self, reader):
+        while True:
+            data = reader.recv(64)
+            if not data or self._SENTINEL in data:
+                return
+            if signal.SIGTERM in data:
+                self._request()
+
+    def requested(self, strategy):
+        """Whether to stop; all workers agree in multi-worker training."""
+        if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return self._requested
+        local = tf.constant(1.0 if self._requested else 0.0)
+        votes = strategy.reduce(
+            tf.distribute.ReduceOp.SUM,
+            strategy.run(lambda: tf.identity(local)),
+            axis=None,
+        )
+        return float(votes) > 0

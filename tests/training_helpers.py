@@ -1,0 +1,59 @@
+"""Tiny pre-training records and configs for the training tests."""
+
+import json
+
+import numpy as np
+
+from modeling import input_pipeline
+
+SEQ = 16
+PRED = 4
+VOCAB = 99
+
+
+def tiny_config(path, dropout=0.0):
+    """Writes the golden tiny bert_config.json (dropout off by default)."""
+    config = {
+        "vocab_size": VOCAB,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 37,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": dropout,
+        "attention_probs_dropout_prob": dropout,
+        "max_position_embeddings": 64,
+        "type_vocab_size": 2,
+        "initializer_range": 0.02,
+    }
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def write_records(path, num_records=64, seed=0):
+    """Random pre-training records; every record has PRED real predictions
+    (equal weights per replica, so replica means equal the global mean)."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(num_records):
+            length = int(rng.integers(8, SEQ + 1))
+            ids = np.zeros(SEQ, np.int64)
+            ids[:length] = rng.integers(5, VOCAB, size=length)
+            mask = (np.arange(SEQ) < length).astype(np.int64)
+            segments = (np.arange(SEQ) >= length // 2).astype(np.int64) * mask
+            positions = np.sort(rng.choice(np.arange(1, length), PRED, False))
+            features = {
+                "input_ids": input_pipeline.int_feature(ids),
+                "input_mask": input_pipeline.int_feature(mask),
+                "segment_ids": input_pipeline.int_feature(segments),
+                "masked_lm_positions": input_pipeline.int_feature(positions),
+                "masked_lm_ids": input_pipeline.int_feature(ids[positions]),
+                "masked_lm_weights": input_pipeline.float_feature([1.0] * PRED),
+                "next_sentence_labels": input_pipeline.int_feature(
+                    [int(rng.integers(0, 2))]
+                ),
+            }
+            writer.write(input_pipeline.serialize_example(features))
+    return str(path)
