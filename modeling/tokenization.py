@@ -176,35 +176,45 @@ def _to_ranges(code_points):
 
 
 class _CharTables:
-    """Compiled regexes for the character classes of the rules above.
+    """Code point ranges and compiled regexes of the character classes.
 
     Built once per process by one scan of every code point (about 0.5 s),
-    from the same predicates, so they agree with them by construction.
+    from the same rules as the predicates above, so they agree with them by
+    construction. modeling/text_graph.py builds its in-graph regexes from
+    the same ranges.
+
+    Attributes:
+      ranges: dict name -> list of [first, last] code point ranges, for
+        "delete" (dropped by `_clean_text`), "space" (mapped to " "),
+        "cjk", "punct" and "mark" (category Mn, stripped with accents).
     """
 
     _instance = None
 
     def __init__(self):
-        delete, space, punct, mark = [], [], [], []
+        found = {"delete": [], "space": [], "punct": [], "mark": []}
         for cp in range(0x110000):
             char = chr(cp)
             cat = unicodedata.category(char)
             if cp in (0, 0xFFFD) or (
                 cat in ("Cc", "Cf") and char not in "\t\n\r"
             ):
-                delete.append(cp)
+                found["delete"].append(cp)
             elif char in " \t\n\r" or cat == "Zs":
-                space.append(cp)
+                found["space"].append(cp)
             if cat[0] == "P" or (cp < 128 and _is_punctuation(char)):
-                punct.append(cp)
+                found["punct"].append(cp)
             if cat == "Mn":
-                mark.append(cp)
-        self.delete = re.compile(_char_class(_to_ranges(delete)) + "+")
-        self.space = re.compile(_char_class(_to_ranges(space)))
-        self.cjk = re.compile(_char_class(CJK_RANGES))
-        punct_class = _char_class(_to_ranges(punct))
-        self.punct_split = re.compile(f"{punct_class}|[^{punct_class[1:-1]}]+")
-        self.mark = re.compile(_char_class(_to_ranges(mark)) + "+")
+                found["mark"].append(cp)
+        self.ranges = {k: _to_ranges(v) for k, v in found.items()}
+        self.ranges["cjk"] = [list(r) for r in CJK_RANGES]
+        classes = {k: _char_class(v) for k, v in self.ranges.items()}
+        self.delete = re.compile(classes["delete"] + "+")
+        self.space = re.compile(classes["space"])
+        self.cjk = re.compile(classes["cjk"])
+        punct = classes["punct"]
+        self.punct_split = re.compile(f"{punct}|[^{punct[1:-1]}]+")
+        self.mark = re.compile(classes["mark"] + "+")
 
     @classmethod
     def get(cls):

@@ -1,0 +1,370 @@
+"""In-graph BERT tokenization giving the same ids as `FullTokenizer`.
+
+`InGraphTokenizer` runs the original's basic tokenization as TensorFlow
+string ops and WordPiece as tensorflow-text's `FastWordpieceTokenizer`, so
+it works in `tf.data` pipelines and inside a SavedModel. `InputPacker` then
+builds `[CLS] A [SEP] B [SEP]` model inputs with the original's truncation.
+
+tensorflow-text's `FastBertTokenizer` alone disagrees with the original:
+its uncased normalizer is NFKC-like with case folding ("ß" -> "ss", "™" ->
+"tm", full-width letters -> ASCII, "…" -> "..."), it splits on control and
+zero-width characters that the original deletes, it ignores the 200-char
+word limit and uses its ICU's Unicode tables. So the basic steps here are
+regexes built from the very code point tables of modeling/tokenization.py
+(the running Python's Unicode 14 data), in the original's order:
+
+  1. drop invalid UTF-8 bytes (as `convert_to_unicode`);
+  2. delete control/format characters, map whitespace to " ";
+  3. space out CJK ideographs;
+  4. uncased: full lower-casing (`tf.strings.lower`, which applies the
+     final-sigma rule as Python does), NFD, delete category Mn;
+  5. space out punctuation, split on spaces;
+  6. words over 200 characters become "[UNK]";
+  7. WordPiece of each word (`no_pretokenization=True`).
+
+Known residue: `tf.strings.lower` knows 40 upper-case letters of Unicode 14
+(Glagolitic, Latin Extended-D, Vithkuqi) that its ICU lacks; they are mapped
+explicitly, in a branch that runs only when a batch contains one. 20 code
+points that are unassigned in Python's Unicode 14 but decompose in ICU's NFD
+(scripts of Unicode 16) differ only inside words that hold them, which are
+"[UNK]" under any vocabulary lacking those scripts (checked at load).
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from modeling import tokenization
+from modeling import vocabulary
+
+# One UTF-8 code point takes at most 4 bytes, so words of at most 200
+# code points stay below FastWordpieceTokenizer's byte limit.
+_BYTES_PER_CHAR = 4
+
+# Rows the fast path takes: printable ASCII plus tab, LF and CR.
+_PRINTABLE_ASCII = r"[\t\n\r\x20-\x7e]*"
+
+
+def _re2_class(ranges, negate=False):
+    """Returns an RE2 character class for code point ranges."""
+    parts = []
+    for lo, hi in ranges:
+        if 0xD800 <= lo and hi <= 0xDFFF:
+            continue  # Surrogates never occur in valid UTF-8.
+        part = f"\\x{{{lo:x}}}"
+        parts.append(part if lo == hi else f"{part}-\\x{{{hi:x}}}")
+    return "[" + ("^" if negate else "") + "".join(parts) + "]"
+
+
+def _split_space_ranges(tables):
+    """Whitespace that `str.split()` splits on after `_clean_text`, but " ".
+
+    That is `_clean_text`'s (space, \\t\\n\\r, Zs) plus U+2028 and U+2029,
+    which the original leaves in place and its whitespace split splits on.
+    " " itself is left out: rewriting it to itself would only cost time.
+    """
+    cps = {cp for lo, hi in tables.ranges["space"] for cp in range(lo, hi + 1)}
+    # Python's last whitespace character is U+3000.
+    cps.update(cp for cp in range(0x3001) if chr(cp).isspace())
+    cps.discard(ord(" "))
+    return tokenization._to_ranges(sorted(cps))
+
+
+# Upper-case letters of Unicode 14 that TensorFlow 2.21's ICU does not
+# lower-case (Glagolitic, Latin Extended-D, Vithkuqi); found by comparing
+# every code point, a comparison tests/text_graph_test.py repeats.
+_UNICODE14_UPPER = [0x2C2F, 0xA7C0, 0xA7D0, 0xA7D6, 0xA7D8] + [
+    cp
+    for cp in range(0x10570, 0x10596)
+    if cp not in (0x1057B, 0x1058B, 0x10593)
+]
+
+# Code points unassigned in Python 3.11's Unicode 14 that ICU's NFD
+# decomposes (Unicode 16 scripts), with the code points they decompose to.
+_ICU_ONLY_DECOMPOSED = [
+    0x105C9, 0x105E4, 0x105D2, 0x105DA, 0x11382, 0x11383, 0x11384,
+    0x11385, 0x1138B, 0x1138E, 0x11390, 0x11391, 0x113B8, 0x113BB,
+    0x113C2, 0x113C5, 0x113C7, 0x113C8, 0x113C9, 0x1611E, 0x1611F,
+    0x16120, 0x16121, 0x16122, 0x16123, 0x16124, 0x16125, 0x16126,
+    0x16127, 0x16128, 0x16129, 0x16D63, 0x16D67, 0x16D68, 0x16D69,
+    0x16D6A,
+]  # fmt: skip
+
+
+def _wordpiece_vocab(tokens, vocab_file):
+    """Returns the tokens for FastWordpieceTokenizer, ids kept by position.
+
+    The original's dict gives a duplicated token the id of its last line
+    and no string maps to a blank line's "": earlier duplicates and blanks
+    become placeholders that no word can produce (words hold no spaces).
+    """
+    last = {token: i for i, token in enumerate(tokens)}
+    out = []
+    for i, token in enumerate(tokens):
+        if token == "" or last[token] != i:
+            token = f"[unreachable line {i + 1}] "
+        out.append(token)
+    for token in out:
+        if any(ord(c) in _ICU_ONLY_DECOMPOSED for c in token):
+            raise ValueError(
+                f"{vocab_file}: token {token!r} holds a character that "
+                "Python's Unicode 14 leaves unassigned but ICU decomposes; "
+                "InGraphTokenizer cannot match FullTokenizer on it."
+            )
+    return out
+
+
+class InGraphTokenizer(tf.Module):
+    """`FullTokenizer` as TensorFlow ops: the same ids, in graph.
+
+    Usable eagerly, in `tf.data.Dataset.map` and in a SavedModel (it is a
+    `tf.Module`; its vocabulary lives in the FastWordpieceTokenizer model
+    buffer, so the saved model needs no vocab file).
+
+    Args:
+      vocab_file: str, the vocabulary (one token per line; id = line index).
+      do_lower_case: bool, as `FullTokenizer`'s.
+      max_input_chars_per_word: int, longer words become `unk_token`.
+      unk_token: str, must be in the vocabulary.
+    """
+
+    def __init__(
+        self,
+        vocab_file,
+        do_lower_case=True,
+        max_input_chars_per_word=200,
+        unk_token=vocabulary.UNK_TOKEN,
+        name=None,
+    ):
+        super().__init__(name=name)
+        self.vocab_file = str(vocab_file)
+        self.do_lower_case = do_lower_case
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self.unk_token = unk_token
+        tokens = vocabulary.read_vocab_lines(vocab_file)
+        vocab = vocabulary.load_vocab(vocab_file)
+        vocabulary.check_vocab_contents(vocab, vocab_file, do_lower_case)
+        vocabulary.require_special_tokens(vocab, [unk_token], "WordPiece")
+        self.vocab_size = len(tokens)
+        wordpiece_vocab = _wordpiece_vocab(tokens, vocab_file)
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=wordpiece_vocab,
+            unknown_token=unk_token,
+            max_bytes_per_word=_BYTES_PER_CHAR * max_input_chars_per_word,
+            token_out_type=tf.int32,
+            no_pretokenization=True,
+        )
+        # On ASCII a byte is a character, so the byte limit is the original's
+        # character limit (a longer word is one unk_token).
+        self._ascii_tokenizer = tf_text.FastBertTokenizer(
+            vocab=wordpiece_vocab,
+            unknown_token=unk_token,
+            max_bytes_per_word=max_input_chars_per_word,
+            token_out_type=tf.int32,
+        )
+        tables = tokenization._CharTables.get()
+        self._patterns = {
+            "delete": _re2_class(tables.ranges["delete"]) + "+",
+            "space": _re2_class(_split_space_ranges(tables)) + "+",
+            "cjk": _re2_class(tables.ranges["cjk"]),
+            "mark": _re2_class(tables.ranges["mark"]) + "+",
+            "punct": _re2_class(tables.ranges["punct"]),
+            "unicode14_upper": "(?s).*"
+            + _re2_class([(cp, cp) for cp in _UNICODE14_UPPER])
+            + ".*",
+        }
+
+    def tokenize(self, text):
+        """Tokenizes text into WordPiece ids.
+
+        Args:
+          text: string Tensor of shape [] or [batch_size] (UTF-8).
+
+        Returns:
+          int32 ids: a Tensor of shape [num_tokens] for a scalar input, else
+          a RaggedTensor of shape [batch_size, (num_tokens)].
+        """
+        text = tf.convert_to_tensor(text, tf.string)
+        if text.shape.rank == 0:
+            return self.tokenize(text[tf.newaxis])[0]
+        # Rows of printable ASCII (most English text) take a fast path: one
+        # FastBertTokenizer op, whose rules agree with the original's there.
+        is_ascii = tf.cast(
+            tf.strings.regex_full_match(text, _PRINTABLE_ASCII), tf.int32
+        )
+        rows = tf.dynamic_partition(text, is_ascii, 2)
+        positions = tf.dynamic_partition(tf.range(tf.size(text)), is_ascii, 2)
+        ids = tf.concat(
+            [self._tokenize_general(rows[0]), self._tokenize_ascii(rows[1])],
+            axis=0,
+        )
+        order = tf.math.invert_permutation(tf.concat(positions, axis=0))
+        return tf.gather(ids, order)
+
+    def _tokenize_ascii(self, text):
+        """Tokenizes rows of printable ASCII, tab, LF and CR only."""
+        if self.do_lower_case:
+            text = tf.strings.lower(text)  # NFD and Mn: no-ops on ASCII.
+        return self._ascii_tokenizer.tokenize(text)
+
+    def _tokenize_general(self, text):
+        """Tokenizes any rows: the basic steps as regexes, then WordPiece."""
+        words = self.split_words(text)
+        # [batch_size, (words), (pieces)] -> [batch_size, (tokens)].
+        return self._wordpiece.tokenize(words).merge_dims(1, 2)
+
+    __call__ = tokenize
+
+    def split_words(self, text):
+        """Runs the original's BasicTokenizer on a batch of strings.
+
+        Args:
+          text: string Tensor of shape [batch_size].
+
+        Returns:
+          string RaggedTensor [batch_size, (words)]: BasicTokenizer's tokens,
+          words over `max_input_chars_per_word` replaced by `unk_token`.
+        """
+        p = self._patterns
+        # Invalid bytes vanish, as bytes.decode("utf-8", "ignore").
+        text = tf.strings.unicode_transcode(
+            text, "UTF-8", "UTF-8", errors="ignore"
+        )
+        text = tf.strings.regex_replace(text, p["delete"], "")
+        text = tf.strings.regex_replace(text, p["space"], " ")
+        text = tf.strings.regex_replace(text, p["cjk"], r" \0 ")
+        if self.do_lower_case:
+            text = self._lower(text)
+            text = tf_text.normalize_utf8(text, "NFD")
+            text = tf.strings.regex_replace(text, p["mark"], "")
+        text = tf.strings.regex_replace(text, p["punct"], r" \0 ")
+        words = tf.strings.split(text)  # On " ", the only space left.
+        flat = words.flat_values
+        too_long = (
+            tf.strings.length(flat, unit="UTF8_CHAR")
+            > self.max_input_chars_per_word
+        )
+        flat = tf.where(too_long, self.unk_token, flat)
+        # "[UNK]" is a whole vocabulary entry, so WordPiece maps it to one id.
+        return words.with_flat_values(flat)
+
+    def _lower(self, text):
+        """Python's str.lower(): ICU full case mapping plus Unicode 14."""
+
+        def lower_unicode14(text):
+            for cp in _UNICODE14_UPPER:
+                text = tf.strings.regex_replace(
+                    text, f"\\x{{{cp:x}}}", chr(cp).lower()
+                )
+            return text
+
+        rare = tf.strings.regex_full_match(
+            text, self._patterns["unicode14_upper"]
+        )
+        text = tf.cond(
+            tf.reduce_any(rare), lambda: lower_unicode14(text), lambda: text
+        )
+        return tf.strings.lower(text, encoding="utf-8")
+
+
+def truncated_lengths(len_a, len_b, max_num_tokens):
+    """Segment lengths after the original's `truncate_seq_pair`.
+
+    The original pops the last token of the longer segment (of B on a tie)
+    until the pair fits. In closed form: A keeps
+    min(len_a, max(ceil(max_num_tokens / 2), max_num_tokens - len_b)).
+
+    Args:
+      len_a: int Tensor [batch_size], lengths of segment A.
+      len_b: int Tensor [batch_size], lengths of segment B.
+      max_num_tokens: int, the budget for both segments.
+
+    Returns:
+      (keep_a, keep_b), int Tensors like `len_a`.
+    """
+    fits = len_a + len_b <= max_num_tokens
+    half_up = (max_num_tokens + 1) // 2
+    keep_a = tf.minimum(len_a, tf.maximum(half_up, max_num_tokens - len_b))
+    keep_a = tf.where(fits, len_a, keep_a)
+    keep_b = tf.where(fits, len_b, max_num_tokens - keep_a)
+    return keep_a, keep_b
+
+
+def _head(ids, keep):
+    """The first keep[i] items of each row of a RaggedTensor."""
+    lengths = ids.row_lengths()
+    keep = tf.cast(keep, lengths.dtype)
+    mask = tf.ragged.range(lengths) < keep[:, tf.newaxis]
+    return tf.ragged.boolean_mask(ids, mask)
+
+
+class InputPacker(tf.Module):
+    """Packs token ids into BERT inputs: [CLS] A [SEP] (B [SEP]), padded.
+
+    As the original's `convert_single_example`: a single segment is cut to
+    max_seq_length - 2; a pair is truncated by popping from the end of the
+    longer segment until it fits max_seq_length - 3; padding is 0.
+
+    Args:
+      max_seq_length: int, the length of every output row.
+      cls_id: int, the id of "[CLS]".
+      sep_id: int, the id of "[SEP]".
+    """
+
+    def __init__(self, max_seq_length, cls_id, sep_id, name=None):
+        super().__init__(name=name)
+        self.max_seq_length = max_seq_length
+        self.cls_id = cls_id
+        self.sep_id = sep_id
+
+    @classmethod
+    def from_vocab_file(cls, vocab_file, max_seq_length):
+        """Builds a packer with the "[CLS]" and "[SEP]" ids of a vocabulary."""
+        vocab = vocabulary.load_vocab(vocab_file)
+        vocabulary.require_special_tokens(
+            vocab, [vocabulary.CLS_TOKEN, vocabulary.SEP_TOKEN], "packing"
+        )
+        return cls(
+            max_seq_length,
+            vocab[vocabulary.CLS_TOKEN],
+            vocab[vocabulary.SEP_TOKEN],
+        )
+
+    def __call__(self, segment_a, segment_b=None):
+        """Packs one or two segments.
+
+        Args:
+          segment_a: int RaggedTensor [batch_size, (tokens)], ids of A.
+          segment_b: like `segment_a` for B, or None for single segments.
+
+        Returns:
+          dict with "input_ids", "input_mask" and "segment_ids", each an
+          int32 Tensor of shape [batch_size, max_seq_length].
+        """
+        segment_a = tf.cast(segment_a, tf.int32)
+        batch_size = segment_a.nrows()
+        len_a = tf.cast(segment_a.row_lengths(), tf.int32)
+        cls = tf.fill([batch_size, 1], self.cls_id)
+        sep = tf.fill([batch_size, 1], self.sep_id)
+        if segment_b is None:
+            keep_a = tf.minimum(len_a, self.max_seq_length - 2)
+            pieces = [cls, _head(segment_a, keep_a), sep]
+            types = [0, 0, 0]
+        else:
+            segment_b = tf.cast(segment_b, tf.int32)
+            len_b = tf.cast(segment_b.row_lengths(), tf.int32)
+            keep_a, keep_b = truncated_lengths(
+                len_a, len_b, self.max_seq_length - 3
+            )
+            b = _head(segment_b, keep_b)
+            pieces = [cls, _head(segment_a, keep_a), sep, b, sep]
+            types = [0, 0, 0, 1, 1]
+        ids = tf.concat(pieces, axis=1)
+        segments = tf.concat(
+            [tf.ones_like(p) * t for p, t in zip(pieces, types)], axis=1
+        )
+        shape = [None, self.max_seq_length]
+        return {
+            "input_ids": ids.to_tensor(0, shape=shape),
+            "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+            "segment_ids": segments.to_tensor(0, shape=shape),
+        }
