@@ -49,6 +49,66 @@ def variable_name(variable):
     return re.sub(r":\d+$", "", name)
 
 
+def original_variable_shapes(config, pretraining_heads=True):
+    """The original release's variable table: {name: shape} for a config.
+
+    H = hidden_size, I = intermediate_size, V = vocab_size,
+    P = max_position_embeddings, T = type_vocab_size. Kernels are [in, out]
+    (tf.layers.dense); Q/K/V are separate [H, H] kernels; the MLM decoder is
+    tied to word_embeddings, so it has only `output_bias`;
+    `seq_relationship/output_weights` is [out, in] = [2, H].
+
+    Args:
+        config: BertConfig.
+        pretraining_heads: bool, include the `cls/*` heads.
+
+    Returns:
+        dict {str: tuple of int}.
+    """
+    h, i = config.hidden_size, config.intermediate_size
+    shapes = {
+        "bert/embeddings/word_embeddings": (config.vocab_size, h),
+        "bert/embeddings/token_type_embeddings": (config.type_vocab_size, h),
+        "bert/embeddings/position_embeddings": (
+            config.max_position_embeddings,
+            h,
+        ),
+        "bert/embeddings/LayerNorm/gamma": (h,),
+        "bert/embeddings/LayerNorm/beta": (h,),
+    }
+    dense = {
+        "attention/self/query": (h, h),
+        "attention/self/key": (h, h),
+        "attention/self/value": (h, h),
+        "attention/output/dense": (h, h),
+        "intermediate/dense": (h, i),
+        "output/dense": (i, h),
+    }
+    for n in range(config.num_hidden_layers):
+        scope = f"bert/encoder/layer_{n}/"
+        for name, kernel in dense.items():
+            shapes[scope + name + "/kernel"] = kernel
+            shapes[scope + name + "/bias"] = (kernel[1],)
+        for norm in ("attention/output/LayerNorm", "output/LayerNorm"):
+            shapes[f"{scope}{norm}/gamma"] = (h,)
+            shapes[f"{scope}{norm}/beta"] = (h,)
+    shapes["bert/pooler/dense/kernel"] = (h, h)
+    shapes["bert/pooler/dense/bias"] = (h,)
+    if pretraining_heads:
+        shapes.update(
+            {
+                "cls/predictions/transform/dense/kernel": (h, h),
+                "cls/predictions/transform/dense/bias": (h,),
+                "cls/predictions/transform/LayerNorm/gamma": (h,),
+                "cls/predictions/transform/LayerNorm/beta": (h,),
+                "cls/predictions/output_bias": (config.vocab_size,),
+                "cls/seq_relationship/output_weights": (2, h),
+                "cls/seq_relationship/output_bias": (2,),
+            }
+        )
+    return shapes
+
+
 def resolve_checkpoint(path):
     """Finds the checkpoint prefix a user means.
 

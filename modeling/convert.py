@@ -37,7 +37,6 @@ import numpy as np
 
 from modeling import checkpoints
 from modeling import config as config_lib
-from modeling import models
 
 _LOG = logging.getLogger(__name__)
 
@@ -194,10 +193,7 @@ def _copy_atomically(src, dst):
 
 def _check_encoder_arrays(arrays, config, source):
     """Every encoder variable present with its shape; heads all or none."""
-    model = models.BertPretrainer(config)
-    expected = {
-        checkpoints.variable_name(v): tuple(v.shape) for v in model.weights
-    }
+    expected = checkpoints.original_variable_shapes(config)
     has_heads = any(n.startswith("cls/") for n in arrays)
     for name, shape in expected.items():
         if name.startswith("cls/") and not has_heads:

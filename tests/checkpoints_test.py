@@ -31,6 +31,10 @@ def test_pretrainer_names_and_shapes_equal_the_original(
     )
     assert ours == theirs
     assert len(ours) == len(model.weights)  # no name twice (tied decoder)
+    table = checkpoints.original_variable_shapes(tiny_config)
+    assert set(table.items()) == theirs
+    encoder_only = checkpoints.original_variable_shapes(tiny_config, False)
+    assert set(encoder_only) == {n for n in table if n.startswith("bert/")}
 
 
 def test_load_reports_optimizer_state_as_normal_extras(tiny_config, golden_dir):

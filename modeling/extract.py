@@ -1,0 +1,266 @@
+"""Feature extraction (extract_features.py): text -> per-token layer vectors.
+
+Behaviour of the original at HEAD:
+- One example per input line (stripped; a blank line still gives
+  `[CLS] [SEP]`); `A ||| B` (regex `^(.*) \\|\\|\\| (.*)$`) is a pair.
+- A pair is truncated to max_seq_length - 3 by popping the longer side (B on
+  a tie); a single text is cut to max_seq_length - 2.
+- Output: one JSON object per line, `{"linex_index": i, "features": [{"token":
+  t, "layers": [{"index": l, "values": [...]}, ...]}, ...]}` for the real
+  tokens only, layers in the --layers order, values `round(float(x), 6)`,
+  `json.dumps` defaults.
+
+Shapes: B = batch size, T = max_seq_length, H = hidden size.
+"""
+
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from modeling import checkpoints
+from modeling import classifier_data
+from modeling import config as config_lib
+from modeling import distribute
+from modeling import encoder
+from modeling import tokenization
+
+CLS, SEP = "[CLS]", "[SEP]"
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
+
+
+@dataclasses.dataclass
+class InputExample:
+    unique_id: int
+    text_a: str
+    text_b: str = None
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """One model input: tokens and int lists of length T."""
+
+    unique_id: int
+    tokens: list
+    input_ids: list
+    input_mask: list
+    input_type_ids: list
+
+
+def parse_layers(layers, num_hidden_layers):
+    """Parses --layers ("-1,-2") into ints valid for `num_hidden_layers`.
+
+    Raises:
+        ValueError: a non-integer or an index outside the encoder layers.
+    """
+    try:
+        indexes = [int(x) for x in layers.split(",")]
+    except ValueError as e:
+        raise ValueError(
+            f"--layers must be comma-separated integers, got {layers!r}"
+        ) from e
+    for index in indexes:
+        if not -num_hidden_layers <= index < num_hidden_layers:
+            raise ValueError(
+                f"--layers index {index} is out of range for a model with "
+                f"{num_hidden_layers} layers"
+            )
+    return indexes
+
+
+def read_examples(input_file):
+    """Reads one InputExample per line of a UTF-8 file (any gfile path)."""
+    examples = []
+    with tf.io.gfile.GFile(input_file, "rb") as reader:
+        for unique_id, raw in enumerate(reader):
+            line = raw.decode("utf-8").strip()
+            match = _PAIR.match(line)
+            if match is None:
+                examples.append(InputExample(unique_id, line))
+            else:
+                examples.append(
+                    InputExample(unique_id, match.group(1), match.group(2))
+                )
+    return examples
+
+
+def convert_example(example, seq_length, tokenizer):
+    """Tokenizes, truncates and pads one example into InputFeatures."""
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+    if tokens_b:
+        # Account for [CLS], [SEP], [SEP] with "- 3".
+        classifier_data.truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
+    else:
+        # Account for [CLS] and [SEP] with "- 2".
+        tokens_a = tokens_a[: seq_length - 2]
+    tokens = [CLS, *tokens_a, SEP]
+    type_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += [*tokens_b, SEP]
+        type_ids += [1] * (len(tokens_b) + 1)
+    input_ids = list(tokenizer.convert_tokens_to_ids(tokens))
+    padding = [0] * (seq_length - len(input_ids))
+    return InputFeatures(
+        unique_id=example.unique_id,
+        tokens=tokens,
+        input_ids=input_ids + padding,
+        input_mask=[1] * len(input_ids) + padding,
+        input_type_ids=type_ids + padding,
+    )
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer):
+    """Converts every example; logs the first five as the original does."""
+    features = []
+    for index, example in enumerate(examples):
+        feature = convert_example(example, seq_length, tokenizer)
+        if index < 5:
+            logging.info("*** Example ***")
+            logging.info("unique_id: %s", feature.unique_id)
+            logging.info("tokens: %s", " ".join(feature.tokens))
+            logging.info("input_ids: %s", " ".join(map(str, feature.input_ids)))
+        features.append(feature)
+    return features
+
+
+def _dataset(features, batch_size):
+    """Batches of int32 [B, T]; the last batch is padded to B (unique_id -1)
+    so that every batch has one static shape (TPUs need it)."""
+    rows = list(features)
+    seq_length = len(rows[0].input_ids)
+    blank = InputFeatures(
+        -1, [], [0] * seq_length, [0] * seq_length, [0] * seq_length
+    )
+    rows += [blank] * (-len(rows) % batch_size)
+    columns = {
+        "unique_ids": np.array([f.unique_id for f in rows], np.int32),
+        "input_ids": np.array([f.input_ids for f in rows], np.int32),
+        "input_mask": np.array([f.input_mask for f in rows], np.int32),
+        "segment_ids": np.array([f.input_type_ids for f in rows], np.int32),
+    }
+    return tf.data.Dataset.from_tensor_slices(columns).batch(
+        batch_size, drop_remainder=True
+    )
+
+
+def extract_layers(model, features, layer_indexes, batch_size, strategy=None):
+    """Runs the encoder and yields the chosen layers of every feature.
+
+    Args:
+        model: encoder.BertModel, weights loaded.
+        features: list of InputFeatures.
+        layer_indexes: list of int, indexes into `all_encoder_layers`.
+        batch_size: int, global batch size B.
+        strategy: tf.distribute.Strategy (default: the current one).
+
+    Yields:
+        (InputFeatures, list of float32 np.ndarray [T, H], one per index),
+        in input order.
+    """
+    if not features:
+        return
+    strategy = strategy or tf.distribute.get_strategy()
+    by_id = {f.unique_id: f for f in features}
+    dataset = distribute.distribute_dataset(
+        strategy, _dataset(features, batch_size)
+    )
+
+    def forward(inputs):
+        outputs = model(inputs, training=False)
+        chosen = [outputs["all_encoder_layers"][i] for i in layer_indexes]
+        return inputs["unique_ids"], [tf.cast(x, tf.float32) for x in chosen]
+
+    @tf.function
+    def step(batch):
+        ids, chosen = strategy.run(forward, args=(batch,))
+        return strategy.gather(ids, 0), [strategy.gather(x, 0) for x in chosen]
+
+    for batch in dataset:
+        ids, chosen = step(batch)
+        chosen = [x.numpy() for x in chosen]
+        for row, unique_id in enumerate(ids.numpy()):
+            if unique_id >= 0:
+                yield by_id[int(unique_id)], [x[row] for x in chosen]
+
+
+def feature_json(feature, layer_values, layer_indexes):
+    """One output line (without the newline) as the original writes it.
+
+    Args:
+        feature: InputFeatures.
+        layer_values: list of float32 np.ndarray [T, H], one per index.
+        layer_indexes: list of int, the --layers values.
+    """
+    all_features = []
+    for i, token in enumerate(feature.tokens):
+        layers = [
+            {"index": index, "values": [round(float(x), 6) for x in values[i]]}
+            for index, values in zip(layer_indexes, layer_values)
+        ]
+        all_features.append({"token": token, "layers": layers})
+    return json.dumps(
+        {"linex_index": feature.unique_id, "features": all_features}
+    )
+
+
+def write_lines_atomically(output_file, lines):
+    """Writes `lines` (each gets a "\n") to a temporary file next to
+    `output_file`, then renames it into place: readers never see a partial
+    file, and a failure leaves no output behind."""
+    tmp = f"{output_file}.tmp-{os.getpid()}"
+    count = 0
+    try:
+        with tf.io.gfile.GFile(tmp, "w") as writer:
+            for line in lines:
+                writer.write(line + "\n")
+                count += 1
+        tf.io.gfile.rename(tmp, output_file, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+    return count
+
+
+def run_extraction(
+    input_file,
+    output_file,
+    bert_config_file,
+    init_checkpoint,
+    vocab_file,
+    do_lower_case=True,
+    layers="-1,-2,-3,-4",
+    max_seq_length=128,
+    batch_size=32,
+    use_one_hot_embeddings=False,
+    strategy=None,
+):
+    """extract_features.py end to end; returns the number of lines written."""
+    config = config_lib.BertConfig.from_json_file(bert_config_file)
+    layer_indexes = parse_layers(layers, config.num_hidden_layers)
+    checkpoints.check_max_seq_length(max_seq_length, config)
+    checkpoints.check_vocab_size(vocab_file, config)
+    tokenizer = tokenization.FullTokenizer(
+        vocab_file=vocab_file, do_lower_case=do_lower_case
+    )
+    examples = read_examples(input_file)
+    features = convert_examples_to_features(examples, max_seq_length, tokenizer)
+    strategy = strategy or tf.distribute.get_strategy()
+    with strategy.scope():
+        model = encoder.BertModel(
+            config, use_one_hot_embeddings=use_one_hot_embeddings
+        )
+        model.build()
+    checkpoints.load_weights(model, init_checkpoint)
+    results = extract_layers(
+        model, features, layer_indexes, batch_size, strategy
+    )
+    lines = (
+        feature_json(feature, values, layer_indexes)
+        for feature, values in results
+    )
+    return write_lines_atomically(output_file, lines)

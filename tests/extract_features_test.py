@@ -1,0 +1,141 @@
+"""extract_features.py end to end on the converted MiniLM model."""
+
+import json
+
+import numpy as np
+import pytest
+from absl import flags
+from absl.testing import flagsaver
+
+import extract_features
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import convert
+from modeling import encoder
+from modeling import extract
+from modeling import tokenization
+
+LINES = [
+    "The dog is hairy.",
+    "Is this jacksonville? ||| No it is not.",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm_original(minilm_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("minilm_original")
+    convert.hf_to_original(minilm_dir, out)
+    return out
+
+
+def _run_main(model_dir, tmp_path, **extra):
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    output_file = tmp_path / "output.jsonl"
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS(["extract_features"])
+    with flagsaver.flagsaver(
+        input_file=str(input_file),
+        output_file=str(output_file),
+        vocab_file=str(model_dir / "vocab.txt"),
+        bert_config_file=str(model_dir / "bert_config.json"),
+        init_checkpoint=str(model_dir / "bert_model.ckpt"),
+        **extra,
+    ):
+        extract_features.main([])
+    return [json.loads(line) for line in output_file.read_text().splitlines()]
+
+
+def test_main_writes_the_original_jsonl(minilm_original, tmp_path):
+    records = _run_main(
+        minilm_original,
+        tmp_path,
+        layers="-1,0",
+        max_seq_length=16,
+        batch_size=2,
+    )
+    assert [r["linex_index"] for r in records] == [0, 1, 2]
+    assert list(records[0]) == ["linex_index", "features"]
+    tokens = [[f["token"] for f in r["features"]] for r in records]
+    assert tokens[0] == ["[CLS]", "the", "dog", "is", "hairy", ".", "[SEP]"]
+    assert tokens[1][0] == "[CLS]" and tokens[1].count("[SEP]") == 2
+    assert tokens[2] == ["[CLS]", "[SEP]"]  # a blank line is an example
+    first = records[0]["features"][1]
+    assert list(first) == ["token", "layers"]
+    assert [layer["index"] for layer in first["layers"]] == [-1, 0]
+    assert len(first["layers"][0]["values"]) == 384
+
+    # The values are the encoder's layers, rounded to 6 decimals.
+    config = config_lib.BertConfig.from_json_file(
+        str(minilm_original / "bert_config.json")
+    )
+    model = encoder.BertModel(config)
+    model.build()
+    checkpoints.load_weights(model, minilm_original)
+    tokenizer = tokenization.FullTokenizer(
+        str(minilm_original / "vocab.txt"), do_lower_case=True
+    )
+    examples = extract.read_examples(str(tmp_path / "input.txt"))
+    features = extract.convert_examples_to_features(examples, 16, tokenizer)
+    assert [f.tokens for f in features] == tokens
+    outputs = model(
+        {
+            "input_ids": np.array([f.input_ids for f in features]),
+            "input_mask": np.array([f.input_mask for f in features]),
+            "segment_ids": np.array([f.input_type_ids for f in features]),
+        }
+    )
+    for record, feature in zip(records, features):
+        n = len(feature.tokens)
+        for j, layer_index in enumerate([-1, 0]):
+            got = np.array(
+                [f["layers"][j]["values"] for f in record["features"]]
+            )
+            want = np.asarray(outputs["all_encoder_layers"][layer_index])
+            want = want[feature.unique_id, :n]
+            np.testing.assert_allclose(got, want, atol=2e-6)
+            assert np.all(np.round(got, 6) == got)
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
+
+
+def test_truncation_as_the_original(uncased_vocab_file):
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
+    pair = extract.InputExample(0, "a b c d e f", "g h i")
+    feature = extract.convert_example(pair, 10, tokenizer)
+    # 10 - 3 = 7 tokens: the longer side (A) is popped until it ties, then
+    # B is popped on the tie.
+    assert feature.tokens == [
+        "[CLS]",
+        "a",
+        "b",
+        "c",
+        "d",
+        "[SEP]",
+        "g",
+        "h",
+        "i",
+        "[SEP]",
+    ]
+    assert feature.input_type_ids == [0] * 6 + [1] * 4
+    single = extract.InputExample(1, "a b c d e f g h i j k")
+    feature = extract.convert_example(single, 6, tokenizer)
+    assert feature.tokens == ["[CLS]", "a", "b", "c", "d", "[SEP]"]
+    assert feature.input_mask == [1] * 6
+    short = extract.convert_example(extract.InputExample(2, "a"), 6, tokenizer)
+    assert short.input_ids[3:] == [0, 0, 0] and short.input_mask[3:] == [0] * 3
+
+
+def test_pair_regex_and_bad_layers(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_text("  x ||| y  \nno pair|||here\n", encoding="utf-8")
+    examples = extract.read_examples(str(path))
+    assert (examples[0].text_a, examples[0].text_b) == ("x", "y")
+    assert (examples[1].text_a, examples[1].text_b) == ("no pair|||here", None)
+    assert extract.parse_layers("-1,-2,0", 6) == [-1, -2, 0]
+    with pytest.raises(
+        ValueError, match="index -7 is out of range .* 6 layers"
+    ):
+        extract.parse_layers("-1,-7", 6)
+    with pytest.raises(ValueError, match="comma-separated integers"):
+        extract.parse_layers("last", 6)
