@@ -29,9 +29,8 @@ from modeling import pretraining_data_records
 from modeling import pretraining_data_text
 from modeling import vocabulary
 
-# bit_length of every bound a candidate shuffle can need (sequences are
-# short); longer lists compute it inline.
-_BITS = tuple(n.bit_length() for n in range(4096))
+# Shuffles of up to this many items (candidate lists) memoize their steps.
+_MAX_MEMO_SHUFFLE = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,15 +113,25 @@ def randbelow(n, getrandbits):
     return r
 
 
-def shuffle(x, getrandbits, bits=_BITS):
-    """CPython's `Random.shuffle(x)` with `_randbelow` inlined (3x faster)."""
-    if len(x) >= len(bits):
-        bits = None
-    for i in range(len(x) - 1, 0, -1):
-        n = i + 1
-        k = bits[n] if bits else n.bit_length()
+def _shuffle_steps(n, cache={}):  # noqa: B006 (a deliberate memo)
+    """((i, bit_length(i + 1)) for i = n-1 .. 1): the draws of a shuffle."""
+    steps = cache.get(n)
+    if steps is None:
+        steps = tuple((i, (i + 1).bit_length()) for i in range(n - 1, 0, -1))
+        if n <= _MAX_MEMO_SHUFFLE:
+            cache[n] = steps
+    return steps
+
+
+def shuffle(x, getrandbits):
+    """CPython's `Random.shuffle(x)` with `_randbelow` inlined (3x faster).
+
+    Step i swaps x[i] with x[r], r = `_randbelow(i + 1)`: the top
+    `bit_length(i + 1)` bits of one 32-bit output, redrawn while r > i.
+    """
+    for i, k in _shuffle_steps(len(x)):
         r = getrandbits(k)
-        while r >= n:
+        while r > i:
             r = getrandbits(k)
         x[i], x[r] = x[r], x[i]
 
@@ -149,7 +158,7 @@ class InstanceMaker:
         self.num_to_predict = [
             min(
                 options.max_predictions_per_seq,
-                max(1, int(round(n * options.masked_lm_prob))),
+                max(1, round(n * options.masked_lm_prob)),
             )
             for n in range(options.max_seq_length + 1)
         ]

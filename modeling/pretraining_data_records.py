@@ -42,37 +42,63 @@ class RecordEncoder:
     def __init__(self, max_seq_length, max_predictions_per_seq, num_ids):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
-        self._varints = [varint(i) for i in range(max(num_ids, 128))]
+        # Varints of ids, positions and every length a record can hold.
+        table_size = max(num_ids, 8 * max_seq_length + 8 * 64 + 256)
+        self._varints = [varint(i) for i in range(table_size)]
         ip = input_pipeline
-        seq_names = ip.PRETRAINING_SEQ_FEATURES
-        pred_names = ip.PRETRAINING_PRED_INT_FEATURES
-        (weights_name,) = ip.PRETRAINING_PRED_FLOAT_FEATURES
-        # The roles of the names, in the original's order.
-        self._names = (*seq_names, *pred_names, weights_name)
-        self._names += (ip.NEXT_SENTENCE_LABELS,)
-        self._is_float = {weights_name}
-        # Deterministic serialization writes map entries sorted by key.
-        self._order = sorted(
-            range(len(self._names)), key=self._names.__getitem__
-        )
-        self._keys = [
-            b"\x0a" + varint(len(n.encode())) + n.encode() for n in self._names
+        (ids, mask, segments) = ip.PRETRAINING_SEQ_FEATURES
+        (positions, labels) = ip.PRETRAINING_PRED_INT_FEATURES
+        (weights,) = ip.PRETRAINING_PRED_FLOAT_FEATURES
+        self._key = {
+            name: b"\x0a" + varint(len(name.encode())) + name.encode()
+            for name in (ids, mask, segments, positions, labels, weights)
+            + (ip.NEXT_SENTENCE_LABELS,)
+        }
+        # Entries whose bytes depend on a few small ints are precomputed.
+        pad_l, pad_p = max_seq_length, max_predictions_per_seq
+        self._mask_entries = [
+            self._entry(mask, b"\x01" * n + b"\x00" * (pad_l - n))
+            for n in range(pad_l + 1)
         ]
+        self._weight_entries = [
+            self._entry(weights, _FLOAT_ONE * m + _FLOAT_ZERO * (pad_p - m), 2)
+            for m in range(pad_p + 1)
+        ]
+        self._label_entries = [
+            self._entry(ip.NEXT_SENTENCE_LABELS, bytes([label]))
+            for label in (0, 1)
+        ]
+        self._segment_entries = {}
+        self._names = (ids, mask, labels, positions, weights, segments)
+        self._names += (ip.NEXT_SENTENCE_LABELS,)
+        # Deterministic serialization writes map entries sorted by key;
+        # `encode` lists them in the order of `self._names`.
+        self._order = sorted(range(7), key=self._names.__getitem__)
 
     def _length(self, n):
         return self._varints[n] if n < len(self._varints) else varint(n)
 
-    def _entry(self, slot, payload):
-        """One map entry (name -> Feature) of Features, with its tag."""
+    def _entry(self, name, payload, kind=3):
+        """One map entry name -> Feature of Features, with its tag.
+
+        `kind` is the Feature field: 3 int64_list, 2 float_list; either
+        list holds one packed field 1.
+        """
         length = self._length
-        if self._names[slot] in self._is_float:
-            inner = b"\x0a" + length(len(payload)) + payload
-            feature = b"\x12" + length(len(inner)) + inner
-        else:
-            inner = b"\x0a" + length(len(payload)) + payload
-            feature = b"\x1a" + length(len(inner)) + inner
-        entry = self._keys[slot] + b"\x12" + length(len(feature)) + feature
+        inner = b"\x0a" + length(len(payload)) + payload
+        feature = bytes([kind << 3 | 2]) + length(len(inner)) + inner
+        entry = self._key[name] + b"\x12" + length(len(feature)) + feature
         return b"\x0a" + length(len(entry)) + entry
+
+    def _segment_entry(self, len_a, len_b):
+        key = (len_a, len_b)
+        entry = self._segment_entries.get(key)
+        if entry is None:
+            payload = b"\x00" * (len_a + 2) + b"\x01" * (len_b + 1)
+            payload += b"\x00" * (self.max_seq_length - len(payload))
+            entry = self._entry(self._names[5], payload)
+            self._segment_entries[key] = entry
+        return entry
 
     def encode(self, input_ids, len_a, len_b, positions, labels, is_random):
         """Serializes one instance.
@@ -88,22 +114,21 @@ class RecordEncoder:
           bytes, equal to `input_pipeline.serialize_example` of the
           original's features for this instance.
         """
-        v = self._varints
-        n = len(input_ids)
-        pad = self.max_seq_length - n
-        m = len(positions)
-        pred_pad = self.max_predictions_per_seq - m
-        zeros = b"\x00" * pad
-        payloads = (
-            b"".join([v[i] for i in input_ids]) + zeros,
-            b"\x01" * n + zeros,
-            b"\x00" * (len_a + 2) + b"\x01" * (len_b + 1) + zeros,
-            b"".join([v[p] for p in positions]) + b"\x00" * pred_pad,
-            b"".join([v[i] for i in labels]) + b"\x00" * pred_pad,
-            _FLOAT_ONE * m + _FLOAT_ZERO * pred_pad,
-            b"\x01" if is_random else b"\x00",
+        get = self._varints.__getitem__
+        names, entry = self._names, self._entry
+        pred_pad = b"\x00" * (self.max_predictions_per_seq - len(positions))
+        ids = b"".join(map(get, input_ids))
+        ids += b"\x00" * (self.max_seq_length - len(input_ids))
+        entries = (
+            entry(names[0], ids),
+            self._mask_entries[len(input_ids)],
+            entry(names[2], b"".join(map(get, labels)) + pred_pad),
+            entry(names[3], b"".join(map(get, positions)) + pred_pad),
+            self._weight_entries[len(positions)],
+            self._segment_entry(len_a, len_b),
+            self._label_entries[1 if is_random else 0],
         )
-        body = b"".join([self._entry(s, payloads[s]) for s in self._order])
+        body = b"".join([entries[i] for i in self._order])
         return b"\x0a" + self._length(len(body)) + body
 
 

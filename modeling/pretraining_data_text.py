@@ -13,6 +13,7 @@ silent behaviour); either way they are counted.
 """
 
 import dataclasses
+import itertools
 
 DECODE_ERRORS = ("strict", "replace", "ignore")
 
@@ -41,6 +42,23 @@ class ReadStats:
         )
 
 
+class _WordCache(dict):
+    """word -> tuple of ids; a miss tokenizes the word (called from C)."""
+
+    def __init__(self, tokenizer, max_size):
+        super().__init__()
+        self._tokenizer = tokenizer
+        self._max_size = max_size
+
+    def __missing__(self, word):
+        if len(self) >= self._max_size:
+            self.clear()  # Bounded memory on unbounded vocabularies.
+        tok = self._tokenizer
+        pieces = tuple(tok.convert_tokens_to_ids(tok.tokenize(word)))
+        self[word] = pieces
+        return pieces
+
+
 class LineTokenizer:
     """Tokenizes lines into token ids with a per-word id cache.
 
@@ -50,31 +68,14 @@ class LineTokenizer:
     check it), so each distinct word is tokenized and looked up once.
     """
 
-    _MAX_CACHE = 2_000_000  # Cleared when full: bounded memory.
-
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer, max_cache_size=500_000):
         self._split_words = tokenizer.basic_tokenizer.split_words
-        self._tokenizer = tokenizer
-        self._cache = {}
+        self._lookup = _WordCache(tokenizer, max_cache_size).__getitem__
 
     def __call__(self, line):
-        """Returns the list of token ids of one line (a str)."""
-        ids = []
-        cache = self._cache
-        for word in self._split_words(line):
-            pieces = cache.get(word)
-            if pieces is None:
-                pieces = self._word(word)
-            ids.extend(pieces)
-        return ids
-
-    def _word(self, word):
-        if len(self._cache) >= self._MAX_CACHE:
-            self._cache.clear()
-        tok = self._tokenizer
-        pieces = tuple(tok.convert_tokens_to_ids(tok.tokenize(word)))
-        self._cache[word] = pieces
-        return pieces
+        """Returns the tuple of token ids of one line (a str)."""
+        words = self._split_words(line)
+        return tuple(itertools.chain.from_iterable(map(self._lookup, words)))
 
 
 def open_binary(path):
@@ -121,30 +122,61 @@ class DocumentBuilder:
         self._documents = [[]]
         self.stats = ReadStats()
 
-    def add_lines(self, lines, path, first_line_number=1):
-        """Adds lines (bytes, without or with their "\\n") of one file."""
+    def add_bytes(self, data, path, first_line_number=1):
+        """Adds whole lines of one file: bytes split at "\\n" only.
+
+        Args:
+          data: bytes; the last line may lack its "\\n".
+          path: str, named in errors.
+          first_line_number: int, the number of the first line in `path`.
+        """
+        self.stats.bytes += len(data)
+        try:
+            lines = data.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            lines = [
+                decode_line(raw, path, number, self._decode_errors, self.stats)
+                for number, raw in enumerate(
+                    data.split(b"\n"), first_line_number
+                )
+            ]
+        if lines and not lines[-1]:
+            lines.pop()  # What follows the last "\\n" is not a line.
+        self.add_lines(lines)
+
+    def add_lines(self, lines):
+        """Adds decoded lines (str) in order."""
         documents = self._documents
         stats = self.stats
-        number = first_line_number - 1
-        for raw in lines:
-            number += 1
-            stats.lines += 1
-            stats.bytes += len(raw)
-            line = decode_line(raw, path, number, self._decode_errors, stats)
+        stats.lines += len(lines)
+        tokenize = self._tokenize
+        for line in lines:
             line = line.strip()
             if not line:
                 documents.append([])
                 continue
-            ids = self._tokenize(line)
+            ids = tokenize(line)
             if ids:
-                documents[-1].append(tuple(ids))
+                documents[-1].append(ids)
                 stats.tokens += len(ids)
             else:
                 stats.dropped_lines += 1
 
-    def add_file(self, path):
+    def add_file(self, path, block_size=1 << 24):
+        """Adds a whole file, reading it in blocks of whole lines."""
+        line_number = 1
+        rest = b""
         with open_binary(path) as f:
-            self.add_lines(f, path)
+            while True:
+                block = f.read(block_size)
+                data = rest + block
+                cut = len(data) if not block else data.rfind(b"\n") + 1
+                if cut > 0:
+                    self.add_bytes(data[:cut], path, line_number)
+                    line_number += data.count(b"\n", 0, cut)
+                rest = data[cut:]
+                if not block:
+                    break
 
     def finish(self):
         """Returns the list of non-empty documents (and updates stats)."""

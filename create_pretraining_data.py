@@ -1,0 +1,169 @@
+"""Create masked LM/next sentence masked_lm TF examples for BERT.
+
+The original release's script with its flags and defaults. By default
+(`--num_workers=0`) it writes the same records as the original for the same
+inputs, vocabulary, flags and seed. With `--num_workers=N` (N >= 1) it runs
+the scale mode instead: N processes over input shards, bounded memory,
+records deterministic for a seed but NOT those of the original.
+"""
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from modeling import input_pipeline
+from modeling import pretraining_data
+from modeling import pretraining_data_scale
+from modeling import pretraining_data_text
+from modeling import tokenization
+
+FLAGS = flags.FLAGS
+
+## Required parameters
+flags.DEFINE_string(
+    "input_file",
+    None,
+    "Input raw text file (or comma-separated list of files; each may be a "
+    "glob). One sentence per line, a blank line between documents.",
+)
+flags.DEFINE_string(
+    "output_file",
+    None,
+    "Output TF example file (or comma-separated list of files). Instances "
+    "are written round-robin across the files.",
+)
+flags.DEFINE_string(
+    "vocab_file",
+    None,
+    "The vocabulary file that the BERT model was trained on.",
+)
+
+## Other parameters (the original's)
+flags.DEFINE_bool(
+    "do_lower_case",
+    True,
+    "Whether to lower case the input text. Should be True for uncased "
+    "models and False for cased models.",
+)
+flags.DEFINE_bool(
+    "do_whole_word_mask",
+    False,
+    "Whether to use whole word masking rather than per-WordPiece masking.",
+)
+flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+flags.DEFINE_integer(
+    "max_predictions_per_seq",
+    20,
+    "Maximum number of masked LM predictions per sequence.",
+)
+flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+flags.DEFINE_integer(
+    "dupe_factor",
+    10,
+    "Number of times to duplicate the input data (with different masks).",
+)
+flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+flags.DEFINE_float(
+    "short_seq_prob",
+    0.1,
+    "Probability of creating sequences which are shorter than the maximum "
+    "length.",
+)
+
+## Added parameters
+flags.DEFINE_enum(
+    "decode_errors",
+    "strict",
+    pretraining_data_text.DECODE_ERRORS,
+    "What to do with input bytes that are not UTF-8: 'strict' stops with "
+    "an error naming the file and line; 'replace' puts U+FFFD in their "
+    "place (the tokenizer then deletes it) and 'ignore' drops them (the "
+    "original's silent behaviour); both count the lines affected.",
+)
+flags.DEFINE_integer(
+    "num_workers",
+    0,
+    "0 (default): exact mode, the original's records (all instances are "
+    "held in memory, compactly, for the final shuffle). N >= 1: scale mode "
+    "with N worker processes over input shards, memory bounded "
+    "independently of corpus size, output streamed as shards complete. "
+    "Scale-mode records are deterministic for a given seed (and do not "
+    "depend on N) but are NOT the original's: each shard has its own "
+    "random stream, next-sentence negatives come from the same shard, and "
+    "instances are shuffled within each shard, not globally.",
+)
+flags.DEFINE_float(
+    "shard_size_mb",
+    1.0,
+    "Scale mode only: size of an input shard in MB of text (cut at a blank "
+    "line near the boundary when there is one). Each shard's instances "
+    "(all dupe_factor passes) are shuffled together, so bigger shards mix "
+    "better and use more memory per worker (about 10 MB of records per MB "
+    "of text at dupe_factor=10).",
+)
+
+
+def _output_files(value):
+    files = [f.strip() for f in value.split(",")]
+    if not all(files):
+        raise ValueError(f"--output_file={value!r} has an empty entry")
+    return files
+
+
+def main(_):
+    logging.set_verbosity(logging.INFO)
+    input_files = input_pipeline.expand_input_files(FLAGS.input_file)
+    output_files = _output_files(FLAGS.output_file)
+    options = pretraining_data.GenerationOptions(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        masked_lm_prob=FLAGS.masked_lm_prob,
+        short_seq_prob=FLAGS.short_seq_prob,
+        dupe_factor=FLAGS.dupe_factor,
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        random_seed=FLAGS.random_seed,
+    )
+    options.validate()
+    tokenizer = tokenization.FullTokenizer(
+        vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case
+    )
+    logging.info("*** Reading from input files ***")
+    for input_file in input_files:
+        logging.info("  %s", input_file)
+    logging.info("*** Writing to output files ***")
+    for output_file in output_files:
+        logging.info("  %s", output_file)
+    if FLAGS.num_workers < 0:
+        raise ValueError(f"--num_workers={FLAGS.num_workers}: must be >= 0")
+    if FLAGS.num_workers == 0:
+        pretraining_data.create_exact(
+            input_files, output_files, tokenizer, options, FLAGS.decode_errors
+        )
+    else:
+        pretraining_data_scale.create_scaled(
+            input_files,
+            output_files,
+            tokenizer,
+            options,
+            num_workers=FLAGS.num_workers,
+            shard_bytes=int(FLAGS.shard_size_mb * 1e6),
+            decode_errors=FLAGS.decode_errors,
+        )
+
+
+def _mark_required():
+    for name in ("input_file", "output_file", "vocab_file"):
+        flags.mark_flag_as_required(name)
+
+
+def run():
+    """Console entry point (setup.py: create_pretraining_data:run)."""
+    _mark_required()
+    app.run(main)
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("input_file")
+    flags.mark_flag_as_required("output_file")
+    flags.mark_flag_as_required("vocab_file")
+    app.run(main)

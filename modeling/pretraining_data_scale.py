@@ -1,0 +1,277 @@
+"""Scale mode: worker processes over input shards, bounded memory.
+
+Each input file is cut into shards of about `shard_bytes` (at a blank line
+near the cut when there is one, else at a line end). A worker turns one
+shard into records with the exact mode's algorithm applied to the shard
+alone, with its own `random.Random` seeded from (random_seed, shard index):
+document shuffle, `dupe_factor` passes, then a shuffle of all the shard's
+instances. The parent writes shards in shard order, round-robin across the
+output files, as they complete.
+
+So the output is deterministic for a seed and shard size, whatever the
+number of workers, but it is NOT the original's: next-sentence negatives
+come from the same shard, a document never continues across a file
+boundary, and instances are shuffled within a shard (the bounded shuffle),
+not globally. Memory per worker is one shard's documents and records; the
+parent holds at most two shards' records per worker.
+"""
+
+import dataclasses
+import multiprocessing
+import os
+import random
+import time
+
+from absl import logging
+
+from modeling import pretraining_data
+from modeling import pretraining_data_records
+from modeling import pretraining_data_text
+
+# Blank-line search window past a nominal cut (a document boundary there
+# keeps documents whole; without one the cut falls at the next line end).
+_BOUNDARY_WINDOW = 1 << 16
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """A byte range of one input file, starting at a line start."""
+
+    index: int
+    path: str
+    start: int
+    end: int
+    first_line: int  # 1-based number of the line at `start`.
+
+
+def _file_size(path):
+    if "://" in str(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.stat(path).length
+    return os.path.getsize(path)
+
+
+def _cut(f, nominal, size):
+    """The byte offset of the first line start at or after a good cut."""
+    f.seek(nominal)
+    window = f.read(_BOUNDARY_WINDOW)
+    blank = window.find(b"\n\n")
+    if blank >= 0:
+        return nominal + blank + 1
+    pos = nominal
+    while window:
+        newline = window.find(b"\n")
+        if newline >= 0:
+            return pos + newline + 1
+        pos += len(window)
+        window = f.read(_BOUNDARY_WINDOW)
+    return size
+
+
+def plan_shards(input_files, shard_bytes):
+    """Yields the Shards of all files, in order, reading each file once.
+
+    Args:
+      input_files: list of str.
+      shard_bytes: int > 0, the nominal shard size.
+    """
+    index = 0
+    for path in input_files:
+        size = _file_size(path)
+        start, line = 0, 1
+        with pretraining_data_text.open_binary(path) as f:
+            while start < size:
+                nominal = start + shard_bytes
+                end = size if nominal >= size else _cut(f, nominal, size)
+                yield Shard(index, str(path), start, end, line)
+                f.seek(start)
+                line += f.read(end - start).count(b"\n")
+                index += 1
+                start = end
+
+
+@dataclasses.dataclass
+class _WorkerState:
+    options: pretraining_data.GenerationOptions
+    vocab_ids: pretraining_data.VocabIds
+    encoder: pretraining_data_records.RecordEncoder
+    line_tokenizer: pretraining_data_text.LineTokenizer
+    decode_errors: str
+
+
+# Set in the parent before the pool forks, so workers inherit it (the
+# tokenizer is not pickled per task).
+_STATE = None
+
+
+def shard_rng(random_seed, shard_index):
+    """The generator of one shard: deterministic, independent per shard."""
+    return random.Random(f"bert-pretraining-shard:{random_seed}:{shard_index}")
+
+
+def process_shard(shard):
+    """Turns one shard into records (runs in a worker).
+
+    Returns:
+      (shard, records, lengths, stats): records is bytes, the shard's
+      serialized examples in output order, back to back; lengths a list of
+      their sizes; stats a ReadStats.
+    """
+    state = _STATE
+    with pretraining_data_text.open_binary(shard.path) as f:
+        f.seek(shard.start)
+        data = f.read(shard.end - shard.start)
+    builder = pretraining_data_text.DocumentBuilder(
+        state.line_tokenizer, state.decode_errors
+    )
+    builder.add_bytes(data, shard.path, shard.first_line)
+    documents = builder.finish()
+    if not documents:
+        return shard, b"", [], builder.stats
+    rng = shard_rng(state.options.random_seed, shard.index)
+    store, order = pretraining_data.generate_records(
+        documents, state.options, state.vocab_ids, rng, state.encoder
+    )
+    records = [store[i] for i in order]
+    return shard, b"".join(records), [len(r) for r in records], builder.stats
+
+
+class _Progress:
+    """Logs counts, rate and ETA at most every `interval` seconds."""
+
+    def __init__(self, total_bytes, interval=5.0):
+        self.total_bytes = max(total_bytes, 1)
+        self.interval = interval
+        self.start = self.last = time.monotonic()
+        self.done_bytes = 0
+        self.shards = 0
+
+    def update(self, shard, instances):
+        self.done_bytes += shard.end - shard.start
+        self.shards += 1
+        if time.monotonic() - self.last >= self.interval:
+            self.log(instances)
+
+    def log(self, instances):
+        self.last = now = time.monotonic()
+        elapsed = now - self.start
+        rate = self.done_bytes / max(elapsed, 1e-9)
+        eta = (self.total_bytes - self.done_bytes) / max(rate, 1e-9)
+        logging.info(
+            "%d shards, %.1f/%.1f MB (%.0f%%), %d instances, %.1f s, "
+            "%.2f MB/s, ETA %.0f s",
+            self.shards,
+            self.done_bytes / 1e6,
+            self.total_bytes / 1e6,
+            100.0 * self.done_bytes / self.total_bytes,
+            instances,
+            elapsed,
+            rate / 1e6,
+            eta,
+        )
+
+
+def _results_in_order(pool, shards, max_in_flight):
+    """Yields process_shard results in shard order, few in flight."""
+    pending = []
+    for shard in shards:
+        pending.append(pool.apply_async(process_shard, (shard,)))
+        if len(pending) >= max_in_flight:
+            yield pending.pop(0).get()
+    while pending:
+        yield pending.pop(0).get()
+
+
+def _check_scale_args(num_workers, shard_bytes, decode_errors):
+    if num_workers < 1:
+        raise ValueError(f"num_workers={num_workers}: scale mode needs >= 1")
+    if shard_bytes < 1:
+        raise ValueError(
+            f"shard size {shard_bytes} bytes: must be > 0 (--shard_size_mb)"
+        )
+    if decode_errors not in pretraining_data_text.DECODE_ERRORS:
+        raise ValueError(f"decode_errors={decode_errors!r}: unknown policy")
+
+
+def _write_shard(out, data, lengths, inv_vocab):
+    pos = 0
+    for length in lengths:
+        record = data[pos : pos + length]
+        pos += length
+        if out.num_written < 20:
+            pretraining_data_records.log_instance(record, inv_vocab)
+        out.write(record)
+
+
+def create_scaled(
+    input_files,
+    output_files,
+    tokenizer,
+    options,
+    num_workers,
+    shard_bytes=1_000_000,
+    decode_errors="strict",
+):
+    """Scale mode: records from shards in parallel, streamed to the outputs.
+
+    Args:
+      input_files: list of str.
+      output_files: list of str; records go round-robin, from the first.
+      tokenizer: tokenization.FullTokenizer.
+      options: pretraining_data.GenerationOptions.
+      num_workers: int >= 1, worker processes.
+      shard_bytes: int, nominal shard size in bytes.
+      decode_errors: "strict", "replace" or "ignore".
+
+    Returns:
+      dict of counts: instances, shards, and ReadStats fields.
+
+    Raises:
+      ValueError: bad options, vocabulary, text or output files; no output
+        file is left behind.
+    """
+    global _STATE
+    options.validate()
+    _check_scale_args(num_workers, shard_bytes, decode_errors)
+    pretraining_data_records.check_output_files(output_files, input_files)
+    vocab_ids = pretraining_data.VocabIds(tokenizer.vocab)
+    _STATE = _WorkerState(
+        options,
+        vocab_ids,
+        pretraining_data_records.RecordEncoder(
+            options.max_seq_length,
+            options.max_predictions_per_seq,
+            vocab_ids.num_ids,
+        ),
+        pretraining_data_text.LineTokenizer(tokenizer),
+        decode_errors,
+    )
+    stats = pretraining_data_text.ReadStats()
+    progress = _Progress(sum(_file_size(f) for f in input_files))
+    # fork: workers inherit _STATE and never call TensorFlow.
+    pool = multiprocessing.get_context("fork").Pool(num_workers)
+    try:
+        with pretraining_data_records.AtomicRecordWriters(output_files) as out:
+            results = _results_in_order(
+                pool, plan_shards(input_files, shard_bytes), 2 * num_workers
+            )
+            for shard, data, lengths, shard_stats in results:
+                stats.add(shard_stats)
+                _write_shard(out, data, lengths, tokenizer.inv_vocab)
+                progress.update(shard, out.num_written)
+            progress.log(out.num_written)
+            pretraining_data.log_read_stats(stats, input_files)
+            if not stats.documents:
+                pretraining_data.check_documents([], input_files)
+            out.commit()
+    finally:
+        pool.terminate()
+        pool.join()
+        _STATE = None
+    logging.info("Wrote %d total instances", out.num_written)
+    return {
+        "instances": out.num_written,
+        "shards": progress.shards,
+        **dataclasses.asdict(stats),
+    }
