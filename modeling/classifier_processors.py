@@ -59,6 +59,11 @@ class DataProcessor:
     def is_regression(self):
         return self.labels is None
 
+    @property
+    def has_text_b(self):
+        """Whether examples are sentence pairs (text_a and text_b)."""
+        return self.test_columns[1] is not None
+
     @classmethod
     def _read_tsv(cls, input_file, quotechar=None):
         """Reads a tab separated value file (the original's name)."""

@@ -1,0 +1,352 @@
+"""What run_classifier.py does: fine-tune, evaluate, predict, export.
+
+The script parses its flags into a `Settings` and calls `run`; everything else
+is here, so it can be tested and reused without absl flags. The steps follow
+the original's main(): the case check, the max_seq_length check, the records
+written to output_dir (train/eval/predict.tf_record), training for
+`int(len(train_examples) / train_batch_size * num_train_epochs)` steps with
+`int(num_train_steps * warmup_proportion)` warmup steps, eval_results.txt and
+test_results.tsv. Training, checkpoints and resuming are the shared
+modeling.training loop's.
+"""
+
+import dataclasses
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from modeling import checkpoints
+from modeling import classifier_data
+from modeling import classifier_eval
+from modeling import classifier_processors
+from modeling import config as config_lib
+from modeling import distribute
+from modeling import input_pipeline
+from modeling import models
+from modeling import tokenization
+from modeling import training
+
+# The head is new when fine-tuning starts from a pre-trained checkpoint.
+HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
+# Shuffle seed of the training records when --random_seed is unset; fixed so
+# that a resumed run sees the same batches as an uninterrupted one.
+DEFAULT_DATA_SEED = 12345
+
+
+@dataclasses.dataclass
+class Settings:
+    """run_classifier's flags (same names and defaults) plus the new ones.
+
+    `run_config` carries the shared training flags (modeling/flags.py
+    `run_config`); its num_train_steps / num_warmup_steps are replaced here
+    by the original's arithmetic.
+    """
+
+    data_dir: str
+    bert_config_file: str
+    task_name: str
+    vocab_file: str
+    output_dir: str
+    init_checkpoint: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    use_tpu: bool = False
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+    master: str | None = None
+    strategy: str = "default"
+    random_seed: int | None = None
+    eval_during_training: bool = False
+    glue_submission_dir: str | None = None
+    export_dir: str | None = None
+    run_config: training.RunConfig | None = None
+
+    def __post_init__(self):
+        if self.run_config is None:
+            self.run_config = training.RunConfig(self.output_dir, 0)
+
+
+@dataclasses.dataclass
+class ClassifierTask:
+    """Everything fixed for one run: settings, processor, tokenizer, strategy."""
+
+    settings: Settings
+    bert_config: config_lib.BertConfig
+    processor: classifier_processors.DataProcessor
+    label_list: list | None
+    tokenizer: tokenization.FullTokenizer
+    strategy: tf.distribute.Strategy
+
+    @property
+    def num_labels(self):
+        return 1 if self.label_list is None else len(self.label_list)
+
+    def path(self, name):
+        return os.path.join(self.settings.output_dir, name)
+
+    def write_records(self, examples, name):
+        """Writes examples to output_dir/name (train/eval/predict.tf_record)."""
+        path = self.path(name)
+        classifier_data.file_based_convert_examples_to_features(
+            examples,
+            self.label_list,
+            self.settings.max_seq_length,
+            self.tokenizer,
+            path,
+        )
+        return path
+
+    def read_records(self, path, batch_size, is_training, drop_remainder):
+        """The original's input_fn as a tf.data pipeline.
+
+        Training repeats and shuffles with a buffer of 100 (seeded, see
+        DEFAULT_DATA_SEED) and drops the remainder; eval/predict read in order.
+        """
+        label_dtype = tf.float32 if self.label_list is None else tf.int64
+        spec = input_pipeline.classifier_feature_spec(
+            self.settings.max_seq_length, label_dtype
+        )
+        d = tf.data.TFRecordDataset(path)
+        if is_training:
+            seed = self.settings.random_seed
+            d = d.repeat()
+            d = d.shuffle(100, seed=DEFAULT_DATA_SEED if seed is None else seed)
+        d = d.map(
+            lambda record: input_pipeline.decode_record(record, spec),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+        return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(2)
+
+
+def prepare(settings):
+    """Checks the settings as the original's main() does; builds the task.
+
+    Raises:
+      ValueError: no mode selected, max_seq_length too long, case mismatch
+        with the checkpoint name, unknown task, vocab larger than the model's.
+    """
+    s = settings
+    tokenization.validate_case_matches_checkpoint(
+        s.do_lower_case, s.init_checkpoint
+    )
+    if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
+        raise ValueError(
+            "At least one of `do_train`, `do_eval` or `do_predict' must be "
+            "True (or give --export_dir)."
+        )
+    bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
+    checkpoints.check_max_seq_length(s.max_seq_length, bert_config)
+    checkpoints.check_vocab_size(s.vocab_file, bert_config)
+    processor = classifier_processors.get_processor(s.task_name)
+    if s.glue_submission_dir and processor.submission_name is None:
+        raise ValueError(
+            f"--glue_submission_dir: {s.task_name} is not a GLUE task"
+        )
+    tf.io.gfile.makedirs(s.output_dir)
+    training.set_seed(s.random_seed)
+    distribute.set_precision(s.run_config.precision)
+    strategy = distribute.create_strategy(
+        s.strategy, s.use_tpu, s.tpu_name, s.tpu_zone, s.gcp_project, s.master
+    )
+    tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
+    return ClassifierTask(
+        s, bert_config, processor, processor.get_labels(), tokenizer, strategy
+    )
+
+
+def loss_fn(is_regression):
+    """The original's loss: mean softmax cross-entropy over the batch (all
+    examples; is_real_example is not used), or the mean squared error of the
+    single output for a regression task."""
+
+    def compute(features, logits):
+        labels = features[input_pipeline.LABEL_IDS]
+        logits = tf.cast(logits, tf.float32)
+        if is_regression:
+            per_example = tf.square(logits[:, 0] - tf.cast(labels, tf.float32))
+            return {"loss": tf.reduce_mean(per_example)}
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        one_hot = tf.one_hot(labels, depth=tf.shape(logits)[-1])
+        loss = tf.reduce_mean(-tf.reduce_sum(one_hot * log_probs, axis=-1))
+        correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels)
+        return {
+            "loss": loss,
+            "accuracy": tf.reduce_mean(tf.cast(correct, tf.float32)),
+        }
+
+    return compute
+
+
+def make_trainer(task, num_train_steps=0, num_warmup_steps=0):
+    """The shared training.Trainer around a BertClassifier."""
+    s = task.settings
+
+    def init_fn(model):
+        # Only weights come from init_checkpoint (fresh Adam slots, step 0);
+        # the classifier head is new unless the checkpoint has one.
+        checkpoints.load_weights(
+            model, s.init_checkpoint, ignore_missing=HEAD_VARIABLES
+        )
+
+    training_task = training.Task(
+        build_model=lambda: models.BertClassifier(
+            task.bert_config, task.num_labels, use_one_hot_embeddings=s.use_tpu
+        ),
+        loss_fn=loss_fn(task.processor.is_regression),
+        init_fn=init_fn if s.init_checkpoint else None,
+    )
+    config = dataclasses.replace(
+        s.run_config,
+        output_dir=s.output_dir,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=num_warmup_steps,
+    )
+    return training.Trainer(training_task, config, task.strategy)
+
+
+def train(task):
+    """Writes train.tf_record and fine-tunes; returns the Trainer."""
+    s = task.settings
+    train_examples = task.processor.get_train_examples(s.data_dir)
+    num_train_steps = int(
+        len(train_examples) / s.train_batch_size * s.num_train_epochs
+    )
+    num_warmup_steps = int(num_train_steps * s.warmup_proportion)
+    if num_train_steps < 1:
+        raise ValueError(
+            f"{len(train_examples)} train examples / train_batch_size "
+            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
+            "gives 0 training steps"
+        )
+    train_file = task.write_records(train_examples, "train.tf_record")
+    logging.info(
+        "***** Running training: %d examples, batch size %d, %d steps *****",
+        len(train_examples),
+        s.train_batch_size,
+        num_train_steps,
+    )
+    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
+
+    def dataset_fn(start_step):
+        d = task.read_records(train_file, s.train_batch_size, True, True)
+        return d.skip(start_step)
+
+    if s.eval_during_training:
+        trainer.build(dataset_fn(0).element_spec)
+        eval_file = classifier_eval.eval_examples_and_file(task)
+        keeper = classifier_eval.BestCheckpointKeeper(
+            task, trainer.model, eval_file
+        )
+        _evaluate_after_each_save(trainer, keeper)
+    trainer.train(dataset_fn)
+    return trainer
+
+
+def _evaluate_after_each_save(trainer, callback):
+    """Adapter: training.Trainer has no checkpoint hook, so this wraps its
+    CheckpointManager.save to call `callback(global_step)` after each save."""
+    save = trainer.manager.save
+
+    def save_then_evaluate():
+        prefix = save()
+        callback(trainer.global_step)
+        return prefix
+
+    trainer.manager.save = save_then_evaluate
+
+
+def restore_for_inference(task, trainer, element_spec):
+    """Loads the weights eval/predict/export use when nothing was trained:
+    the newest checkpoint in output_dir (as the Estimator did), else
+    --init_checkpoint (the head stays untrained: a warning says so).
+
+    Raises:
+      ValueError: neither exists.
+    """
+    s = task.settings
+    trainer.build(element_spec)
+    if trainer.manager.restore_latest() is not None:
+        return
+    if not s.init_checkpoint:
+        raise ValueError(
+            f"No checkpoint in --output_dir={s.output_dir} and no "
+            "--init_checkpoint: nothing to evaluate. Train first (--do_train)."
+        )
+    logging.warning(
+        "No checkpoint in %s: using %s, whose classifier head is untrained.",
+        s.output_dir,
+        s.init_checkpoint,
+    )
+    trainer.task.init_fn(trainer.model)
+
+
+def export(task, model):
+    """Writes the serving SavedModel to --export_dir."""
+    from modeling import export as export_lib
+
+    s = task.settings
+    export_lib.export_classifier(
+        model,
+        export_lib.make_preprocessor(
+            s.vocab_file, s.do_lower_case, s.max_seq_length
+        ),
+        s.export_dir,
+        is_regression=task.processor.is_regression,
+        has_text_b=task.processor.has_text_b,
+        label_list=task.label_list,
+        max_seq_length=s.max_seq_length,
+    )
+    logging.info("Exported the serving SavedModel to %s", s.export_dir)
+
+
+def run(settings):
+    """run_classifier's main(): train, then evaluate, predict and export.
+
+    Returns:
+      The eval results (dict) when do_eval, else None.
+    """
+    task = prepare(settings)
+    s = task.settings
+    if s.do_train:
+        trainer = train(task)
+    else:
+        trainer = make_trainer(task)
+        restore_for_inference(task, trainer, _element_spec(task))
+    results = None
+    if s.do_eval:
+        eval_file = classifier_eval.eval_examples_and_file(task)
+        results = classifier_eval.evaluate(
+            task, trainer.model, eval_file, trainer.global_step
+        )
+        if trainer.is_chief:
+            classifier_eval.write_eval_results(
+                task.path(classifier_eval.EVAL_RESULTS_FILE), results
+            )
+    if s.do_predict:
+        classifier_eval.predict(task, trainer.model, trainer.is_chief)
+    if s.export_dir and trainer.is_chief:
+        export(task, trainer.model)
+    return results
+
+
+def _element_spec(task):
+    """The batches' structure, from which the Trainer builds its variables."""
+    seq = [None, task.settings.max_seq_length]
+    spec = {
+        name: tf.TensorSpec(seq, tf.int32)
+        for name in input_pipeline.CLASSIFIER_SEQ_FEATURES
+    }
+    label = tf.float32 if task.label_list is None else tf.int32
+    spec[input_pipeline.LABEL_IDS] = tf.TensorSpec([None], label)
+    spec[input_pipeline.IS_REAL_EXAMPLE] = tf.TensorSpec([None], tf.int32)
+    return spec

@@ -1,0 +1,182 @@
+"""Serving export: a fine-tuned classifier as a SavedModel that takes raw text.
+
+The original release had no export; users asked for one (google-research/bert
+#146, #114, #522). The SavedModel written here tokenizes in the graph (the
+in-graph WordPiece tokenizer gives the same ids as FullTokenizer), packs
+`[CLS] A [SEP] B [SEP]` the way `convert_single_example` does, and returns
+class probabilities (or the score of a regression task), so a server needs
+neither this package nor a vocab file, only TensorFlow and tensorflow-text
+(whose import registers the tokenizer ops):
+
+    import tensorflow_text  # noqa: F401 (registers the ops)
+    loaded = tf.saved_model.load(export_dir)
+    out = loaded.signatures["serving_default"](
+        text_a=tf.constant(["..."]), text_b=tf.constant(["..."]))
+    out["probabilities"]  # float32 [batch, num_labels]
+
+A second signature, "serving_features", takes the three int32 feature
+tensors of the original's records directly.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from modeling import text_graph
+
+SERVING_DEFAULT = "serving_default"
+SERVING_FEATURES = "serving_features"
+EXPORT_INFO_FILE = "bert_export.json"
+
+
+class TextPreprocessor(tf.Module):
+    """Raw strings -> the original's features, in graph.
+
+    `text_graph.InGraphTokenizer` gives FullTokenizer's ids and
+    `text_graph.InputPacker` packs them as `convert_single_example` does.
+
+    Args:
+      vocab_file: str, the vocabulary (stored inside the SavedModel).
+      do_lower_case: bool.
+      max_seq_length: int.
+    """
+
+    def __init__(self, vocab_file, do_lower_case, max_seq_length):
+        super().__init__(name="text_preprocessor")
+        self.tokenizer = text_graph.InGraphTokenizer(vocab_file, do_lower_case)
+        self.packer = text_graph.InputPacker.from_vocab_file(
+            vocab_file, max_seq_length
+        )
+
+    def __call__(self, text_a, text_b=None):
+        """string [batch] (x2) -> dict of int32 [batch, max_seq_length]."""
+        segment_a = self.tokenizer.tokenize(text_a)
+        segment_b = None
+        if text_b is not None:
+            segment_b = self.tokenizer.tokenize(text_b)
+        return self.packer(segment_a, segment_b)
+
+
+def make_preprocessor(vocab_file, do_lower_case, max_seq_length):
+    """The in-graph preprocessor the serving signature uses."""
+    return TextPreprocessor(vocab_file, do_lower_case, max_seq_length)
+
+
+class ClassifierServer(tf.Module):
+    """Holds the model and the in-graph preprocessor; defines the signatures.
+
+    Args:
+      model: the fine-tuned `BertClassifier` (call(features) -> logits).
+      preprocessor: a trackable callable (text_a, text_b or None) -> dict of
+        int32 [batch, max_seq_length] "input_ids", "input_mask",
+        "segment_ids"; it owns its vocabulary as a SavedModel asset.
+      is_regression: bool; True returns the single logit as "score".
+      has_text_b: bool, whether the task takes sentence pairs.
+    """
+
+    def __init__(self, model, preprocessor, is_regression, has_text_b):
+        super().__init__(name="classifier_server")
+        self.model = model
+        self.preprocessor = preprocessor
+        self.is_regression = is_regression
+        self.has_text_b = has_text_b
+
+    def _outputs(self, features):
+        logits = tf.cast(self.model(features, training=False), tf.float32)
+        if self.is_regression:
+            return {"score": logits[:, 0]}
+        return {
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "logits": logits,
+        }
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None, None], tf.int32, name="input_ids"),
+            tf.TensorSpec([None, None], tf.int32, name="input_mask"),
+            tf.TensorSpec([None, None], tf.int32, name="segment_ids"),
+        ]
+    )
+    def serve_features(self, input_ids, input_mask, segment_ids):
+        """The original's features (as in the TFRecords) -> outputs."""
+        return self._outputs(
+            {
+                "input_ids": input_ids,
+                "input_mask": input_mask,
+                "segment_ids": segment_ids,
+            }
+        )
+
+    def serve_text(self, text_a, text_b=None):
+        """Raw UTF-8 strings [batch] -> outputs (traced in `signatures`)."""
+        features = self.preprocessor(text_a, text_b)
+        outputs = self._outputs(features)
+        outputs.update(features)
+        return outputs
+
+    def signatures(self):
+        """The concrete functions to save, keyed by signature name."""
+        text = tf.TensorSpec([None], tf.string, name="text_a")
+        if self.has_text_b:
+            text_b = tf.TensorSpec([None], tf.string, name="text_b")
+            serve = tf.function(
+                lambda text_a, text_b: self.serve_text(text_a, text_b)
+            )
+            concrete = serve.get_concrete_function(text, text_b)
+        else:
+            serve = tf.function(lambda text_a: self.serve_text(text_a))
+            concrete = serve.get_concrete_function(text)
+        return {
+            SERVING_DEFAULT: concrete,
+            SERVING_FEATURES: self.serve_features.get_concrete_function(),
+        }
+
+
+def export_classifier(
+    model,
+    preprocessor,
+    export_dir,
+    is_regression,
+    has_text_b,
+    label_list=None,
+    max_seq_length=None,
+):
+    """Writes the serving SavedModel (atomically) to `export_dir`.
+
+    The SavedModel is written to `<export_dir>.tmp` and renamed, so a reader
+    never sees half an export. `bert_export.json` in assets.extra records the
+    labels (in output order), the task kind and the sequence length.
+
+    Args:
+      model: the fine-tuned `BertClassifier`, float32 or mixed precision.
+      preprocessor: see `ClassifierServer`.
+      export_dir: str, the output directory (replaced if it exists).
+      is_regression: bool.
+      has_text_b: bool.
+      label_list: the task's labels, or None (regression).
+      max_seq_length: int, recorded in bert_export.json.
+
+    Returns:
+      export_dir.
+    """
+    server = ClassifierServer(model, preprocessor, is_regression, has_text_b)
+    tmp_dir = export_dir.rstrip("/") + ".tmp"
+    if tf.io.gfile.exists(tmp_dir):
+        tf.io.gfile.rmtree(tmp_dir)
+    tf.saved_model.save(server, tmp_dir, signatures=server.signatures())
+    info = {
+        "labels": label_list,
+        "is_regression": is_regression,
+        "has_text_b": has_text_b,
+        "max_seq_length": max_seq_length,
+        "outputs": ["score"] if is_regression else ["probabilities", "logits"],
+    }
+    extra = os.path.join(tmp_dir, "assets.extra")
+    tf.io.gfile.makedirs(extra)
+    with tf.io.gfile.GFile(os.path.join(extra, EXPORT_INFO_FILE), "w") as f:
+        f.write(json.dumps(info, indent=2) + "\n")
+    if tf.io.gfile.exists(export_dir):
+        tf.io.gfile.rmtree(export_dir)
+    tf.io.gfile.rename(tmp_dir, export_dir)
+    return export_dir

@@ -1,0 +1,172 @@
+"""BERT finetuning runner: GLUE tasks and XNLI (the original's flags).
+
+    python run_classifier.py --task_name=MRPC --do_train --do_eval \
+      --data_dir=$GLUE_DIR/MRPC --vocab_file=$BERT_BASE_DIR/vocab.txt \
+      --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+      --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt \
+      --max_seq_length=128 --train_batch_size=32 --learning_rate=2e-5 \
+      --num_train_epochs=3.0 --output_dir=/tmp/mrpc_output/
+
+Writes, as the original: train.tf_record, eval.tf_record, predict.tf_record,
+checkpoints (original variable names, classifier head `output_weights` /
+`output_bias` at the root scope), eval_results.txt and test_results.tsv.
+Added: --eval_during_training (keeps the best checkpoint under
+output_dir/best/), --glue_submission_dir, --export_dir (serving SavedModel
+on raw text) and the shared speed/distribution flags of modeling/flags.py.
+"""
+
+import dataclasses
+import os
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from modeling import flags as shared_flags
+
+FLAGS = flags.FLAGS
+
+## Required parameters
+flags.DEFINE_string(
+    "data_dir",
+    None,
+    "The input data dir. Should contain the .tsv files (or other data files) "
+    "for the task.",
+)
+flags.DEFINE_string(
+    "bert_config_file",
+    None,
+    "The config json file corresponding to the pre-trained BERT model. "
+    "This specifies the model architecture.",
+)
+flags.DEFINE_string(
+    "task_name",
+    None,
+    "The name of the task to train (case-insensitive): cola, mnli, mrpc, "
+    "xnli (the original's) or sst-2, sts-b, qqp, qnli, rte, wnli, mnli-mm, ax.",
+)
+flags.DEFINE_string(
+    "vocab_file",
+    None,
+    "The vocabulary file that the BERT model was trained on.",
+)
+flags.DEFINE_string(
+    "output_dir",
+    None,
+    "The output directory where the model checkpoints will be written.",
+)
+
+## Other parameters
+flags.DEFINE_string(
+    "init_checkpoint",
+    None,
+    "Initial checkpoint (usually from a pre-trained BERT model).",
+)
+flags.DEFINE_bool(
+    "do_lower_case",
+    True,
+    "Whether to lower case the input text. Should be True for uncased "
+    "models and False for cased models.",
+)
+flags.DEFINE_integer(
+    "max_seq_length",
+    128,
+    "The maximum total input sequence length after WordPiece tokenization. "
+    "Sequences longer than this will be truncated, and sequences shorter "
+    "than this will be padded.",
+)
+flags.DEFINE_bool("do_train", False, "Whether to run training.")
+flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+flags.DEFINE_bool(
+    "do_predict",
+    False,
+    "Whether to run the model in inference mode on the test set.",
+)
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_float(
+    "num_train_epochs", 3.0, "Total number of training epochs to perform."
+)
+flags.DEFINE_float(
+    "warmup_proportion",
+    0.1,
+    "Proportion of training to perform linear learning rate warmup for. "
+    "E.g., 0.1 = 10% of training.",
+)
+flags.DEFINE_integer(
+    "save_checkpoints_steps", 1000, "How often to save the model checkpoint."
+)
+flags.DEFINE_integer(
+    "iterations_per_loop",
+    1000,
+    "How many steps to make in each estimator call (here: how many steps "
+    "each compiled loop call runs between host-side logging).",
+)
+
+## Added (not in the original)
+flags.DEFINE_bool(
+    "eval_during_training",
+    False,
+    "Evaluate on the dev set at every checkpoint while training and keep "
+    "the best checkpoint by the task's main metric (accuracy; F1 for "
+    "MRPC/QQP; Matthews correlation for CoLA; Pearson for STS-B) under "
+    "output_dir/best/. Its metrics are in output_dir/best/eval_results.txt.",
+)
+flags.DEFINE_string(
+    "glue_submission_dir",
+    None,
+    "With --do_predict, also write <TASK>.tsv (CoLA.tsv, MRPC.tsv, ...) in "
+    "the GLUE leaderboard's format (index, predicted label name or STS-B "
+    "score) to this directory.",
+)
+flags.DEFINE_string(
+    "export_dir",
+    None,
+    "Write a serving SavedModel here: its signature takes raw strings "
+    "(text_a, and text_b for pair tasks), tokenizes them in the graph and "
+    "returns class probabilities (STS-B: the score).",
+)
+
+shared_flags.define_common_flags()
+
+
+def settings_from_flags():
+    """classifier_runner.Settings from the parsed flags."""
+    from modeling import classifier_runner
+
+    names = [
+        f.name
+        for f in dataclasses.fields(classifier_runner.Settings)
+        if f.name != "run_config"
+    ]
+    run_config = shared_flags.run_config(
+        FLAGS.output_dir,
+        num_train_steps=0,  # Set from the train set's size.
+        num_warmup_steps=0,
+        learning_rate=FLAGS.learning_rate,
+    )
+    values = {name: FLAGS[name].value for name in names}
+    return classifier_runner.Settings(**values, run_config=run_config)
+
+
+def main(_):
+    # Imported here so that `--help` does not load TensorFlow.
+    from modeling import classifier_runner
+
+    classifier_runner.run(settings_from_flags())
+
+
+def run():
+    """Console entry point (setup.py: bert-run-classifier)."""
+    for name in ("data_dir", "task_name", "vocab_file", "bert_config_file"):
+        flags.mark_flag_as_required(name)
+    flags.mark_flag_as_required("output_dir")
+    app.run(main)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.set_verbosity(logging.INFO)
+    run()
