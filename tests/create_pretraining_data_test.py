@@ -1,0 +1,338 @@
+"""create_pretraining_data: the original's records, bad input, scale mode.
+
+The golden files were written by the original release (../shared/golden);
+records are compared one by one, feature map by feature map. The script
+itself runs in a subprocess: its flags (input_file, vocab_file, ...) are
+also defined by other scripts that tests import in-process.
+"""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from modeling import pretraining_data
+from modeling import pretraining_data_scale
+from modeling import tokenization
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+GOLDEN_RUNS = {
+    "pretraining_readme.tfrecord": (
+        True,
+        {
+            "max_seq_length": 128,
+            "max_predictions_per_seq": 20,
+            "masked_lm_prob": 0.15,
+            "random_seed": 12345,
+            "dupe_factor": 5,
+        },
+    ),
+    "pretraining_wwm_seq64.tfrecord": (
+        True,
+        {
+            "do_whole_word_mask": True,
+            "max_seq_length": 64,
+            "max_predictions_per_seq": 10,
+            "dupe_factor": 2,
+            "random_seed": 7,
+        },
+    ),
+    # The golden cased run used the uncased vocab (golden/README.md).
+    "pretraining_cased_short.tfrecord": (
+        False,
+        {"short_seq_prob": 0.3, "dupe_factor": 3, "random_seed": 99},
+    ),
+}
+
+WORDS = "the cat sat on a mat and dog ran far away from home un ##aff ##able"
+
+
+def _examples(path):
+    return [
+        tf.train.Example.FromString(r.numpy())
+        for r in tf.data.TFRecordDataset(str(path))
+    ]
+
+
+def _assert_same_records(ours_path, golden_path):
+    ours, gold = _examples(ours_path), _examples(golden_path)
+    assert len(ours) == len(gold) > 0
+    for i, (a, b) in enumerate(zip(ours, gold)):
+        fa, fb = a.features.feature, b.features.feature
+        assert sorted(fa) == sorted(fb), i
+        for name in fb:
+            assert fa[name] == fb[name], (i, name)
+
+
+@pytest.fixture
+def toy_tokenizer(tmp_path):
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS.split()]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return tokenization.FullTokenizer(str(path), do_lower_case=True)
+
+
+def _corpus(tmp_path, num_docs=30, name="corpus.txt"):
+    lines = []
+    words = WORDS.split()[:12]
+    for d in range(num_docs):
+        for s in range(3 + d % 5):
+            lines.append(
+                " ".join(words[(d + s + k) % 12] for k in range(6)) + "."
+            )
+        lines.append("")
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _leftovers(directory):
+    return sorted(p.name for p in directory.iterdir() if ".tfrecord" in p.name)
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDEN_RUNS))
+def test_exact_mode_equals_the_original(
+    golden, golden_dir, uncased_vocab_file, tmp_path
+):
+    do_lower_case, flags = GOLDEN_RUNS[golden]
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case)
+    out = tmp_path / "out.tfrecord"
+    counts = pretraining_data.create_exact(
+        [str(golden_dir / "inputs" / "sample_text.txt")],
+        [str(out)],
+        tokenizer,
+        pretraining_data.GenerationOptions(**flags),
+    )
+    _assert_same_records(out, golden_dir / golden)
+    assert counts["instances"] == len(_examples(out))
+
+
+def test_exact_mode_is_byte_reproducible_and_round_robin(
+    toy_tokenizer, tmp_path
+):
+    corpus = _corpus(tmp_path)
+    options = pretraining_data.GenerationOptions(
+        max_seq_length=32, dupe_factor=3
+    )
+    paths = [tmp_path / f"{n}.tfrecord" for n in ("a", "b", "c1", "c2")]
+    for outputs in ([paths[0]], [paths[1]], paths[2:]):
+        pretraining_data.create_exact(
+            [str(corpus)], [str(p) for p in outputs], toy_tokenizer, options
+        )
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    single = [r.numpy() for r in tf.data.TFRecordDataset(str(paths[0]))]
+    first = [r.numpy() for r in tf.data.TFRecordDataset(str(paths[2]))]
+    second = [r.numpy() for r in tf.data.TFRecordDataset(str(paths[3]))]
+    assert first == single[0::2] and second == single[1::2]
+    assert _leftovers(tmp_path) == [
+        "a.tfrecord",
+        "b.tfrecord",
+        "c1.tfrecord",
+        "c2.tfrecord",
+    ]
+
+
+BAD_INPUTS = {
+    "empty_corpus": (
+        b"\n \n\n\xe2\x80\x8b\n",
+        {},
+        "No text to make instances from",
+    ),
+    "not_utf8": (
+        b"the cat sat.\n\nthe dog \xff ran.\n",
+        {},
+        r"corpus\.txt:3: bytes that are not UTF-8",
+    ),
+    "too_many_predictions": (
+        b"the cat.\nthe dog.\n",
+        {"max_seq_length": 16, "max_predictions_per_seq": 14},
+        "max_predictions_per_seq=14: must be between 1 and max_seq_length - 3",
+    ),
+    "short_max_seq_length": (
+        b"the cat.\n",
+        {"max_seq_length": 3},
+        "max_seq_length=3",
+    ),
+    "zero_dupe_factor": (b"the cat.\n", {"dupe_factor": 0}, "dupe_factor=0"),
+    "zero_masked_lm_prob": (
+        b"the cat.\n",
+        {"masked_lm_prob": 0.0},
+        "masked_lm_prob=0.0",
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["exact", "scale"])
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_a_clear_error_and_leaves_no_file(
+    case, mode, toy_tokenizer, tmp_path
+):
+    data, flags, message = BAD_INPUTS[case]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(data)
+    out = tmp_path / "out.tfrecord"
+    options = pretraining_data.GenerationOptions(**flags)
+    with pytest.raises(ValueError, match=message):
+        if mode == "exact":
+            pretraining_data.create_exact(
+                [str(corpus)], [str(out)], toy_tokenizer, options
+            )
+        else:
+            pretraining_data_scale.create_scaled(
+                [str(corpus)], [str(out)], toy_tokenizer, options, num_workers=2
+            )
+    assert _leftovers(tmp_path) == []
+
+
+def test_replace_policy_counts_bad_lines(toy_tokenizer, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(
+        b"the cat \xff sat.\nthe dog ran.\n\nthe \xfe mat.\na cat.\n"
+    )
+    out = tmp_path / "out.tfrecord"
+    counts = pretraining_data.create_exact(
+        [str(corpus)],
+        [str(out)],
+        toy_tokenizer,
+        pretraining_data.GenerationOptions(dupe_factor=1),
+        decode_errors="replace",
+    )
+    assert counts["decode_error_lines"] == 2
+    assert counts["instances"] == len(_examples(out)) > 0
+
+
+def test_vocab_without_mask_is_an_error(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\ncat\n", encoding="utf-8")
+    tokenizer = tokenization.FullTokenizer(str(vocab), True)
+    corpus = _corpus(tmp_path, num_docs=2)
+    with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
+        pretraining_data.create_exact(
+            [str(corpus)],
+            [str(tmp_path / "out.tfrecord")],
+            tokenizer,
+            pretraining_data.GenerationOptions(),
+        )
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "outputs,message",
+    [
+        (["missing_dir/out.tfrecord"], "Directory of output file"),
+        (["corpus.txt"], "is also an input file"),
+        (["a.tfrecord", "a.tfrecord"], "Output files repeat"),
+    ],
+)
+def test_bad_output_files(outputs, message, toy_tokenizer, tmp_path):
+    corpus = _corpus(tmp_path, num_docs=2)
+    with pytest.raises(ValueError, match=message):
+        pretraining_data.create_exact(
+            [str(corpus)],
+            [str(tmp_path / o) for o in outputs],
+            toy_tokenizer,
+            pretraining_data.GenerationOptions(),
+        )
+
+
+def test_scale_mode_is_deterministic_whatever_the_worker_count(
+    toy_tokenizer, tmp_path
+):
+    corpus = _corpus(tmp_path, num_docs=60)
+    options = pretraining_data.GenerationOptions(
+        max_seq_length=32, dupe_factor=2
+    )
+    outputs = {}
+    for workers, name in ((1, "w1"), (2, "w2"), (2, "w2_again")):
+        out = tmp_path / f"{name}.tfrecord"
+        counts = pretraining_data_scale.create_scaled(
+            [str(corpus)],
+            [str(out)],
+            toy_tokenizer,
+            options,
+            num_workers=workers,
+            shard_bytes=1500,
+        )
+        outputs[name] = out.read_bytes()
+    assert counts["shards"] > 3
+    assert outputs["w1"] == outputs["w2"] == outputs["w2_again"]
+    examples = _examples(tmp_path / "w2.tfrecord")
+    assert len(examples) == counts["instances"] > 100
+    labels = [
+        e.features.feature["next_sentence_labels"].int64_list.value[0]
+        for e in examples
+    ]
+    assert 0.3 < sum(labels) / len(labels) < 0.7
+
+
+def test_scale_mode_error_in_a_late_shard_removes_partial_output(
+    toy_tokenizer, tmp_path
+):
+    corpus = _corpus(tmp_path, num_docs=80)
+    with open(corpus, "ab") as f:
+        f.write(b"the cat \xff sat.\n")
+    out = tmp_path / "out.tfrecord"
+    bad_line = corpus.read_bytes().count(b"\n")
+    with pytest.raises(
+        ValueError, match=rf"corpus\.txt:{bad_line}: bytes that are not UTF-8"
+    ):
+        pretraining_data_scale.create_scaled(
+            [str(corpus)],
+            [str(out)],
+            toy_tokenizer,
+            pretraining_data.GenerationOptions(
+                max_seq_length=32, dupe_factor=1
+            ),
+            num_workers=2,
+            shard_bytes=500,
+        )
+    assert _leftovers(tmp_path) == []
+
+
+def _run_script(*args):
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "create_pretraining_data.py"), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=str(REPO_ROOT),
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        timeout=300,
+    )
+
+
+def test_script_with_the_readme_flags_equals_the_original(
+    golden_dir, uncased_vocab_file, tmp_path
+):
+    out = tmp_path / "readme.tfrecord"
+    result = _run_script(
+        f"--input_file={golden_dir / 'inputs' / 'sample_*.txt'}",
+        f"--output_file={out}",
+        f"--vocab_file={uncased_vocab_file}",
+        "--max_seq_length=128",
+        "--max_predictions_per_seq=20",
+        "--masked_lm_prob=0.15",
+        "--random_seed=12345",
+        "--dupe_factor=5",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "*** Example ***" in result.stderr
+    assert "Wrote 60 total instances" in result.stderr
+    _assert_same_records(out, golden_dir / "pretraining_readme.tfrecord")
+
+
+@pytest.mark.slow
+def test_script_missing_input_file_fails_clearly(tmp_path):
+    out = tmp_path / "out.tfrecord"
+    result = _run_script(
+        f"--input_file={tmp_path / 'nope.txt'}",
+        f"--output_file={out}",
+        f"--vocab_file={tmp_path / 'vocab.txt'}",
+    )
+    assert result.returncode != 0
+    assert "No file matches input pattern" in result.stderr
+    assert "nope.txt" in result.stderr
+    assert not out.exists()
