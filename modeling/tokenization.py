@@ -47,6 +47,8 @@ ASCII_PUNCTUATION_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
 # memory stays bounded on unbounded input.
 _MAX_CACHE_SIZE = 1_000_000
 
+_PRINTABLE_ASCII = re.compile("[\t\n\r\x20-\x7e]*")
+
 _LOWER_MODELS = (
     "uncased_L-24_H-1024_A-16",
     "uncased_L-12_H-768_A-12",
@@ -254,8 +256,9 @@ class BasicTokenizer:
           `tokenize(text)`.
         """
         text = convert_to_unicode(text)
-        if not (text.isascii() and text.isprintable()):
-            # Printable ASCII (" " to "~") needs no cleaning.
+        if not _PRINTABLE_ASCII.fullmatch(text):
+            # Printable ASCII, tab and newlines need no cleaning: split()
+            # treats tab and newlines as the spaces cleaning makes them.
             text = self._clean_text(text)
         # This was added on November 1st, 2018 for the multilingual and
         # Chinese models. It also applies to the English models, though
