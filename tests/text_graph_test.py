@@ -64,6 +64,22 @@ def test_hard_cases(tokenizers):
     _assert_same_ids(tokenizers, ["plain ascii", HARD_TEXTS[3], "x", ""])
 
 
+def test_every_ascii_character(tokenizers):
+    # Printable rows take the FastBertTokenizer path, others the regexes.
+    chars = [chr(cp) for cp in range(128)]
+    texts = [f"a{c}b {c}Z{c}{c}" for c in chars] + ["a\tb\nc\rd  e"]
+    _assert_same_ids(tokenizers, texts)
+
+
+def test_vocab_with_icu_only_characters_is_refused(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[UNK]\n##\U000105c9\n", encoding="utf-8")
+    with pytest.raises(
+        ValueError, match=r"vocab.txt: token '##.U000105c9' holds a"
+    ):
+        text_graph.InGraphTokenizer(str(path))
+
+
 def test_invalid_utf8_is_dropped_as_original(tokenizers):
     full, in_graph = tokenizers
     raw = [b"caf\xc3\xa9\xff ok", b"\xe2\x82 x\xc3", b"\x80\x80"]
