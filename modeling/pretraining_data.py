@@ -10,8 +10,8 @@ random document and start; one draw per truncated token; the candidate
 shuffle and the 80/10/10 draws of masking; the final instance shuffle).
 
 What differs is the inside: documents are tuples of ids, instances are
-encoded into compact serialized records as they are made (no lists of
-strings), and the hot random calls are inlined. The inlined calls are the
+kept as flat arrays of ids (no lists of strings) and encoded as they are
+written, and the hot random calls are inlined. The inlined calls are the
 ones CPython's `random.Random` makes itself (`shuffle` and `randint` both
 reduce to `_randbelow`, i.e. `getrandbits(n.bit_length())` with rejection),
 so the stream consumed is the same; tests compare states after each call.
@@ -136,6 +136,21 @@ def shuffle(x, getrandbits):
         x[i], x[r] = x[r], x[i]
 
 
+def sample(x, m, getrandbits):
+    """The first `m` items of a random permutation of `x` (x is changed).
+
+    A Fisher-Yates shuffle from the front stopped after `m` steps: every
+    m-subset in every order is equally likely, with `m` draws instead of
+    `len(x) - 1`. Not the original's stream; the scale mode uses it.
+    """
+    n = len(x)
+    m = min(m, n)
+    for i in range(m):
+        j = i + randbelow(n - i, getrandbits)
+        x[i], x[j] = x[j], x[i]
+    return x[:m]
+
+
 class InstanceMaker:
     """Makes the instances of one document at a time (the original's
     `create_instances_from_document` and `create_masked_lm_predictions`).
@@ -144,8 +159,11 @@ class InstanceMaker:
     label_ids, is_random_next)` as soon as it is made.
     """
 
-    def __init__(self, documents, options, vocab_ids, rng, emit):
+    def __init__(self, documents, options, vocab_ids, rng, emit, exact=True):
         self.documents = documents
+        # exact=False (scale mode) draws only the masked positions of a
+        # shuffle: the same distribution, fewer draws, another stream.
+        self.partial_shuffle = not exact and not options.do_whole_word_mask
         self.max_num_tokens = options.max_seq_length - 3
         self.short_seq_prob = options.short_seq_prob
         self.do_whole_word_mask = options.do_whole_word_mask
@@ -262,24 +280,30 @@ class InstanceMaker:
                 groups.append([i])
         return groups
 
+    def _choose(self, candidates, num_to_predict):
+        """Shuffles the candidates and picks the positions to mask."""
+        if self.partial_shuffle:
+            return sample(candidates, num_to_predict, self.getrandbits)
+        shuffle(candidates, self.getrandbits)
+        if not self.do_whole_word_mask:
+            return candidates[:num_to_predict]
+        positions = []
+        for group in candidates:
+            if len(positions) >= num_to_predict:
+                break
+            # A word that would overflow the budget is skipped; groups are
+            # disjoint, so none is ever partly covered.
+            if len(positions) + len(group) > num_to_predict:
+                continue
+            positions.extend(group)
+        return positions
+
     def _mask_and_emit(self, tokens_a, tokens_b, is_random_next):
         ids = self.ids
         tokens = [ids.cls_id, *tokens_a, ids.sep_id, *tokens_b, ids.sep_id]
         num_to_predict = self.num_to_predict[len(tokens)]
         candidates = self._candidates(tokens, len(tokens_a))
-        shuffle(candidates, self.getrandbits)
-        if self.do_whole_word_mask:
-            positions = []
-            for group in candidates:
-                if len(positions) >= num_to_predict:
-                    break
-                # A word that would overflow the budget is skipped; groups
-                # are disjoint, so none is ever partly covered.
-                if len(positions) + len(group) > num_to_predict:
-                    continue
-                positions.extend(group)
-        else:
-            positions = candidates[:num_to_predict]
+        positions = self._choose(candidates, num_to_predict)
         output = list(tokens)
         random = self.random
         words = ids.random_word_ids
@@ -301,7 +325,9 @@ class InstanceMaker:
         )
 
 
-def generate_records(documents, options, vocab_ids, rng, encoder):
+def generate_records(
+    documents, options, vocab_ids, rng, exact=True, log_passes=True
+):
     """All passes over `documents`, then the original's final shuffle.
 
     Args:
@@ -310,29 +336,28 @@ def generate_records(documents, options, vocab_ids, rng, encoder):
       options: GenerationOptions.
       vocab_ids: VocabIds.
       rng: random.Random, consumed exactly as the original consumes it.
-      encoder: pretraining_data_records.RecordEncoder.
+      exact: bool, False for the scale mode's cheaper masking draws.
+      log_passes: bool, whether to log progress after each pass.
 
     Returns:
-      (store, order): a RecordStore of serialized tf.train.Examples in the
-      order they were made, and the list of their indexes in output order.
+      (store, order): an InstanceStore of the instances in the order they
+      were made, and the list of their indexes in output order.
     """
     rng.shuffle(documents)
-    store = pretraining_data_records.RecordStore()
-    encode, append = encoder.encode, store.append
-
-    def emit(*instance):
-        append(encode(*instance))
-
-    maker = InstanceMaker(documents, options, vocab_ids, rng, emit)
+    store = pretraining_data_records.InstanceStore(vocab_ids.num_ids)
+    maker = InstanceMaker(
+        documents, options, vocab_ids, rng, store.append, exact
+    )
     for pass_index in range(options.dupe_factor):
         for document_index in range(len(documents)):
             maker.from_document(document_index)
-        logging.info(
-            "Pass %d/%d: %d instances so far",
-            pass_index + 1,
-            options.dupe_factor,
-            len(store),
-        )
+        if log_passes:
+            logging.info(
+                "Pass %d/%d: %d instances so far",
+                pass_index + 1,
+                options.dupe_factor,
+                len(store),
+            )
     # Shuffling the indexes draws exactly what shuffling the instances does.
     order = list(range(len(store)))
     rng.shuffle(order)
@@ -414,12 +439,11 @@ def create_exact(
         vocab_ids.num_ids,
     )
     rng = make_rng(options.random_seed)
-    store, order = generate_records(documents, options, vocab_ids, rng, encoder)
+    store, order = generate_records(documents, options, vocab_ids, rng)
     del documents
     logging.info(
-        "Made %d instances (%.1f MB of records)", len(store), store.nbytes / 1e6
+        "Made %d instances (%.1f MB in memory)", len(store), store.nbytes / 1e6
     )
-    written = write_records(
-        (store[i] for i in order), output_files, tokenizer.inv_vocab
-    )
+    records = (encoder.encode(*store.instance(i)) for i in order)
+    written = write_records(records, output_files, tokenizer.inv_vocab)
     return {"instances": written, **dataclasses.asdict(stats)}

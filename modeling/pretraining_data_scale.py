@@ -131,9 +131,14 @@ def process_shard(shard):
         return shard, b"", [], builder.stats
     rng = shard_rng(state.options.random_seed, shard.index)
     store, order = pretraining_data.generate_records(
-        documents, state.options, state.vocab_ids, rng, state.encoder
+        documents,
+        state.options,
+        state.vocab_ids,
+        rng,
+        exact=False,
+        log_passes=False,
     )
-    records = [store[i] for i in order]
+    records = [state.encoder.encode(*store.instance(i)) for i in order]
     return shard, b"".join(records), [len(r) for r in records], builder.stats
 
 

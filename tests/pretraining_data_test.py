@@ -124,15 +124,6 @@ def _reference_instances(docs, opts, vocab, rng):
     return instances
 
 
-class _RecordingEncoder:
-    def __init__(self):
-        self.instances = []
-
-    def encode(self, *instance):
-        self.instances.append(instance)
-        return b"x"
-
-
 def _toy_documents(seed, num_docs, max_segments=8, max_len=30):
     rng = random.Random(seed)
     docs = []
@@ -182,12 +173,11 @@ def test_generate_records_equals_reference(name, num_docs):
         [list(d) for d in docs], opts, TOY_VOCAB, ref_rng
     )
     id_docs = [[tuple(TOY_VOCAB[t] for t in seg) for seg in d] for d in docs]
-    encoder = _RecordingEncoder()
     store, order = pretraining_data.generate_records(
-        id_docs, opts, pretraining_data.VocabIds(TOY_VOCAB), rng, encoder
+        id_docs, opts, pretraining_data.VocabIds(TOY_VOCAB), rng
     )
-    got = [encoder.instances[i] for i in order]
-    assert len(store) == len(got) == len(expected) > 0
+    got = [store.instance(i) for i in order]
+    assert len(got) == len(expected) > 0
     for (ids, len_a, len_b, pos, labels, rand), exp in zip(got, expected):
         tokens, exp_pos, exp_labels, exp_a, exp_b, exp_rand = exp
         assert ids == [TOY_VOCAB[t] for t in tokens]
@@ -200,15 +190,11 @@ def test_one_document_corpus_gives_random_next_from_itself():
     # Audit A5: after 10 misses B comes from the same document, label 1.
     opts = pretraining_data.GenerationOptions(dupe_factor=1)
     docs = [[(10, 11, 12)]]
-    encoder = _RecordingEncoder()
-    pretraining_data.generate_records(
-        docs,
-        opts,
-        pretraining_data.VocabIds(TOY_VOCAB),
-        random.Random(3),
-        encoder,
+    store, _ = pretraining_data.generate_records(
+        docs, opts, pretraining_data.VocabIds(TOY_VOCAB), random.Random(3)
     )
-    ((_, len_a, len_b, _, _, is_random),) = encoder.instances
+    assert len(store) == 1
+    _, len_a, len_b, _, _, is_random = store.instance(0)
     assert (len_a, len_b, is_random) == (3, 3, True)
 
 
@@ -266,13 +252,27 @@ def test_record_encoder_bytes_equal_serialize_example(seq, preds, num_ids):
         assert encoder.encode(*instance) == expected
 
 
-def test_record_store_round_trips():
-    store = pretraining_data_records.RecordStore()
-    records = [bytes([i]) * i for i in range(1, 50)]
-    for record in records:
-        store.append(record)
-    assert len(store) == len(records)
-    assert [store[i] for i in range(len(store))] == records
+@pytest.mark.parametrize("num_ids", [30522, 1 << 16, 250000])
+def test_instance_store_round_trips(num_ids):
+    store = pretraining_data_records.InstanceStore(num_ids)
+    rng = random.Random(num_ids)
+    instances = []
+    for _ in range(50):
+        n = rng.randint(5, 512)
+        pos = sorted(rng.sample(range(n), rng.randint(1, 5)))
+        instances.append(
+            (
+                [rng.randrange(num_ids) for _ in range(n)],
+                rng.randint(1, n - 4),
+                rng.randint(1, 400),
+                pos,
+                [rng.randrange(num_ids) for _ in pos],
+                rng.random() < 0.5,
+            )
+        )
+        store.append(*instances[-1])
+    assert len(store) == len(instances)
+    assert [store.instance(i) for i in range(len(store))] == instances
 
 
 @pytest.mark.parametrize(
