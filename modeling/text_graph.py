@@ -186,6 +186,11 @@ class InGraphTokenizer(tf.Module):
         text = tf.convert_to_tensor(text, tf.string)
         if text.shape.rank == 0:
             return self.tokenize(text[tf.newaxis])[0]
+        if text.shape.rank != 1:
+            raise ValueError(
+                f"InGraphTokenizer.tokenize takes a string Tensor of shape "
+                f"[] or [batch_size], got shape {text.shape}"
+            )
         # Rows of printable ASCII (most English text) take a fast path: one
         # FastBertTokenizer op, whose rules agree with the original's there.
         is_ascii = tf.cast(

@@ -96,6 +96,8 @@ def test_scalar_and_tf_data(tokenizers):
     dataset = tf.data.Dataset.from_tensor_slices([text, "x"]).batch(2)
     dataset = dataset.map(in_graph.tokenize)
     assert next(iter(dataset)).to_list()[0] == want
+    with pytest.raises(ValueError, match=r"shape \[\] or \[batch_size\], got"):
+        in_graph.tokenize([[text]])
 
 
 def test_unicode14_lower_table_is_complete():
