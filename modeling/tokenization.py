@@ -44,8 +44,9 @@ CJK_RANGES = (
 ASCII_PUNCTUATION_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
 
 # Caches of whole-word results are cleared when they reach this size, so
-# memory stays bounded on unbounded input.
-_MAX_CACHE_SIZE = 1_000_000
+# memory stays bounded (about 50 MB) on unbounded input; natural text's
+# frequent words refill them at once.
+_MAX_CACHE_SIZE = 250_000
 
 _PRINTABLE_ASCII = re.compile("[\t\n\r\x20-\x7e]*")
 
@@ -280,15 +281,18 @@ class BasicTokenizer:
         if tokens is None:
             if len(self._cache) >= _MAX_CACHE_SIZE:
                 self._cache.clear()
-            text = word
-            if self.do_lower_case:
-                text = self._run_strip_accents(text.lower())
-            pieces = self._run_split_on_punc(text)
-            # Re-join and split again, as the original, in case lower() or
-            # NFD produced whitespace or an empty piece.
-            tokens = tuple(" ".join(pieces).split())
+            tokens = self._tokenize_word_uncached(word)
             self._cache[word] = tokens
         return tokens
+
+    def _tokenize_word_uncached(self, word):
+        text = word
+        if self.do_lower_case:
+            text = self._run_strip_accents(text.lower())
+        pieces = self._run_split_on_punc(text)
+        # Re-join and split again, as the original, in case lower() or NFD
+        # produced whitespace or an empty piece.
+        return tuple(" ".join(pieces).split())
 
     def _run_strip_accents(self, text):
         """Strips accents: NFD, then drops nonspacing marks (category Mn)."""
@@ -409,8 +413,10 @@ class FullTokenizer:
         if len(self._cache) >= _MAX_CACHE_SIZE:
             self._cache.clear()
         pieces = []
-        for token in self.basic_tokenizer.tokenize_word(word):
-            pieces.extend(self.wordpiece_tokenizer.tokenize_word(token))
+        # The word-level cache here makes the inner caches redundant.
+        basic = self.basic_tokenizer._tokenize_word_uncached(word)
+        for token in basic:
+            pieces.extend(self.wordpiece_tokenizer._greedy_longest_match(token))
         pieces = tuple(pieces)
         self._cache[word] = pieces
         return pieces
