@@ -175,7 +175,8 @@ def extract_layers(model, features, layer_indexes, batch_size, strategy=None):
         chosen = [outputs["all_encoder_layers"][i] for i in layer_indexes]
         return inputs["unique_ids"], [tf.cast(x, tf.float32) for x in chosen]
 
-    @tf.function
+    # No Python control flow inside: skip AutoGraph (faster tracing).
+    @tf.function(autograph=False)
     def step(batch):
         ids, chosen = strategy.run(forward, args=(batch,))
         return strategy.gather(ids, 0), [strategy.gather(x, 0) for x in chosen]
