@@ -262,6 +262,95 @@ class ClassifierHead(keras.layers.Layer):
         return config
 
 
+@keras.saving.register_keras_serializable(package="bert")
+class SpanHead(keras.layers.Layer):
+    """run_squad's head (scope `squad`): start/end logits for every token.
+
+    `output_weights` is [2, H] ([out, in]); row 0 gives start logits, row 1
+    end logits. No dropout, as the original.
+    """
+
+    def __init__(self, hidden_size, initializer_range, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_weight(
+            name="output_weights",
+            shape=(2, self.hidden_size),
+            initializer=layers.initializer(self.initializer_range),
+        )
+        self.output_bias = self.add_weight(
+            name="output_bias", shape=(2,), initializer="zeros"
+        )
+        self.built = True
+
+    def call(self, sequence_output):
+        """[B, T, H] -> (start_logits, end_logits), float32 [B, T] each."""
+        weights = ops.cast(self.output_weights, sequence_output.dtype)
+        logits = ops.matmul(sequence_output, ops.transpose(weights))
+        logits = ops.cast(logits, "float32") + self.output_bias  # [B, T, 2]
+        return logits[:, :, 0], logits[:, :, 1]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class SquadHeads(keras.layers.Layer):
+    """The scope `cls` of run_squad, holding `squad` (a SpanHead)."""
+
+    def __init__(self, hidden_size, initializer_range, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.squad = SpanHead(hidden_size, initializer_range, name="squad")
+
+    def build(self, input_shape=None):
+        self.squad.build()
+        self.built = True
+
+    def call(self, sequence_output):
+        return self.squad(sequence_output)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            initializer_range=self.initializer_range,
+        )
+        return config
+
+
+def span_loss(start_logits, end_logits, start_positions, end_positions):
+    """run_squad's loss: mean of the start and end softmax cross-entropies.
+
+    Args:
+        start_logits, end_logits: float Tensors [B, T].
+        start_positions, end_positions: int Tensors [B] (or [B, 1]).
+
+    Returns:
+        float32 scalar.
+    """
+
+    def cross_entropy(logits, positions):
+        logits = ops.cast(logits, "float32")
+        positions = ops.reshape(ops.cast(positions, "int32"), (-1,))
+        one_hot = ops.one_hot(positions, ops.shape(logits)[-1], dtype="float32")
+        log_probs = ops.log_softmax(logits, axis=-1)
+        return -ops.mean(ops.sum(one_hot * log_probs, axis=-1))
+
+    start = cross_entropy(start_logits, start_positions)
+    end = cross_entropy(end_logits, end_positions)
+    return (start + end) / 2.0
+
+
 def pretraining_losses(outputs, features):
     """The original pre-training losses, in float32.
 

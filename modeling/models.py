@@ -139,3 +139,53 @@ class BertClassifier(keras.Model):
         config = dict(config)
         bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
         return cls(bert_config, **config)
+
+
+class BertSpanLabeler(keras.Model):
+    """BERT with run_squad's span head on every token.
+
+    Args:
+        config: BertConfig.
+        use_one_hot_embeddings: bool, see `encoder.BertModel`.
+
+    Attributes:
+        bert: encoder.BertModel (variables `bert/...`).
+        cls: heads.SquadHeads (variables `cls/squad/output_weights` [2, H],
+            `cls/squad/output_bias` [2]).
+    """
+
+    def __init__(self, config, use_one_hot_embeddings=False, **kwargs):
+        kwargs.setdefault("name", "bert_span_labeler")
+        super().__init__(**kwargs)
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        # === Layers ===
+        self.bert = encoder.BertModel(
+            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
+        )
+        self.cls = heads.SquadHeads(
+            config.hidden_size, config.initializer_range, name="cls"
+        )
+        self.bert.build()
+        self.cls.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        """features: dict with "input_ids", "input_mask", "segment_ids" int
+        [B, T] -> dict "start_logits", "end_logits", float32 [B, T]."""
+        outputs = self.bert(features, training=training)
+        start, end = self.cls(outputs["sequence_output"])
+        return {"start_logits": start, "end_logits": end}
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)

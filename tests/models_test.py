@@ -144,3 +144,33 @@ def test_classifier_rejects_bad_num_labels(tiny_config_dict):
     config = config_lib.BertConfig.from_dict(tiny_config_dict)
     with pytest.raises(ValueError, match="num_labels must be positive"):
         models.BertClassifier(config, num_labels=0)
+
+
+def test_span_labeler_names_logits_and_loss(tiny_config_dict):
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    model = models.BertSpanLabeler(config)
+    names = {
+        checkpoints.variable_name(v): tuple(v.shape) for v in model.weights
+    }
+    assert names["cls/squad/output_weights"] == (2, 32)
+    assert names["cls/squad/output_bias"] == (2,)
+    assert [n for n in names if not n.startswith("bert/")] == [
+        "cls/squad/output_weights",
+        "cls/squad/output_bias",
+    ]
+    ids = np.array([[2, 5, 7, 0], [3, 4, 0, 0]], np.int32)
+    outputs = model({"input_ids": ids, "input_mask": (ids > 0).astype(int)})
+    assert outputs["start_logits"].shape == (2, 4)
+    sequence = np.asarray(
+        model.bert({"input_ids": ids, "input_mask": ids > 0})["sequence_output"]
+    )
+    weights = model.cls.squad.output_weights.numpy()
+    np.testing.assert_allclose(
+        outputs["end_logits"], sequence @ weights[1], atol=1e-6
+    )
+    start = np.log(np.array([[0.7, 0.1, 0.1, 0.1]], np.float32))
+    end = np.log(np.array([[0.25, 0.25, 0.25, 0.25]], np.float32))
+    loss = heads.span_loss(start, end, np.array([0]), np.array([[3]]))
+    np.testing.assert_allclose(
+        loss, (-np.log(0.7) - np.log(0.25)) / 2, rtol=1e-6
+    )
