@@ -152,6 +152,8 @@ class CheckpointManager:
                 )
             pairs.append((var, value))
         for var, value in pairs:
-            var.assign(np.asarray(value).astype(var.dtype))
+            var.assign(
+                np.asarray(value).astype(tf.as_dtype(var.dtype).as_numpy_dtype)
+            )
         step = int(arrays.get(checkpoints.GLOBAL_STEP, 0))
         self.optimizer.global_step.assign(step)

@@ -48,7 +48,12 @@ def create_strategy(
     if strategy == "default":
         return tf.distribute.get_strategy()
     if strategy == "mirrored":
-        return tf.distribute.MirroredStrategy()
+        # Without GPUs MirroredStrategy() would take CPU:0 only; use every
+        # logical CPU device (tests split the CPU into two).
+        if tf.config.list_logical_devices("GPU"):
+            return tf.distribute.MirroredStrategy()
+        cpus = [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices=cpus)
     if strategy == "multi_worker_mirrored":
         if not os.environ.get("TF_CONFIG"):
             raise ValueError(

@@ -137,7 +137,8 @@ class Trainer:
             for k, s in element_spec.items()
         }
         with self.strategy.scope():
-            self.model(dummy, training=False)
+            # One eager call builds lazy layers and names the logged values.
+            logs = self.task.loss_fn(dummy, self.model(dummy, training=False))
             self.optimizer.build(self.model.trainable_variables)
             self._steps = training_steps.StepFunctions(
                 self.model,
@@ -145,6 +146,7 @@ class Trainer:
                 self.optimizer,
                 self.strategy,
                 self.config,
+                log_keys=sorted(logs),
             )
         self.manager = checkpoint_manager.CheckpointManager(
             self.config.output_dir,

@@ -25,9 +25,11 @@ class StepFunctions:
     Args:
       model, task, optimizer, strategy, config: see training.Trainer; build
         under the strategy scope after the optimizer's variables exist.
+      log_keys: the names task.loss_fn returns.
     """
 
-    def __init__(self, model, task, optimizer, strategy, config):
+    def __init__(self, model, task, optimizer, strategy, config, log_keys):
+        self.log_keys = tuple(log_keys) + (EXAMPLES_KEY,)
         self.model = model
         self.task = task
         self.optimizer = optimizer
@@ -45,9 +47,14 @@ class StepFunctions:
             self.good_steps = tf.Variable(0, dtype=tf.int64, **sync)
         # XLA compiles the forward and backward pass; the all-reduce and the
         # update (which need merge_call) stay outside the compiled function.
-        self._grad_fn = tf.function(self._grads, jit_compile=config.use_xla)
-        self._train_chunk = tf.function(self._chunk)
-        self.eval_step = tf.function(self._eval_step)
+        # autograph=False: the loops are explicit (tf.while_loop), and AST
+        # conversion of every layer and optimizer update took most of the
+        # tracing time.
+        self._grad_fn = tf.function(
+            self._grads, jit_compile=config.use_xla, autograph=False
+        )
+        self._train_chunk = tf.function(self._chunk, autograph=False)
+        self.eval_step = tf.function(self._eval_step, autograph=False)
 
     # === Gradients ===
 
@@ -72,7 +79,9 @@ class StepFunctions:
         }
         logs, grads = self._grad_fn({k: v[0] for k, v in micro.items()})
         grads = [tf.convert_to_tensor(g) for g in grads]
-        for i in tf.range(1, n):
+        # A Python loop: N calls of the same traced function (a tf.while_loop
+        # over gradient computations traces and runs markedly slower).
+        for i in range(1, n):
             more_logs, more = self._grad_fn({k: v[i] for k, v in micro.items()})
             grads = [g + tf.convert_to_tensor(m) for g, m in zip(grads, more)]
             logs = {k: logs[k] + more_logs[k] for k in logs}
@@ -140,8 +149,9 @@ class StepFunctions:
           (steps run int32, dict of summed logs, index of the first step with
           a non-finite loss or -1).
         """
-        logs = self._one_step(iterator)
-        bad = tf.where(tf.math.is_finite(logs["loss"]), -1, 0)
+        # The step is traced once, inside the loop body; the log names are
+        # known from the eager call in build().
+        sums = {k: tf.constant(0.0) for k in self.log_keys}
 
         def cond(i, sums, bad):
             del sums
@@ -153,7 +163,9 @@ class StepFunctions:
             bad = tf.where(tf.math.is_finite(logs["loss"]), bad, i)
             return i + 1, sums, bad
 
-        return tf.while_loop(cond, body, (tf.constant(1), logs, bad))
+        return tf.while_loop(
+            cond, body, (tf.constant(0), sums, tf.constant(-1))
+        )
 
     def train_chunk(self, iterator, num_steps, stop_flag):
         self.trained = True

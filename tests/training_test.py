@@ -1,0 +1,209 @@
+"""The training loop: resume, damaged checkpoints, SIGTERM, NaN, accumulation.
+
+All runs use the golden tiny config with dropout off on random records, so two
+runs with the same seed give the same weights.
+"""
+
+import os
+import shutil
+import signal
+import threading
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import training_helpers as helpers
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import input_pipeline
+from modeling import pretraining_task
+from modeling import training
+
+BATCH = 8
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train_data")
+    config = helpers.tiny_config(root / "bert_config.json")
+    records = helpers.write_records(root / "data.tfrecord")
+    return config_lib.BertConfig.from_json_file(config), records
+
+
+def _dataset_fn(records, batch=BATCH):
+    return lambda start: input_pipeline.pretraining_dataset(
+        [records],
+        batch,
+        helpers.SEQ,
+        helpers.PRED,
+        True,
+        seed=3,
+        start_batch=start,
+    )
+
+
+def _trainer(bert_config, output_dir, **overrides):
+    tf.keras.utils.set_random_seed(7)
+    settings = {
+        "output_dir": str(output_dir),
+        "num_train_steps": 10,
+        "learning_rate": 1e-3,
+        "num_warmup_steps": 2,
+        "save_checkpoints_steps": 2,
+        "iterations_per_loop": 3,
+    }
+    settings.update(overrides)
+    task = pretraining_task.make_task(bert_config)
+    return training.Trainer(task, training.RunConfig(**settings))
+
+
+def _assert_same_checkpoint(a, b, atol=0.0):
+    left, right = checkpoints.read_checkpoint(a), checkpoints.read_checkpoint(b)
+    assert sorted(left) == sorted(right)
+    for name in left:
+        np.testing.assert_allclose(
+            left[name], right[name], atol=atol, err_msg=name
+        )
+
+
+@pytest.fixture(scope="module")
+def full_run(data, tmp_path_factory):
+    """An uninterrupted 10-step run (checkpoints every 2 steps, keep 5)."""
+    bert_config, records = data
+    out = tmp_path_factory.mktemp("full")
+    assert _trainer(bert_config, out).train(_dataset_fn(records)) == 10
+    return out
+
+
+def test_checkpoints_are_original_format_and_rotated(full_run):
+    state = tf.train.get_checkpoint_state(str(full_run))
+    names = [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+    assert names == [f"model.ckpt-{s}" for s in (2, 4, 6, 8, 10)]
+    arrays = checkpoints.read_checkpoint(str(full_run / "model.ckpt-10"))
+    assert (
+        arrays["global_step"] == 10 and arrays["global_step"].dtype == np.int64
+    )
+    assert "bert/embeddings/word_embeddings/adam_m" in arrays
+    assert "cls/predictions/output_bias/adam_v" in arrays
+    assert not any("seed_generator" in n for n in arrays)
+
+
+def test_resume_gives_the_same_final_checkpoint(data, full_run, tmp_path):
+    bert_config, records = data
+    # A run that stopped after step 4: resume it with the same command.
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copy(full_run / f"model.ckpt-4{suffix}", tmp_path)
+    trainer = _trainer(bert_config, tmp_path)
+    assert trainer.train(_dataset_fn(records)) == 10
+    _assert_same_checkpoint(
+        full_run / "model.ckpt-10", tmp_path / "model.ckpt-10"
+    )
+
+
+def test_damaged_newest_checkpoint_falls_back(data, full_run, tmp_path, caplog):
+    bert_config, _ = data
+    for step in (8, 10):
+        for suffix in (".index", ".data-00000-of-00001"):
+            shutil.copy(full_run / f"model.ckpt-{step}{suffix}", tmp_path)
+    data_file = tmp_path / "model.ckpt-10.data-00000-of-00001"
+    data_file.write_bytes(data_file.read_bytes()[:100])  # truncated
+    trainer = _trainer(bert_config, tmp_path)
+    trainer.build(_dataset_fn(data[1])(0).element_spec)
+    assert trainer.manager.restore_latest().endswith("model.ckpt-8")
+    assert trainer.global_step == 8
+    assert "model.ckpt-10 is damaged" in caplog.text
+    (tmp_path / "model.ckpt-8.index").write_bytes(b"garbage")
+    with pytest.raises(RuntimeError, match="All 2 checkpoints .* are damaged"):
+        trainer.manager.restore_latest()
+
+
+def test_sigterm_saves_a_checkpoint_mid_loop(data, tmp_path):
+    bert_config, records = data
+    big = 10**6
+    trainer = _trainer(
+        bert_config,
+        tmp_path,
+        num_train_steps=big,
+        save_checkpoints_steps=big,
+        iterations_per_loop=big,
+    )
+    timer = threading.Timer(6.0, os.kill, args=(os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(training.TrainingInterrupted, match="SIGTERM"):
+            trainer.train(_dataset_fn(records))
+    finally:
+        timer.cancel()
+    # The in-graph loop stopped long before its million steps.
+    step = trainer.global_step
+    assert 0 < step < big
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith(
+        f"model.ckpt-{step}"
+    )
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_nan_loss_stops_with_the_step_and_keeps_good_checkpoints(
+    data, tmp_path
+):
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path)
+    clean_loss = trainer.task.loss_fn
+
+    def poisoned(features, outputs):
+        logs = dict(clean_loss(features, outputs))
+        if trainer.optimizer.global_step is None:
+            return logs  # the eager call in build(), before the optimizer
+        bad = trainer.optimizer.global_step >= 5
+        logs["loss"] = tf.where(bad, np.nan, 1.0) * logs["loss"]
+        return logs
+
+    trainer.task.loss_fn = poisoned
+    with pytest.raises(training.NonFiniteLossError, match="at global_step 5"):
+        trainer.train(_dataset_fn(records))
+    assert trainer.global_step == 6  # no update ran after the bad one
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-4")
+    arrays = checkpoints.read_checkpoint(str(tmp_path / "model.ckpt-4"))
+    assert all(np.all(np.isfinite(a)) for a in arrays.values())
+
+
+def test_gradient_accumulation_matches_the_full_batch(data, tmp_path):
+    bert_config, records = data
+    full = _trainer(bert_config, tmp_path / "full", num_train_steps=3)
+    full.train(_dataset_fn(records))
+    accum = _trainer(
+        bert_config,
+        tmp_path / "accum",
+        num_train_steps=3,
+        gradient_accumulation_steps=2,
+    )
+    accum.train(_dataset_fn(records))
+    # Equal micro-batches with equal mask counts: the same gradient.
+    _assert_same_checkpoint(
+        tmp_path / "full" / "model.ckpt-3",
+        tmp_path / "accum" / "model.ckpt-3",
+        atol=2e-5,
+    )
+
+
+def test_evaluate_returns_the_original_keys(data, full_run):
+    bert_config, records = data
+    trainer = _trainer(bert_config, full_run)
+    dataset = input_pipeline.pretraining_dataset(
+        [records], BATCH, helpers.SEQ, helpers.PRED, False
+    )
+    results = trainer.evaluate(dataset, max_eval_steps=3)
+    assert sorted(results) == [
+        "global_step",
+        "loss",
+        "masked_lm_accuracy",
+        "masked_lm_loss",
+        "next_sentence_accuracy",
+        "next_sentence_loss",
+    ]
+    assert results["global_step"] == 10
+    assert 0.0 <= results["masked_lm_accuracy"] <= 1.0
+    assert results["loss"] == pytest.approx(
+        results["masked_lm_loss"] + results["next_sentence_loss"], rel=1e-3
+    )
