@@ -125,6 +125,8 @@ def main():
             "node": platform.node(),
             "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),
+            # Other processes share the CPU: speeds fall as this rises.
+            "load_average_1m_at_start": os.getloadavg()[0],
             "python": platform.python_version(),
             "tensorflow": tf.__version__,
             "tensorflow_text": tf_text.__version__,
