@@ -121,11 +121,17 @@ def _run(name, corpus, out_dir, vocab, extra):
         "command": " ".join(cmd[1:]),
         "input_mb": round(mb, 2),
         "wall_s": round(wall, 2),
+        # CPU of the script and its workers: less sensitive than wall time
+        # to other users of the machine.
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "mb_per_s": round(mb / wall, 3),
         "instances": instances,
         "peak_rss_mb_largest_process": round(usage.ru_maxrss / 1024, 1),
         "peak_pss_mb_process_tree": round(sampler.peak_kb / 1024, 1),
         "speedup_vs_original": round(mb * ORIGINAL_S_PER_MB / wall, 2),
+        "peak_rss_vs_original": round(
+            usage.ru_maxrss / 1024 / (mb * ORIGINAL_MB_PER_MB), 3
+        ),
         "original_peak_mb_estimate": round(mb * ORIGINAL_MB_PER_MB),
     }
     out.unlink()

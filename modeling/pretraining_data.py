@@ -20,6 +20,7 @@ Reading text is in pretraining_data_text.py, records and output files in
 pretraining_data_records.py, the parallel mode in pretraining_data_scale.py.
 """
 
+import array
 import dataclasses
 import random
 
@@ -341,7 +342,7 @@ def generate_records(
 
     Returns:
       (store, order): an InstanceStore of the instances in the order they
-      were made, and the list of their indexes in output order.
+      were made, and an array of their indexes in output order.
     """
     rng.shuffle(documents)
     store = pretraining_data_records.InstanceStore(vocab_ids.num_ids)
@@ -359,7 +360,7 @@ def generate_records(
                 len(store),
             )
     # Shuffling the indexes draws exactly what shuffling the instances does.
-    order = list(range(len(store)))
+    order = array.array("i", range(len(store)))
     rng.shuffle(order)
     return store, order
 

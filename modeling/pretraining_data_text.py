@@ -162,7 +162,7 @@ class DocumentBuilder:
             else:
                 stats.dropped_lines += 1
 
-    def add_file(self, path, block_size=1 << 24):
+    def add_file(self, path, block_size=1 << 20):
         """Adds a whole file, reading it in blocks of whole lines."""
         line_number = 1
         rest = b""
