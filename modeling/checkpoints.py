@@ -131,6 +131,11 @@ def resolve_checkpoint(path):
             prefix = state.model_checkpoint_path
             if not os.path.isabs(prefix) and "://" not in prefix:
                 prefix = os.path.join(path, prefix)
+            moved = os.path.join(path, os.path.basename(prefix))
+            if not tf.io.gfile.exists(prefix + ".index"):
+                # Old TF1 Savers wrote absolute paths; the folder may have
+                # moved since.
+                prefix = moved
         else:
             prefix = os.path.join(path, DEFAULT_PREFIX)
     else:
@@ -369,8 +374,7 @@ def check_max_seq_length(max_seq_length, config):
 
 
 def _to_tensor(value):
-    if hasattr(value, "value") and not isinstance(value, np.ndarray):
-        value = value.value  # keras.Variable -> its tensor
+    # keras.Variable and tf.Variable (mirrored too) convert to their value.
     return tf.convert_to_tensor(value)
 
 

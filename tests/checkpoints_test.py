@@ -59,6 +59,9 @@ def test_load_and_resave_keeps_everything(tiny_config, golden_dir, tmp_path):
     model = models.BertPretrainer(tiny_config)
     checkpoints.load_weights(model, src)
     arrays = {checkpoints.variable_name(v): v for v in model.weights}
+    arrays["bert/pooler/dense/bias"] = tf.Variable(
+        model.bert.pooler.dense.bias.numpy()
+    )
     arrays.update({n: a for n, a in original.items() if "/adam_" in n})
     step = int(original["global_step"])
     prefix = checkpoints.write_checkpoint(
@@ -113,6 +116,13 @@ def test_resolve_accepts_prefix_file_and_directory(golden_dir, tmp_path):
     # A released folder without a `checkpoint` state file.
     for f in init.glob("bert_model.ckpt.*"):
         shutil.copy(f, tmp_path)
+    assert checkpoints.resolve_checkpoint(tmp_path) == str(
+        tmp_path / "bert_model.ckpt"
+    )
+    # A state file with an absolute path from another machine (old Savers).
+    (tmp_path / "checkpoint").write_text(
+        'model_checkpoint_path: "/elsewhere/bert_model.ckpt"\n'
+    )
     assert checkpoints.resolve_checkpoint(tmp_path) == str(
         tmp_path / "bert_model.ckpt"
     )
