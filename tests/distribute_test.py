@@ -1,0 +1,144 @@
+"""Strategies give the same weights: default, MirroredStrategy on 2 logical
+CPUs, MultiWorkerMirroredStrategy with 2 local worker processes."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import training_helpers as helpers
+
+from modeling import checkpoints
+from modeling import distribute
+from modeling import flags as shared_flags
+from modeling import optimization
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "testdata", "train_distribute_worker.py")
+
+
+def test_flag_choices_match_the_library():
+    assert shared_flags.STRATEGIES == distribute.STRATEGIES
+    assert shared_flags.PRECISIONS == distribute.PRECISIONS
+    assert shared_flags.OPTIMIZER_TYPES == optimization.OPTIMIZER_TYPES
+
+
+def test_unknown_strategy_and_missing_tf_config_are_clear_errors(monkeypatch):
+    with pytest.raises(ValueError, match="Unknown strategy"):
+        distribute.create_strategy("horovod")
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="TF_CONFIG"):
+        distribute.create_strategy("multi_worker_mirrored")
+    with pytest.raises(ValueError, match="--tpu_name"):
+        distribute.create_strategy(use_tpu=True)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dist")
+    config = helpers.tiny_config(root / "bert_config.json")
+    records = helpers.write_records(root / "data.tfrecord")
+    return root, config, records
+
+
+def _env(tf_config=None):
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    if tf_config:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    return env
+
+
+def _train(inputs, name, strategy, num_cpus):
+    root, config, records = inputs
+    out = str(root / name)
+    args = [
+        sys.executable,
+        WORKER,
+        strategy,
+        str(num_cpus),
+        config,
+        records,
+        out,
+    ]
+    proc = subprocess.run(
+        args, check=False, env=_env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"replicas={num_cpus}" in proc.stdout
+    return checkpoints.read_checkpoint(os.path.join(out, "model.ckpt-4"))
+
+
+def _assert_close(a, b):
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_allclose(
+            a[name], b[name], rtol=0, atol=2e-5, err_msg=name
+        )
+
+
+@pytest.fixture(scope="module")
+def default_run(inputs):
+    """The reference, in this process (the worker's code path, no devices)."""
+    sys.path.insert(0, os.path.dirname(WORKER))
+    try:
+        import train_distribute_worker
+    finally:
+        sys.path.pop(0)
+    root, config, records = inputs
+    out = str(root / "default")
+    train_distribute_worker.train("default", config, records, out)
+    return checkpoints.read_checkpoint(os.path.join(out, "model.ckpt-4"))
+
+
+@pytest.mark.slow
+def test_mirrored_on_two_cpus_matches_default(inputs, default_run):
+    mirrored = _train(inputs, "mirrored", "mirrored", 2)
+    assert int(mirrored["global_step"]) == 4
+    _assert_close(default_run, mirrored)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_with_two_processes_matches_default(
+    inputs, default_run
+):
+    root, config, records = inputs
+    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    procs = []
+    for index in range(2):
+        tf_config = {
+            "cluster": {"worker": workers},
+            "task": {"type": "worker", "index": index},
+        }
+        out = str(root / f"mwms_{index}")
+        args = [sys.executable, WORKER, "multi_worker_mirrored", "1"]
+        args += [config, records, out]
+        procs.append(
+            subprocess.Popen(
+                args,
+                env=_env(tf_config),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err[-3000:]
+    chief = checkpoints.read_checkpoint(str(root / "mwms_0" / "model.ckpt-4"))
+    _assert_close(default_run, chief)
+    # Only the chief writes checkpoints.
+    assert not os.path.exists(root / "mwms_1" / "model.ckpt-4.index")

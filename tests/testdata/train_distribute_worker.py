@@ -1,0 +1,61 @@
+"""Trains the tiny pre-training model for a few steps under one strategy.
+
+Used by tests/distribute_test.py in a subprocess (logical devices must be set
+before TensorFlow initializes):
+
+    python train_distribute_worker.py STRATEGY NUM_CPUS CONFIG RECORDS OUT
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf
+
+
+def main(strategy, num_cpus, config, records, output_dir):
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0],
+        [tf.config.LogicalDeviceConfiguration() for _ in range(int(num_cpus))],
+    )
+    from modeling import distribute
+
+    if strategy != "multi_worker_mirrored":  # one MWMS per process
+        replicas = distribute.create_strategy(strategy).num_replicas_in_sync
+        print(f"replicas={replicas}")
+    train(strategy, config, records, output_dir)
+
+
+def train(strategy, config, records, output_dir):
+    """4 steps of batch 8, seed 5, dropout as in the config."""
+    from modeling import pretraining_task
+    from modeling import training
+
+    run_config = training.RunConfig(
+        output_dir=output_dir,
+        num_train_steps=4,
+        learning_rate=1e-3,
+        num_warmup_steps=1,
+        save_checkpoints_steps=4,
+        iterations_per_loop=2,
+        handle_sigterm=False,
+    )
+    settings = pretraining_task.Settings(
+        bert_config_file=config,
+        input_file=records,
+        output_dir=output_dir,
+        max_seq_length=16,
+        max_predictions_per_seq=4,
+        do_train=True,
+        train_batch_size=8,
+        seed=5,
+        strategy=strategy,
+        run_config=run_config,
+    )
+    pretraining_task.run(settings)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
