@@ -187,8 +187,9 @@ def loss_fn(is_regression):
     return compute
 
 
-def make_trainer(task, num_train_steps=0, num_warmup_steps=0):
-    """The shared training.Trainer around a BertClassifier."""
+def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
+    """The shared training.Trainer around a BertClassifier (for inference
+    only, the step counts just have to be valid)."""
     s = task.settings
 
     def init_fn(model):

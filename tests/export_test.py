@@ -1,0 +1,146 @@
+"""Tests for modeling.export: the serving SavedModel on raw text.
+
+The SavedModel is loaded in a fresh process that imports only TensorFlow and
+tensorflow-text (not this package), and must give the numbers of the Python
+path: FullTokenizer + convert_single_example + the Keras model.
+"""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import checkpoints
+from modeling import classifier_data
+from modeling import config as config_lib
+from modeling import convert
+from modeling import export
+from modeling import models
+from modeling import tokenization
+
+SEQ = 24
+TEXTS = [
+    "The sailors rode the breeze clear of the rocks.",
+    "Crème brûlée, naïve café: ACCENTS and CAPITALS!",
+    "中文字符 mixed with English words",
+    "a very long sentence " * 12,  # Cut to SEQ - 2 tokens.
+]
+
+_LOADER = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+loaded = tf.saved_model.load(sys.argv[1])
+texts = json.loads(sys.argv[2])
+out = loaded.signatures["serving_default"](text_a=tf.constant(texts))
+features = {k: out[k] for k in ("input_ids", "input_mask", "segment_ids")}
+again = loaded.signatures["serving_features"](**features)
+out["features_logits"] = again["logits"]
+print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory, minilm_dir):
+    """A BertClassifier with the real minilm encoder and a seeded head."""
+    ckpt_dir = tmp_path_factory.mktemp("minilm_original")
+    convert.hf_to_original(minilm_dir, ckpt_dir)
+    config = config_lib.BertConfig.from_json_file(ckpt_dir / "bert_config.json")
+    tf.keras.utils.set_random_seed(3)
+    model = models.BertClassifier(config, num_labels=3)
+    checkpoints.load_weights(
+        model, ckpt_dir, ignore_missing=("^output_weights$", "^output_bias$")
+    )
+    return model, str(ckpt_dir / "vocab.txt")
+
+
+def _python_path(model, vocab_file, texts, label_list):
+    tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+    features = [
+        classifier_data.convert_single_example(
+            i,
+            classifier_data.InputExample(str(i), text, label=label_list[0]),
+            label_list,
+            SEQ,
+            tokenizer,
+        )
+        for i, text in enumerate(texts)
+    ]
+    batch = {
+        name: tf.constant([getattr(f, name) for f in features])
+        for name in ("input_ids", "input_mask", "segment_ids")
+    }
+    return batch, model(batch, training=False).numpy()
+
+
+@pytest.mark.slow  # run_classifier_test checks a pair-task export by default.
+def test_saved_model_in_fresh_process_matches_python_path(classifier, tmp_path):
+    model, vocab_file = classifier
+    labels = ["a", "b", "c"]
+    export_dir = str(tmp_path / "export")
+    export.export_classifier(
+        model,
+        export.make_preprocessor(vocab_file, True, SEQ),
+        export_dir,
+        is_regression=False,
+        has_text_b=False,
+        label_list=labels,
+        max_seq_length=SEQ,
+    )
+    assert not pathlib.Path(export_dir + ".tmp").exists()
+    info = json.loads(
+        (
+            pathlib.Path(export_dir) / "assets.extra" / "bert_export.json"
+        ).read_text()
+    )
+    assert info["labels"] == labels and info["has_text_b"] is False
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOADER, export_dir, json.dumps(TEXTS)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served = json.loads(proc.stdout.strip().splitlines()[-1])
+    batch, logits = _python_path(model, vocab_file, TEXTS, labels)
+    np.testing.assert_array_equal(served["input_ids"], batch["input_ids"])
+    np.testing.assert_array_equal(served["input_mask"], batch["input_mask"])
+    np.testing.assert_array_equal(served["segment_ids"], batch["segment_ids"])
+    assert served["input_mask"][3] == [1] * SEQ  # The long text was cut.
+    np.testing.assert_allclose(served["logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(served["features_logits"], logits, atol=1e-5)
+    np.testing.assert_allclose(
+        served["probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-6
+    )
+
+
+def test_features_signature_and_regression_outputs(tiny_config_dict):
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    tf.keras.utils.set_random_seed(4)
+    model = models.BertClassifier(config, num_labels=1)
+    batch = {
+        "input_ids": tf.constant([[5, 7, 9, 0], [1, 2, 3, 4]]),
+        "input_mask": tf.constant([[1, 1, 1, 0], [1, 1, 1, 1]]),
+        "segment_ids": tf.constant([[0, 0, 1, 0], [0, 1, 1, 1]]),
+    }
+    logits = model(batch, training=False).numpy()
+    server = export.ClassifierServer(
+        model, preprocessor=None, is_regression=True, has_text_b=True
+    )
+    names = ("input_ids", "input_mask", "segment_ids")
+    out = server.serve_features(*(batch[n] for n in names))
+    assert sorted(out) == ["score"]
+    np.testing.assert_allclose(out["score"], logits[:, 0], atol=1e-6)
+    model = models.BertClassifier(config, num_labels=3)
+    logits = model(batch, training=False).numpy()
+    server = export.ClassifierServer(model, None, False, True)
+    out = server.serve_features(*(batch[n] for n in names))
+    assert sorted(out) == ["logits", "probabilities"]
+    np.testing.assert_allclose(
+        out["probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-6
+    )

