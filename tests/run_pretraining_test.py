@@ -1,0 +1,179 @@
+"""run_pretraining.py end to end: flags, outputs, init_checkpoint, SIGKILL.
+
+The script runs in subprocesses (its absl flags would clash with other
+scripts' flags in one process); library-level checks run in-process.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import training_helpers as helpers
+
+from modeling import checkpoints
+from modeling import pretraining_task
+from modeling import training
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "run_pretraining.py")
+EVAL_KEYS = [
+    "global_step",
+    "loss",
+    "masked_lm_accuracy",
+    "masked_lm_loss",
+    "next_sentence_accuracy",
+    "next_sentence_loss",
+]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("rp")
+    config = helpers.tiny_config(root / "bert_config.json")
+    records = helpers.write_records(root / "data.tfrecord")
+    return root, config, records
+
+
+def _command(config, records, output_dir, *extra):
+    return [
+        sys.executable,
+        SCRIPT,
+        f"--bert_config_file={config}",
+        f"--input_file={records}",
+        f"--output_dir={output_dir}",
+        "--max_seq_length=16",
+        "--max_predictions_per_seq=4",
+        "--train_batch_size=8",
+        "--eval_batch_size=8",
+        "--learning_rate=1e-3",
+        "--random_seed=3",
+        *extra,
+    ]
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+
+
+def _run(args, **kwargs):
+    return subprocess.run(
+        args, check=False, env=_env(), capture_output=True, text=True, **kwargs
+    )
+
+
+def test_required_flags_are_enforced():
+    proc = _run([sys.executable, SCRIPT, "--do_train"])
+    assert proc.returncode != 0
+    assert "--input_file" in proc.stderr
+    assert "must have a value other than None" in proc.stderr
+
+
+def test_neither_train_nor_eval_is_an_error(inputs, tmp_path):
+    _, config, records = inputs
+    settings = pretraining_task.Settings(
+        bert_config_file=config, input_file=records, output_dir=str(tmp_path)
+    )
+    with pytest.raises(ValueError, match="`do_train` or `do_eval`"):
+        pretraining_task.run(settings)
+
+
+def test_script_trains_and_writes_eval_results(inputs, tmp_path):
+    _, config, records = inputs
+    args = _command(config, records, tmp_path, "--do_train", "--do_eval")
+    args += ["--num_train_steps=6", "--num_warmup_steps=2"]
+    args += ["--save_checkpoints_steps=3", "--iterations_per_loop=2"]
+    args += ["--max_eval_steps=4"]
+    proc = _run(args, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = (tmp_path / "eval_results.txt").read_text().splitlines()
+    assert [line.split(" = ")[0] for line in lines] == EVAL_KEYS
+    values = dict(line.split(" = ") for line in lines)
+    assert values["global_step"] == "6"
+    assert 0.0 <= float(values["masked_lm_accuracy"]) <= 1.0
+    arrays = checkpoints.read_checkpoint(str(tmp_path))
+    assert int(arrays["global_step"]) == 6
+    assert "bert/pooler/dense/kernel/adam_v" in arrays
+    assert any(
+        f.startswith("events.out.tfevents") for f in os.listdir(tmp_path)
+    )
+
+
+def test_init_checkpoint_without_slots_starts_from_its_weights(
+    golden_dir, inputs, tmp_path
+):
+    """A released-style checkpoint (no slots, no step): weights load, slots
+    start at zero, the step at 0. With warmup the first update has lr 0, so
+    after one step the weights still equal the checkpoint's."""
+    _, _, records = inputs
+    init = golden_dir / "tiny_init" / "bert_model.ckpt"
+    settings = pretraining_task.Settings(
+        bert_config_file=str(golden_dir / "tiny_init" / "bert_config.json"),
+        input_file=records,
+        output_dir=str(tmp_path),
+        init_checkpoint=str(init),
+        max_seq_length=16,
+        max_predictions_per_seq=4,
+        do_train=True,
+        train_batch_size=8,
+        run_config=training.RunConfig(
+            output_dir=str(tmp_path),
+            num_train_steps=1,
+            num_warmup_steps=1,
+            learning_rate=1e-2,
+            handle_sigterm=False,
+        ),
+    )
+    pretraining_task.run(settings)
+    after = checkpoints.read_checkpoint(str(tmp_path / "model.ckpt-1"))
+    before = checkpoints.read_checkpoint(str(init))
+    assert int(after["global_step"]) == 1
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    assert np.any(after["bert/embeddings/word_embeddings/adam_m"] != 0)
+
+
+def _newest_step(directory):
+    steps = [
+        int(f.split("-")[1].split(".")[0])
+        for f in os.listdir(directory)
+        if f.startswith("model.ckpt-") and f.endswith(".index")
+    ]
+    return max(steps, default=0)
+
+
+@pytest.mark.slow
+def test_sigkill_then_rerun_ends_with_the_same_checkpoint(inputs, tmp_path):
+    _, config, records = inputs
+    flags = ["--do_train", "--num_train_steps=40", "--num_warmup_steps=4"]
+    flags += ["--save_checkpoints_steps=2", "--iterations_per_loop=1"]
+    straight = tmp_path / "straight"
+    proc = _run(_command(config, records, straight, *flags), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    killed = tmp_path / "killed"
+    args = _command(config, records, killed, *flags)
+    child = subprocess.Popen(
+        args, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    while child.poll() is None:
+        if killed.exists() and _newest_step(killed) >= 6:
+            break
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert child.returncode == -signal.SIGKILL, "finished before the kill"
+    assert _newest_step(killed) < 40
+    proc = _run(args, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Resumed from" in proc.stderr
+    a = checkpoints.read_checkpoint(str(straight / "model.ckpt-40"))
+    b = checkpoints.read_checkpoint(str(killed / "model.ckpt-40"))
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    shutil.rmtree(tmp_path)
