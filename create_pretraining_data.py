@@ -13,6 +13,7 @@ from absl import logging
 
 from modeling import input_pipeline
 from modeling import pretraining_data
+from modeling import pretraining_data_exact
 from modeling import pretraining_data_scale
 from modeling import pretraining_data_text
 from modeling import tokenization
@@ -112,6 +113,8 @@ def _output_files(value):
 
 def main(_):
     logging.set_verbosity(logging.INFO)
+    if FLAGS.num_workers < 0:
+        raise ValueError(f"--num_workers={FLAGS.num_workers}: must be >= 0")
     input_files = input_pipeline.expand_input_files(FLAGS.input_file)
     output_files = _output_files(FLAGS.output_file)
     options = pretraining_data.GenerationOptions(
@@ -133,10 +136,8 @@ def main(_):
     logging.info("*** Writing to output files ***")
     for output_file in output_files:
         logging.info("  %s", output_file)
-    if FLAGS.num_workers < 0:
-        raise ValueError(f"--num_workers={FLAGS.num_workers}: must be >= 0")
     if FLAGS.num_workers == 0:
-        pretraining_data.create_exact(
+        pretraining_data_exact.create_exact(
             input_files, output_files, tokenizer, options, FLAGS.decode_errors
         )
     else:

@@ -9,15 +9,19 @@ short-sequence draw; per chunk the A/B split, the next-sentence coin, the
 random document and start; one draw per truncated token; the candidate
 shuffle and the 80/10/10 draws of masking; the final instance shuffle).
 
-What differs is the inside: documents are tuples of ids, instances are
-kept as flat arrays of ids (no lists of strings) and encoded as they are
-written, and the hot random calls are inlined. The inlined calls are the
+What differs is the inside. Documents are one flat array of ids (Corpus);
+an instance is kept as its skeleton, the spans of A and B in that array
+and its masked positions and replacement ids (InstanceStore, ~100 bytes),
+and records are assembled from skeletons with numpy when written (see
+pretraining_data_records.py); no lists of strings. The hot random calls
+are inlined. The inlined calls are the
 ones CPython's `random.Random` makes itself (`shuffle` and `randint` both
 reduce to `_randbelow`, i.e. `getrandbits(n.bit_length())` with rejection),
 so the stream consumed is the same; tests compare states after each call.
 
 Reading text is in pretraining_data_text.py, records and output files in
-pretraining_data_records.py, the parallel mode in pretraining_data_scale.py.
+pretraining_data_records.py, the whole run in pretraining_data_exact.py,
+the parallel mode in pretraining_data_scale.py.
 """
 
 import array
@@ -26,9 +30,10 @@ import random
 
 from absl import logging
 
-from modeling import pretraining_data_records
-from modeling import pretraining_data_text
 from modeling import vocabulary
+
+# InstanceStore marks a masked position whose token stays as it is.
+KEEP = -1
 
 # Shuffles of up to this many items (candidate lists) memoize their steps.
 _MAX_MEMO_SHUFFLE = 4096
@@ -152,16 +157,67 @@ def sample(x, m, getrandbits):
     return x[:m]
 
 
-class InstanceMaker:
-    """Makes the instances of one document at a time (the original's
-    `create_instances_from_document` and `create_masked_lm_predictions`).
+class Corpus:
+    """Documents as one flat array of token ids.
 
-    Each instance goes to `emit(input_ids, len_a, len_b, positions,
-    label_ids, is_random_next)` as soon as it is made.
+    Attributes:
+      tokens: array.array of every token id, document after document.
+      documents: list, per document the list of its segment bounds
+        (offsets into `tokens`): segment j is tokens[b[j]:b[j + 1]].
     """
 
-    def __init__(self, documents, options, vocab_ids, rng, emit, exact=True):
-        self.documents = documents
+    def __init__(self, documents, num_ids):
+        """Flattens documents (lists of non-empty tuples of ids)."""
+        self.tokens = array.array("H" if num_ids <= 1 << 16 else "I")
+        self.documents = []
+        for document in documents:
+            bounds = [len(self.tokens)]
+            for segment in document:
+                self.tokens.extend(segment)
+                bounds.append(len(self.tokens))
+            self.documents.append(bounds)
+
+
+class InstanceStore:
+    """Instance skeletons in flat arrays: about 100 bytes an instance.
+
+    Per instance: where A and B lie in the Corpus, the next-sentence label,
+    and per masked position (in draw order) the id it gets: [MASK], a
+    random word, or KEEP. Records are assembled from these when written.
+    """
+
+    def __init__(self):
+        # a_start, len_a, b_start, len_b, is_random, end of predictions.
+        self.meta = array.array("q")
+        self.positions = array.array("H")
+        self.outputs = array.array("i")
+
+    def append(self, a_start, len_a, b_start, len_b, is_random, pos, out):
+        self.positions.extend(pos)
+        self.outputs.extend(out)
+        self.meta.extend(
+            (a_start, len_a, b_start, len_b, is_random, len(self.positions))
+        )
+
+    def __len__(self):
+        return len(self.meta) // 6
+
+    @property
+    def nbytes(self):
+        arrays = (self.meta, self.positions, self.outputs)
+        return sum(a.itemsize * len(a) for a in arrays)
+
+
+class InstanceMaker:
+    """Makes the instances of one document at a time (the original's
+    `create_instances_from_document` and `create_masked_lm_predictions`),
+    appending their skeletons to an InstanceStore.
+    """
+
+    def __init__(self, corpus, options, vocab_ids, rng, store, exact=True):
+        self.documents = corpus.documents
+        self.tokens = corpus.tokens
+        self.store = store
         # exact=False (scale mode) draws only the masked positions of a
         # shuffle: the same distribution, fewer draws, another stream.
         self.partial_shuffle = not exact and not options.do_whole_word_mask
@@ -171,7 +227,6 @@ class InstanceMaker:
         self.ids = vocab_ids
         self.random = rng.random
         self.getrandbits = rng.getrandbits
-        self.emit = emit
         # num_to_predict for each sequence length, with the original's
         # float product and Python 3 round() (ties to even: 30 -> 4).
         self.num_to_predict = [
@@ -184,7 +239,8 @@ class InstanceMaker:
 
     def from_document(self, document_index):
         """Makes the instances of one document for one pass."""
-        document = self.documents[document_index]
+        bounds = self.documents[document_index]
+        num_segments = len(bounds) - 1
         # The target is drawn once per document and pass, before any chunk.
         target = self.max_num_tokens
         if self.random() < self.short_seq_prob:
@@ -192,41 +248,53 @@ class InstanceMaker:
         chunk_start = 0
         length = 0
         i = 0
-        while i < len(document):
-            length += len(document[i])
-            if i == len(document) - 1 or length >= target:
-                chunk = document[chunk_start : i + 1]
+        while i < num_segments:
+            length += bounds[i + 1] - bounds[i]
+            if i == num_segments - 1 or length >= target:
                 # Unused segments of a random-next chunk are "put back".
-                i -= self._from_chunk(document_index, chunk, target)
+                i -= self._from_chunk(
+                    document_index, bounds, chunk_start, i + 1, target
+                )
                 chunk_start = i + 1
                 length = 0
             i += 1
 
-    def _from_chunk(self, document_index, chunk, target):
-        """Makes one instance; returns how many segments were put back."""
-        a_end = 1
-        if len(chunk) >= 2:
-            a_end = 1 + randbelow(len(chunk) - 1, self.getrandbits)
-        tokens_a = []
-        for segment in chunk[:a_end]:
-            tokens_a.extend(segment)
+    def _from_chunk(self, document_index, bounds, start, end, target):
+        """Makes one instance from segments [start, end); returns how many
+        segments were put back."""
+        num_segments = end - start
+        a_end = start + 1
+        if num_segments >= 2:
+            a_end = start + 1 + randbelow(num_segments - 1, self.getrandbits)
+        a_start, len_a = bounds[start], bounds[a_end] - bounds[start]
         # No coin is drawn for a one-segment chunk (audit E1).
-        if len(chunk) == 1 or self.random() < 0.5:
-            is_random_next = True
-            tokens_b = self._random_next(document_index, target - len(tokens_a))
-            put_back = len(chunk) - a_end
+        if num_segments == 1 or self.random() < 0.5:
+            is_random = 1
+            b_start, len_b = self._random_next(document_index, target - len_a)
+            put_back = end - a_end
         else:
-            is_random_next = False
-            tokens_b = []
-            for segment in chunk[a_end:]:
-                tokens_b.extend(segment)
+            is_random = 0
+            b_start, len_b = bounds[a_end], bounds[end] - bounds[a_end]
             put_back = 0
-        tokens_a, tokens_b = self._truncate(tokens_a, tokens_b)
-        self._mask_and_emit(tokens_a, tokens_b, is_random_next)
+        a_lo, a_hi, b_lo, b_hi = self._truncate(len_a, len_b)
+        self._mask(a_start + a_lo, a_hi - a_lo, b_start + b_lo, b_hi - b_lo)
+        self.store.append(
+            a_start + a_lo,
+            a_hi - a_lo,
+            b_start + b_lo,
+            b_hi - b_lo,
+            is_random,
+            *self._masked,
+        )
         return put_back
 
     def _random_next(self, document_index, target_b_length):
-        """Segment B from a random other document (10 tries, as original)."""
+        """Segment B from a random other document (10 tries, as original).
+
+        Returns:
+          (start, length) of B in the corpus: whole segments from a random
+          one until B reaches `target_b_length` or the document ends.
+        """
         documents = self.documents
         for _ in range(10):
             random_index = randbelow(len(documents), self.getrandbits)
@@ -234,20 +302,17 @@ class InstanceMaker:
                 break
         # After 10 misses B comes from this same document, still labelled
         # random next (audit A5).
-        random_document = documents[random_index]
-        start = randbelow(len(random_document), self.getrandbits)
-        tokens_b = []
-        for segment in random_document[start:]:
-            tokens_b.extend(segment)
-            if len(tokens_b) >= target_b_length:
-                break
-        return tokens_b
+        bounds = documents[random_index]
+        j = randbelow(len(bounds) - 1, self.getrandbits)
+        b_start = bounds[j]
+        j += 1
+        while j < len(bounds) - 1 and bounds[j] - b_start < target_b_length:
+            j += 1
+        return b_start, bounds[j] - b_start
 
-    def _truncate(self, tokens_a, tokens_b):
+    def _truncate(self, len_a, len_b):
         """The original's truncate_seq_pair, on index ranges."""
-        a_lo, a_hi, b_lo, b_hi = 0, len(tokens_a), 0, len(tokens_b)
-        if a_hi + b_hi <= self.max_num_tokens:
-            return tokens_a, tokens_b
+        a_lo, a_hi, b_lo, b_hi = 0, len_a, 0, len_b
         random = self.random
         while (a_hi - a_lo) + (b_hi - b_lo) > self.max_num_tokens:
             # The longer side loses a token, B on a tie; one draw picks
@@ -261,21 +326,26 @@ class InstanceMaker:
                 b_lo += 1
             else:
                 b_hi -= 1
-        return tokens_a[a_lo:a_hi], tokens_b[b_lo:b_hi]
+        return a_lo, a_hi, b_lo, b_hi
 
-    def _candidates(self, tokens, len_a):
+    def _candidates(self, a_start, len_a, b_start, len_b):
         """Index groups that may be masked; [CLS] and [SEP] never are."""
-        n = len(tokens)
+        n = len_a + len_b + 3
         if not self.do_whole_word_mask:
             return [*range(1, len_a + 1), *range(len_a + 2, n - 1)]
         groups = []
         continuation = self.ids.is_continuation
+        tokens = self.tokens
         for i in range(1, n - 1):
-            if i == len_a + 1:
+            if i <= len_a:
+                token = tokens[a_start + i - 1]
+            elif i == len_a + 1:
                 continue
+            else:
+                token = tokens[b_start + i - len_a - 2]
             # A "##" piece joins the previous group, even across the
             # [SEP] between A and B (audit A10).
-            if groups and continuation[tokens[i]]:
+            if groups and continuation[token]:
                 groups[-1].append(i)
             else:
                 groups.append([i])
@@ -299,41 +369,33 @@ class InstanceMaker:
             positions.extend(group)
         return positions
 
-    def _mask_and_emit(self, tokens_a, tokens_b, is_random_next):
-        ids = self.ids
-        tokens = [ids.cls_id, *tokens_a, ids.sep_id, *tokens_b, ids.sep_id]
-        num_to_predict = self.num_to_predict[len(tokens)]
-        candidates = self._candidates(tokens, len(tokens_a))
+    def _mask(self, a_start, len_a, b_start, len_b):
+        """Draws the masked positions and their outputs into _masked."""
+        num_to_predict = self.num_to_predict[len_a + len_b + 3]
+        candidates = self._candidates(a_start, len_a, b_start, len_b)
         positions = self._choose(candidates, num_to_predict)
-        output = list(tokens)
         random = self.random
-        words = ids.random_word_ids
-        for index in positions:
+        mask_id = self.ids.mask_id
+        words = self.ids.random_word_ids
+        outputs = []
+        for _ in positions:
             if random() < 0.8:
-                output[index] = ids.mask_id
-            elif random() >= 0.5:
-                output[index] = words[randbelow(len(words), self.getrandbits)]
-            # else: 10% of the time the token stays as it is.
-        positions.sort()
-        labels = [tokens[p] for p in positions]
-        self.emit(
-            output,
-            len(tokens_a),
-            len(tokens_b),
-            positions,
-            labels,
-            is_random_next,
-        )
+                outputs.append(mask_id)
+            elif random() < 0.5:
+                outputs.append(KEEP)  # 10% of the time: unchanged.
+            else:
+                outputs.append(words[randbelow(len(words), self.getrandbits)])
+        # Positions stay in draw order; records sort them.
+        self._masked = (positions, outputs)
 
 
-def generate_records(
-    documents, options, vocab_ids, rng, exact=True, log_passes=True
+def generate_instances(
+    corpus, options, vocab_ids, rng, exact=True, log_passes=True
 ):
-    """All passes over `documents`, then the original's final shuffle.
+    """All passes over the corpus, then the original's final shuffle.
 
     Args:
-      documents: list of documents, each a non-empty list of non-empty
-        tuples of token ids (one per line); shuffled in place by `rng`.
+      corpus: Corpus; its document list is shuffled in place by `rng`.
       options: GenerationOptions.
       vocab_ids: VocabIds.
       rng: random.Random, consumed exactly as the original consumes it.
@@ -344,13 +406,11 @@ def generate_records(
       (store, order): an InstanceStore of the instances in the order they
       were made, and an array of their indexes in output order.
     """
-    rng.shuffle(documents)
-    store = pretraining_data_records.InstanceStore(vocab_ids.num_ids)
-    maker = InstanceMaker(
-        documents, options, vocab_ids, rng, store.append, exact
-    )
+    rng.shuffle(corpus.documents)
+    store = InstanceStore()
+    maker = InstanceMaker(corpus, options, vocab_ids, rng, store, exact)
     for pass_index in range(options.dupe_factor):
-        for document_index in range(len(documents)):
+        for document_index in range(len(corpus.documents)):
             maker.from_document(document_index)
         if log_passes:
             logging.info(
@@ -368,83 +428,3 @@ def generate_records(
 def make_rng(seed):
     """The original's generator: `random.Random(seed)`."""
     return random.Random(seed)
-
-
-def log_read_stats(stats, input_files):
-    logging.info("Read %d file(s): %s", len(input_files), stats.summary())
-    if stats.decode_error_lines:
-        logging.warning(
-            "%d line(s) held bytes that are not UTF-8 (decoded per "
-            "--decode_errors)",
-            stats.decode_error_lines,
-        )
-
-
-def check_documents(documents, input_files):
-    if not documents:
-        raise ValueError(
-            "No text to make instances from: the input files hold no line "
-            f"that tokenizes to anything ({', '.join(input_files)})"
-        )
-
-
-def write_records(records, output_files, inv_vocab, num_logged=20):
-    """Writes records round-robin, atomically; logs the first `num_logged`.
-
-    Returns:
-      int, the number of records written.
-    """
-    with pretraining_data_records.AtomicRecordWriters(output_files) as out:
-        for record in records:
-            if out.num_written < num_logged:
-                pretraining_data_records.log_instance(record, inv_vocab)
-            out.write(record)
-        if not out.num_written:
-            raise ValueError("No instance was made; no output written")
-        out.commit()
-    logging.info("Wrote %d total instances", out.num_written)
-    return out.num_written
-
-
-def create_exact(
-    input_files, output_files, tokenizer, options, decode_errors="strict"
-):
-    """The original's whole run: same records for the same inputs and seed.
-
-    Args:
-      input_files: list of str, read in this order.
-      output_files: list of str; records go round-robin, from the first.
-      tokenizer: tokenization.FullTokenizer.
-      options: GenerationOptions.
-      decode_errors: "strict", "replace" or "ignore".
-
-    Returns:
-      dict of counts: instances, and ReadStats fields.
-
-    Raises:
-      ValueError: bad options, vocabulary, text or output files; no output
-        file is left behind.
-    """
-    options.validate()
-    pretraining_data_records.check_output_files(output_files, input_files)
-    vocab_ids = VocabIds(tokenizer.vocab)
-    line_tokenizer = pretraining_data_text.LineTokenizer(tokenizer)
-    documents, stats = pretraining_data_text.read_documents(
-        input_files, line_tokenizer, decode_errors
-    )
-    log_read_stats(stats, input_files)
-    check_documents(documents, input_files)
-    encoder = pretraining_data_records.RecordEncoder(
-        options.max_seq_length,
-        options.max_predictions_per_seq,
-        vocab_ids.num_ids,
-    )
-    rng = make_rng(options.random_seed)
-    store, order = generate_records(documents, options, vocab_ids, rng)
-    del documents
-    logging.info(
-        "Made %d instances (%.1f MB in memory)", len(store), store.nbytes / 1e6
-    )
-    records = (encoder.encode(*store.instance(i)) for i in order)
-    written = write_records(records, output_files, tokenizer.inv_vocab)
-    return {"instances": written, **dataclasses.asdict(stats)}

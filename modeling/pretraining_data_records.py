@@ -1,20 +1,24 @@
-"""Pre-training records: a fast exact encoder, compact storage, output files.
+"""Pre-training records: a fast exact encoder and atomic output files.
 
-`RecordEncoder.encode` writes the bytes of the tf.train.Example that
+`RecordEncoder` writes the bytes of the tf.train.Example that
 `input_pipeline.serialize_example` (protobuf, deterministic) writes for the
 same instance, without building protobuf objects: the format is small and
 fixed (sorted map keys, packed varints, little-endian floats), and tests
-compare the two byte for byte. Feature names come from input_pipeline.
+compare the two byte for byte. `encode_stored` assembles batches of stored
+instance skeletons with numpy (token gather, masks, varints) and leaves
+only the final byte concatenation to Python. Feature names come from
+input_pipeline.
 """
 
-import array
 import os
 import uuid
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from modeling import input_pipeline
+from modeling import pretraining_data
 
 _FLOAT_ONE = b"\x00\x00\x80\x3f"  # 1.0 as a little-endian float32.
 _FLOAT_ZERO = b"\x00\x00\x00\x00"
@@ -36,14 +40,17 @@ class RecordEncoder:
     Args:
       max_seq_length: int, length of the sequence features.
       max_predictions_per_seq: int, length of the masked-LM features.
-      num_ids: int, one more than the largest token id.
+      vocab_ids: pretraining_data.VocabIds (ids of [CLS], [SEP]; id range).
     """
 
-    def __init__(self, max_seq_length, max_predictions_per_seq, num_ids):
+    def __init__(self, max_seq_length, max_predictions_per_seq, vocab_ids):
+        if vocab_ids.num_ids > 1 << 28:
+            raise ValueError("Vocabularies above 2**28 ids are not supported")
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
+        self.cls_id, self.sep_id = vocab_ids.cls_id, vocab_ids.sep_id
         # Varints of ids, positions and every length a record can hold.
-        table_size = max(num_ids, 8 * max_seq_length + 8 * 64 + 256)
+        table_size = max(vocab_ids.num_ids, 8 * max_seq_length + 8 * 64 + 256)
         self._varints = [varint(i) for i in range(table_size)]
         ip = input_pipeline
         (ids, mask, segments) = ip.PRETRAINING_SEQ_FEATURES
@@ -69,10 +76,11 @@ class RecordEncoder:
             for label in (0, 1)
         ]
         self._segment_entries = {}
+        self._headers = {ids: {}, labels: {}, positions: {}}
         self._names = (ids, mask, labels, positions, weights, segments)
         self._names += (ip.NEXT_SENTENCE_LABELS,)
         # Deterministic serialization writes map entries sorted by key;
-        # `encode` lists them in the order of `self._names`.
+        # `_record` gets them in the order of `self._names`.
         self._order = sorted(range(7), key=self._names.__getitem__)
 
     def _length(self, n):
@@ -90,6 +98,15 @@ class RecordEncoder:
         entry = self._key[name] + b"\x12" + length(len(feature)) + feature
         return b"\x0a" + length(len(entry)) + entry
 
+    def _int_entry(self, name, payload):
+        """`_entry(name, payload)` with its header cached by length."""
+        headers = self._headers[name]
+        header = headers.get(len(payload))
+        if header is None:
+            header = self._entry(name, bytes(len(payload)))[: -len(payload)]
+            headers[len(payload)] = header
+        return header + payload
+
     def _segment_entry(self, len_a, len_b):
         key = (len_a, len_b)
         entry = self._segment_entries.get(key)
@@ -100,8 +117,23 @@ class RecordEncoder:
             self._segment_entries[key] = entry
         return entry
 
+    def _record(self, ids, labels, positions, len_a, len_b, m, is_random):
+        """A record from the varint payloads of its three varying features."""
+        names = self._names
+        entries = (
+            self._int_entry(names[0], ids),
+            self._mask_entries[len_a + len_b + 3],
+            self._int_entry(names[2], labels),
+            self._int_entry(names[3], positions),
+            self._weight_entries[m],
+            self._segment_entry(len_a, len_b),
+            self._label_entries[is_random],
+        )
+        body = b"".join([entries[i] for i in self._order])
+        return b"\x0a" + self._length(len(body)) + body
+
     def encode(self, input_ids, len_a, len_b, positions, labels, is_random):
-        """Serializes one instance.
+        """Serializes one instance given as lists.
 
         Args:
           input_ids: list of int, [CLS] A [SEP] B [SEP] after masking.
@@ -115,75 +147,124 @@ class RecordEncoder:
           original's features for this instance.
         """
         get = self._varints.__getitem__
-        names, entry = self._names, self._entry
         pred_pad = b"\x00" * (self.max_predictions_per_seq - len(positions))
         ids = b"".join(map(get, input_ids))
         ids += b"\x00" * (self.max_seq_length - len(input_ids))
-        entries = (
-            entry(names[0], ids),
-            self._mask_entries[len(input_ids)],
-            entry(names[2], b"".join(map(get, labels)) + pred_pad),
-            entry(names[3], b"".join(map(get, positions)) + pred_pad),
-            self._weight_entries[len(positions)],
-            self._segment_entry(len_a, len_b),
-            self._label_entries[1 if is_random else 0],
-        )
-        body = b"".join([entries[i] for i in self._order])
-        return b"\x0a" + self._length(len(body)) + body
-
-
-class InstanceStore:
-    """Instances as flat arrays of small ints: no per-instance objects.
-
-    About 2 bytes per token and 4 per prediction (ids below 65536), where
-    the original keeps lists of str and a serialized record takes ~7 bytes
-    per token.
-
-    Args:
-      num_ids: int, one more than the largest token id (picks the width).
-    """
-
-    def __init__(self, num_ids):
-        code = "H" if num_ids <= 1 << 16 else "I"
-        self._tokens = array.array(code)
-        self._labels = array.array(code)
-        self._positions = array.array("H")
-        self._ends = array.array("q")  # Per instance: token end, pred end.
-        self._meta = array.array("H")  # Per instance: len_a, len_b, label.
-
-    def append(self, input_ids, len_a, len_b, positions, labels, is_random):
-        """Adds one instance (arguments as `RecordEncoder.encode`)."""
-        self._tokens.extend(input_ids)
-        self._positions.extend(positions)
-        self._labels.extend(labels)
-        self._ends.append(len(self._tokens))
-        self._ends.append(len(self._labels))
-        self._meta.extend((len_a, len_b, 1 if is_random else 0))
-
-    def __len__(self):
-        return len(self._meta) // 3
-
-    def instance(self, index):
-        """Returns the arguments of `append` for instance `index`."""
-        ends = self._ends
-        tok_start = ends[2 * index - 2] if index else 0
-        pred_start = ends[2 * index - 1] if index else 0
-        tok_end, pred_end = ends[2 * index], ends[2 * index + 1]
-        len_a, len_b, is_random = self._meta[3 * index : 3 * index + 3]
-        return (
-            self._tokens[tok_start:tok_end].tolist(),
+        return self._record(
+            ids,
+            b"".join(map(get, labels)) + pred_pad,
+            b"".join(map(get, positions)) + pred_pad,
             len_a,
             len_b,
-            self._positions[pred_start:pred_end].tolist(),
-            self._labels[pred_start:pred_end].tolist(),
-            bool(is_random),
+            len(positions),
+            1 if is_random else 0,
         )
 
-    @property
-    def nbytes(self):
-        arrays = (self._tokens, self._labels, self._positions)
-        arrays += (self._ends, self._meta)
-        return sum(a.itemsize * len(a) for a in arrays)
+    def encode_stored(self, corpus, store, order, batch_size=4096):
+        """Yields the records of stored instances, in `order`.
+
+        Args:
+          corpus: pretraining_data.Corpus the instances point into.
+          store: pretraining_data.InstanceStore.
+          order: sequence of instance indexes.
+          batch_size: instances assembled per numpy pass.
+        """
+        if not len(store):
+            return
+        arrays = _StoreArrays(corpus, store)
+        for start in range(0, len(order), batch_size):
+            indices = np.asarray(order[start : start + batch_size], np.int64)
+            yield from self._encode_batch(arrays, indices)
+
+    def _encode_batch(self, arrays, indices):
+        ids, labels, positions, rows = _assemble(
+            arrays, indices, self.max_seq_length, self.max_predictions_per_seq
+        )
+        ids[:, 0] = self.cls_id
+        len_a, len_b, is_random, num = rows
+        first_sep, last_sep = len_a + 1, len_a + len_b + 2
+        ids[np.arange(len(indices)), first_sep] = self.sep_id
+        ids[np.arange(len(indices)), last_sep] = self.sep_id
+        buffers = [_varint_rows(x) for x in (ids, labels, positions)]
+        (ids_b, ids_e), (lab_b, lab_e), (pos_b, pos_e) = buffers
+        len_a, len_b = len_a.tolist(), len_b.tolist()
+        num, is_random = num.tolist(), is_random.tolist()
+        i0 = l0 = p0 = 0
+        for k in range(len(indices)):
+            i1, l1, p1 = ids_e[k], lab_e[k], pos_e[k]
+            yield self._record(
+                ids_b[i0:i1],
+                lab_b[l0:l1],
+                pos_b[p0:p1],
+                len_a[k],
+                len_b[k],
+                num[k],
+                is_random[k],
+            )
+            i0, l0, p0 = i1, l1, p1
+
+
+class _StoreArrays:
+    """numpy views of a Corpus and an InstanceStore (no copies)."""
+
+    def __init__(self, corpus, store):
+        self.tokens = np.frombuffer(corpus.tokens, corpus.tokens.typecode)
+        self.meta = np.frombuffer(store.meta, np.int64).reshape(-1, 6)
+        self.positions = np.frombuffer(store.positions, np.uint16)
+        self.outputs = np.frombuffer(store.outputs, np.int32)
+
+
+def _assemble(arrays, indices, seq_len, num_preds):
+    """Builds [K, seq_len] input ids and [K, num_preds] labels and positions.
+
+    Input ids have their masks applied and 0 where [CLS]/[SEP] go (the
+    caller sets those); predictions are sorted by position, padded with 0.
+    """
+    meta = arrays.meta
+    rows = meta[indices].T
+    a_start, len_a, b_start, len_b, _, pred_end = rows
+    pred_start = np.where(indices > 0, meta[indices - 1, 5], 0)
+    j = np.arange(seq_len)
+    la, lb = len_a[:, None], len_b[:, None]
+    in_a = (j >= 1) & (j <= la)
+    in_b = (j >= la + 2) & (j < la + 2 + lb)
+    src = np.where(
+        in_a, a_start[:, None] + j - 1, b_start[:, None] + j - la - 2
+    )
+    ids = np.where(in_a | in_b, arrays.tokens[np.where(in_a | in_b, src, 0)], 0)
+    ids = ids.astype(np.int64)
+    num = pred_end - pred_start
+    valid = np.arange(num_preds) < num[:, None]
+    src = np.where(valid, pred_start[:, None] + np.arange(num_preds), 0)
+    # Positions were stored in draw order; records list them ascending.
+    positions = np.where(valid, arrays.positions[src], seq_len).astype(np.int64)
+    outputs = np.where(valid, arrays.outputs[src], 0).astype(np.int64)
+    by_position = np.argsort(positions, axis=1, kind="stable")
+    positions = np.take_along_axis(positions, by_position, 1)
+    outputs = np.take_along_axis(outputs, by_position, 1)
+    positions = np.where(valid, positions, 0)
+    row = np.arange(len(indices))[:, None]
+    labels = np.where(valid, ids[row, positions], 0)
+    outputs = np.where(outputs == pretraining_data.KEEP, labels, outputs)
+    vr, vc = np.nonzero(valid)
+    ids[vr, positions[vr, vc]] = outputs[vr, vc]
+    return ids, labels, positions, (len_a, len_b, rows[4], num)
+
+
+def _varint_rows(values):
+    """Varint-encodes each row of a non-negative int64 [K, W] array.
+
+    Returns:
+      (bytes, ends): all rows' encodings back to back, and the list of
+      each row's end offset.
+    """
+    size = 1 + (values >= 1 << 7) + (values >= 1 << 14) + (values >= 1 << 21)
+    parts = np.empty(values.shape + (4,), np.uint8)
+    for b in range(4):
+        more = (size > b + 1).astype(np.int64) << 7 if b < 3 else 0
+        parts[..., b] = ((values >> (7 * b)) & 0x7F) | more
+    data = parts[np.arange(4) < size[..., None]]
+    return data.tobytes(), np.cumsum(size.sum(axis=1)).tolist()
 
 
 def check_output_files(output_files, input_files=()):

@@ -13,9 +13,10 @@ number of workers, but it is NOT the original's: next-sentence negatives
 come from the same shard, a document never continues across a file
 boundary, and instances are shuffled within a shard (the bounded shuffle),
 not globally. Memory per worker is one shard's documents and records; the
-parent holds at most two shards' records per worker.
+parent holds the records of at most num_workers + 1 shards.
 """
 
+import array
 import dataclasses
 import multiprocessing
 import os
@@ -25,6 +26,7 @@ import time
 from absl import logging
 
 from modeling import pretraining_data
+from modeling import pretraining_data_exact
 from modeling import pretraining_data_records
 from modeling import pretraining_data_text
 
@@ -115,8 +117,8 @@ def process_shard(shard):
 
     Returns:
       (shard, records, lengths, stats): records is bytes, the shard's
-      serialized examples in output order, back to back; lengths a list of
-      their sizes; stats a ReadStats.
+      serialized examples in output order, back to back; lengths an array
+      of their sizes; stats a ReadStats.
     """
     state = _STATE
     with pretraining_data_text.open_binary(shard.path) as f:
@@ -128,18 +130,21 @@ def process_shard(shard):
     builder.add_bytes(data, shard.path, shard.first_line)
     documents = builder.finish()
     if not documents:
-        return shard, b"", [], builder.stats
+        return shard, b"", array.array("i"), builder.stats
+    corpus = pretraining_data.Corpus(documents, state.vocab_ids.num_ids)
+    del documents
     rng = shard_rng(state.options.random_seed, shard.index)
-    store, order = pretraining_data.generate_records(
-        documents,
+    store, order = pretraining_data.generate_instances(
+        corpus,
         state.options,
         state.vocab_ids,
         rng,
         exact=False,
         log_passes=False,
     )
-    records = [state.encoder.encode(*store.instance(i)) for i in order]
-    return shard, b"".join(records), [len(r) for r in records], builder.stats
+    records = list(state.encoder.encode_stored(corpus, store, order))
+    lengths = array.array("i", map(len, records))
+    return shard, b"".join(records), lengths, builder.stats
 
 
 class _Progress:
@@ -247,7 +252,7 @@ def create_scaled(
         pretraining_data_records.RecordEncoder(
             options.max_seq_length,
             options.max_predictions_per_seq,
-            vocab_ids.num_ids,
+            vocab_ids,
         ),
         pretraining_data_text.LineTokenizer(tokenizer),
         decode_errors,
@@ -259,16 +264,16 @@ def create_scaled(
     try:
         with pretraining_data_records.AtomicRecordWriters(output_files) as out:
             results = _results_in_order(
-                pool, plan_shards(input_files, shard_bytes), 2 * num_workers
+                pool, plan_shards(input_files, shard_bytes), num_workers + 1
             )
             for shard, data, lengths, shard_stats in results:
                 stats.add(shard_stats)
                 _write_shard(out, data, lengths, tokenizer.inv_vocab)
                 progress.update(shard, out.num_written)
             progress.log(out.num_written)
-            pretraining_data.log_read_stats(stats, input_files)
+            pretraining_data_exact.log_read_stats(stats, input_files)
             if not stats.documents:
-                pretraining_data.check_documents([], input_files)
+                pretraining_data_exact.check_documents([], input_files)
             out.commit()
     finally:
         pool.terminate()

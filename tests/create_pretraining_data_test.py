@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from modeling import pretraining_data
+from modeling import pretraining_data_exact
 from modeling import pretraining_data_scale
 from modeling import tokenization
 
@@ -100,7 +101,7 @@ def test_exact_mode_equals_the_original(
     do_lower_case, flags = GOLDEN_RUNS[golden]
     tokenizer = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case)
     out = tmp_path / "out.tfrecord"
-    counts = pretraining_data.create_exact(
+    counts = pretraining_data_exact.create_exact(
         [str(golden_dir / "inputs" / "sample_text.txt")],
         [str(out)],
         tokenizer,
@@ -119,7 +120,7 @@ def test_exact_mode_is_byte_reproducible_and_round_robin(
     )
     paths = [tmp_path / f"{n}.tfrecord" for n in ("a", "b", "c1", "c2")]
     for outputs in ([paths[0]], [paths[1]], paths[2:]):
-        pretraining_data.create_exact(
+        pretraining_data_exact.create_exact(
             [str(corpus)], [str(p) for p in outputs], toy_tokenizer, options
         )
     assert paths[0].read_bytes() == paths[1].read_bytes()
@@ -177,7 +178,7 @@ def test_bad_input_is_a_clear_error_and_leaves_no_file(
     options = pretraining_data.GenerationOptions(**flags)
     with pytest.raises(ValueError, match=message):
         if mode == "exact":
-            pretraining_data.create_exact(
+            pretraining_data_exact.create_exact(
                 [str(corpus)], [str(out)], toy_tokenizer, options
             )
         else:
@@ -193,7 +194,7 @@ def test_replace_policy_counts_bad_lines(toy_tokenizer, tmp_path):
         b"the cat \xff sat.\nthe dog ran.\n\nthe \xfe mat.\na cat.\n"
     )
     out = tmp_path / "out.tfrecord"
-    counts = pretraining_data.create_exact(
+    counts = pretraining_data_exact.create_exact(
         [str(corpus)],
         [str(out)],
         toy_tokenizer,
@@ -210,7 +211,7 @@ def test_vocab_without_mask_is_an_error(tmp_path):
     tokenizer = tokenization.FullTokenizer(str(vocab), True)
     corpus = _corpus(tmp_path, num_docs=2)
     with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
-        pretraining_data.create_exact(
+        pretraining_data_exact.create_exact(
             [str(corpus)],
             [str(tmp_path / "out.tfrecord")],
             tokenizer,
@@ -230,7 +231,7 @@ def test_vocab_without_mask_is_an_error(tmp_path):
 def test_bad_output_files(outputs, message, toy_tokenizer, tmp_path):
     corpus = _corpus(tmp_path, num_docs=2)
     with pytest.raises(ValueError, match=message):
-        pretraining_data.create_exact(
+        pretraining_data_exact.create_exact(
             [str(corpus)],
             [str(tmp_path / o) for o in outputs],
             toy_tokenizer,

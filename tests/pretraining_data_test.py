@@ -173,29 +173,43 @@ def test_generate_records_equals_reference(name, num_docs):
         [list(d) for d in docs], opts, TOY_VOCAB, ref_rng
     )
     id_docs = [[tuple(TOY_VOCAB[t] for t in seg) for seg in d] for d in docs]
-    store, order = pretraining_data.generate_records(
-        id_docs, opts, pretraining_data.VocabIds(TOY_VOCAB), rng
+    vocab_ids = pretraining_data.VocabIds(TOY_VOCAB)
+    corpus = pretraining_data.Corpus(id_docs, vocab_ids.num_ids)
+    store, order = pretraining_data.generate_instances(
+        corpus, opts, vocab_ids, rng
     )
-    got = [store.instance(i) for i in order]
-    assert len(got) == len(expected) > 0
-    for (ids, len_a, len_b, pos, labels, rand), exp in zip(got, expected):
-        tokens, exp_pos, exp_labels, exp_a, exp_b, exp_rand = exp
-        assert ids == [TOY_VOCAB[t] for t in tokens]
-        assert (pos, len_a, len_b, rand) == (exp_pos, exp_a, exp_b, exp_rand)
-        assert labels == [TOY_VOCAB[t] for t in exp_labels]
     assert rng.getstate() == ref_rng.getstate()
+    encoder = pretraining_data_records.RecordEncoder(
+        opts.max_seq_length, opts.max_predictions_per_seq, vocab_ids
+    )
+    got = list(encoder.encode_stored(corpus, store, order, batch_size=7))
+    assert len(got) == len(store) == len(expected) > 0
+    for record, exp in zip(got, expected):
+        tokens, pos, labels, len_a, len_b, rand = exp
+        ids = [TOY_VOCAB[t] for t in tokens]
+        labels = [TOY_VOCAB[t] for t in labels]
+        assert record == _serialize_like_the_original(
+            ids,
+            len_a,
+            len_b,
+            pos,
+            labels,
+            rand,
+            opts.max_seq_length,
+            opts.max_predictions_per_seq,
+        )
 
 
 def test_one_document_corpus_gives_random_next_from_itself():
     # Audit A5: after 10 misses B comes from the same document, label 1.
     opts = pretraining_data.GenerationOptions(dupe_factor=1)
-    docs = [[(10, 11, 12)]]
-    store, _ = pretraining_data.generate_records(
-        docs, opts, pretraining_data.VocabIds(TOY_VOCAB), random.Random(3)
+    vocab_ids = pretraining_data.VocabIds(TOY_VOCAB)
+    corpus = pretraining_data.Corpus([[(10, 11, 12)]], vocab_ids.num_ids)
+    store, _ = pretraining_data.generate_instances(
+        corpus, opts, vocab_ids, random.Random(3)
     )
     assert len(store) == 1
-    _, len_a, len_b, _, _, is_random = store.instance(0)
-    assert (len_a, len_b, is_random) == (3, 3, True)
+    assert store.meta.tolist()[:5] == [0, 3, 0, 3, 1]
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 9, 64, 127, 128, 129, 700])
@@ -237,7 +251,9 @@ def _serialize_like_the_original(
     "seq,preds,num_ids", [(128, 20, 30522), (512, 80, 250000)]
 )
 def test_record_encoder_bytes_equal_serialize_example(seq, preds, num_ids):
-    encoder = pretraining_data_records.RecordEncoder(seq, preds, num_ids)
+    encoder = pretraining_data_records.RecordEncoder(
+        seq, preds, _FakeVocabIds(num_ids)
+    )
     rng = random.Random(seq)
     for _ in range(200):
         len_a = rng.randint(1, seq - 4)
@@ -252,27 +268,41 @@ def test_record_encoder_bytes_equal_serialize_example(seq, preds, num_ids):
         assert encoder.encode(*instance) == expected
 
 
-@pytest.mark.parametrize("num_ids", [30522, 1 << 16, 250000])
-def test_instance_store_round_trips(num_ids):
-    store = pretraining_data_records.InstanceStore(num_ids)
-    rng = random.Random(num_ids)
-    instances = []
-    for _ in range(50):
-        n = rng.randint(5, 512)
-        pos = sorted(rng.sample(range(n), rng.randint(1, 5)))
-        instances.append(
-            (
-                [rng.randrange(num_ids) for _ in range(n)],
-                rng.randint(1, n - 4),
-                rng.randint(1, 400),
-                pos,
-                [rng.randrange(num_ids) for _ in pos],
-                rng.random() < 0.5,
-            )
+class _FakeVocabIds:
+    def __init__(self, num_ids):
+        self.num_ids, self.cls_id, self.sep_id = num_ids, 2, 3
+
+
+@pytest.mark.parametrize("seq,preds,num_ids", [(32, 6, 200), (512, 80, 250000)])
+def test_encode_stored_equals_encode(seq, preds, num_ids):
+    rng = random.Random(seq)
+    docs = [[tuple(rng.randrange(5, num_ids) for _ in range(seq))]]
+    corpus = pretraining_data.Corpus(docs * 3, num_ids)
+    store = pretraining_data.InstanceStore()
+    expected = []
+    encoder = pretraining_data_records.RecordEncoder(
+        seq, preds, _FakeVocabIds(num_ids)
+    )
+    tokens = corpus.tokens.tolist()
+    for _ in range(60):
+        len_a = rng.randint(1, seq - 4)
+        len_b = rng.randint(1, seq - 3 - len_a)
+        a, b = rng.randrange(2 * seq), rng.randrange(2 * seq)
+        ids = [2, *tokens[a : a + len_a], 3, *tokens[b : b + len_b], 3]
+        pos = rng.sample([p for p in range(len(ids)) if ids[p] > 3], 3)
+        out = [rng.choice([4, pretraining_data.KEEP, 77]) for _ in pos]
+        rand = rng.randint(0, 1)
+        store.append(a, len_a, b, len_b, rand, pos, out)
+        labels = [ids[p] for p in sorted(pos)]
+        for p, o in zip(pos, out):
+            ids[p] = ids[p] if o == pretraining_data.KEEP else o
+        expected.append(
+            encoder.encode(ids, len_a, len_b, sorted(pos), labels, rand)
         )
-        store.append(*instances[-1])
-    assert len(store) == len(instances)
-    assert [store.instance(i) for i in range(len(store))] == instances
+    order = list(range(60))
+    random.Random(1).shuffle(order)
+    got = list(encoder.encode_stored(corpus, store, order, batch_size=16))
+    assert got == [expected[i] for i in order]
 
 
 @pytest.mark.parametrize(
@@ -399,7 +429,7 @@ def test_plan_shards_cover_the_file_at_line_starts(tmp_path):
 
 
 def test_parsed_records_have_the_pretraining_spec():
-    encoder = pretraining_data_records.RecordEncoder(16, 3, 200)
+    encoder = pretraining_data_records.RecordEncoder(16, 3, _FakeVocabIds(200))
     record = encoder.encode([2, 7, 3, 8, 9, 3], 1, 2, [1, 4], [7, 9], True)
     spec = input_pipeline.pretraining_feature_spec(16, 3)
     parsed = tf.io.parse_single_example(record, spec)
