@@ -6,13 +6,86 @@ them, write them round-robin. Same inputs, vocabulary, flags and seed give
 the same records as the original (tests compare with its outputs).
 """
 
+import array
+import collections
 import dataclasses
+import multiprocessing
+import os
 
 from absl import logging
 
 from modeling import pretraining_data
 from modeling import pretraining_data_records
 from modeling import pretraining_data_text
+
+# Runs of at least this many instances encode their records in worker
+# processes; encoding is deterministic, so the output is the same.
+_PARALLEL_ENCODE_MIN = 20_000
+_ENCODE_CHUNK = 4096
+# Set before the encoder pool forks, so workers inherit it.
+_ENCODE_STATE = None
+
+
+def _encode_chunk(start):
+    """Encodes the records of order[start : start + _ENCODE_CHUNK]."""
+    encoder, corpus, store, order = _ENCODE_STATE
+    indices = order[start : start + _ENCODE_CHUNK]
+    records = list(encoder.encode_stored(corpus, store, indices))
+    return b"".join(records), array.array("i", map(len, records))
+
+
+def _split(blob, lengths):
+    pos = 0
+    for length in lengths:
+        yield blob[pos : pos + length]
+        pos += length
+
+
+def default_processes():
+    """CPUs this process may use, at most 4."""
+    return min(4, len(os.sched_getaffinity(0)))
+
+
+class ParallelRecords:
+    """Context giving the records of stored instances in `order`.
+
+    With `processes` > 1 and enough instances, forked workers encode chunks
+    ahead of the writer (a few in flight); else this process encodes.
+    """
+
+    def __init__(self, encoder, corpus, store, order, processes):
+        self._args = (encoder, corpus, store, order)
+        self._processes = processes
+        self._pool = None
+
+    def __enter__(self):
+        global _ENCODE_STATE
+        if self._processes > 1 and len(self._args[3]) >= _PARALLEL_ENCODE_MIN:
+            _ENCODE_STATE = self._args
+            context = multiprocessing.get_context("fork")
+            self._pool = context.Pool(self._processes)
+        return self._records()
+
+    def _records(self):
+        encoder, corpus, store, order = self._args
+        if self._pool is None:
+            yield from encoder.encode_stored(corpus, store, order)
+            return
+        pending = collections.deque()
+        for start in range(0, len(order), _ENCODE_CHUNK):
+            pending.append(self._pool.apply_async(_encode_chunk, (start,)))
+            if len(pending) > self._processes:
+                yield from _split(*pending.popleft().get())
+        while pending:
+            yield from _split(*pending.popleft().get())
+
+    def __exit__(self, exc_type, exc, tb):
+        global _ENCODE_STATE
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+        _ENCODE_STATE = None
+        return False
 
 
 def log_read_stats(stats, input_files):
@@ -53,7 +126,12 @@ def write_records(records, output_files, inv_vocab, num_logged=20):
 
 
 def create_exact(
-    input_files, output_files, tokenizer, options, decode_errors="strict"
+    input_files,
+    output_files,
+    tokenizer,
+    options,
+    decode_errors="strict",
+    processes=None,
 ):
     """The original's whole run: same records for the same inputs and seed.
 
@@ -63,6 +141,8 @@ def create_exact(
       tokenizer: tokenization.FullTokenizer.
       options: pretraining_data.GenerationOptions.
       decode_errors: "strict", "replace" or "ignore".
+      processes: int, processes that encode records (the generation itself
+        is sequential); None for `default_processes()`.
 
     Returns:
       dict of counts: instances, and ReadStats fields.
@@ -95,6 +175,8 @@ def create_exact(
         store.nbytes / 1e6,
         corpus.tokens.itemsize * len(corpus.tokens) / 1e6,
     )
-    records = encoder.encode_stored(corpus, store, order)
-    written = write_records(records, output_files, tokenizer.inv_vocab)
+    if processes is None:
+        processes = default_processes()
+    with ParallelRecords(encoder, corpus, store, order, processes) as records:
+        written = write_records(records, output_files, tokenizer.inv_vocab)
     return {"instances": written, **dataclasses.asdict(stats)}

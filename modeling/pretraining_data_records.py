@@ -160,7 +160,7 @@ class RecordEncoder:
             1 if is_random else 0,
         )
 
-    def encode_stored(self, corpus, store, order, batch_size=4096):
+    def encode_stored(self, corpus, store, order, batch_size=1024):
         """Yields the records of stored instances, in `order`.
 
         Args:

@@ -136,6 +136,28 @@ def test_exact_mode_is_byte_reproducible_and_round_robin(
     ]
 
 
+def test_parallel_encoding_writes_the_same_bytes(
+    toy_tokenizer, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(pretraining_data_exact, "_PARALLEL_ENCODE_MIN", 1)
+    monkeypatch.setattr(pretraining_data_exact, "_ENCODE_CHUNK", 37)
+    corpus = _corpus(tmp_path)
+    options = pretraining_data.GenerationOptions(max_seq_length=32)
+    outputs = []
+    for processes in (1, 2):
+        out = tmp_path / f"p{processes}.tfrecord"
+        pretraining_data_exact.create_exact(
+            [str(corpus)],
+            [str(out)],
+            toy_tokenizer,
+            options,
+            processes=processes,
+        )
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    assert len(_examples(tmp_path / "p2.tfrecord")) > 200
+
+
 BAD_INPUTS = {
     "empty_corpus": (
         b"\n \n\n\xe2\x80\x8b\n",
