@@ -14,10 +14,8 @@ an instance is kept as its skeleton, the spans of A and B in that array
 and its masked positions and replacement ids (InstanceStore, ~100 bytes),
 and records are assembled from skeletons with numpy when written (see
 pretraining_data_records.py); no lists of strings. The hot random calls
-are inlined. The inlined calls are the
-ones CPython's `random.Random` makes itself (`shuffle` and `randint` both
-reduce to `_randbelow`, i.e. `getrandbits(n.bit_length())` with rejection),
-so the stream consumed is the same; tests compare states after each call.
+are inlined (pretraining_data_rng.py): the same stream is consumed; tests
+compare generator states.
 
 Reading text is in pretraining_data_text.py, records and output files in
 pretraining_data_records.py, the whole run in pretraining_data_exact.py,
@@ -26,17 +24,14 @@ the parallel mode in pretraining_data_scale.py.
 
 import array
 import dataclasses
-import random
 
 from absl import logging
 
+from modeling import pretraining_data_rng
 from modeling import vocabulary
 
 # InstanceStore marks a masked position whose token stays as it is.
 KEEP = -1
-
-# Shuffles of up to this many items (candidate lists) memoize their steps.
-_MAX_MEMO_SHUFFLE = 4096
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,53 +103,6 @@ class VocabIds:
             if token.startswith("##"):
                 continuation[index] = 1
         self.is_continuation = bytes(continuation)
-
-
-def randbelow(n, getrandbits):
-    """CPython's `Random._randbelow(n)`: `randint(a, a+n-1)` is `a+this`."""
-    k = n.bit_length()
-    r = getrandbits(k)
-    while r >= n:
-        r = getrandbits(k)
-    return r
-
-
-def _shuffle_steps(n, cache={}):  # noqa: B006 (a deliberate memo)
-    """((i, bit_length(i + 1)) for i = n-1 .. 1): the draws of a shuffle."""
-    steps = cache.get(n)
-    if steps is None:
-        steps = tuple((i, (i + 1).bit_length()) for i in range(n - 1, 0, -1))
-        if n <= _MAX_MEMO_SHUFFLE:
-            cache[n] = steps
-    return steps
-
-
-def shuffle(x, getrandbits):
-    """CPython's `Random.shuffle(x)` with `_randbelow` inlined (3x faster).
-
-    Step i swaps x[i] with x[r], r = `_randbelow(i + 1)`: the top
-    `bit_length(i + 1)` bits of one 32-bit output, redrawn while r > i.
-    """
-    for i, k in _shuffle_steps(len(x)):
-        r = getrandbits(k)
-        while r > i:
-            r = getrandbits(k)
-        x[i], x[r] = x[r], x[i]
-
-
-def sample(x, m, getrandbits):
-    """The first `m` items of a random permutation of `x` (x is changed).
-
-    A Fisher-Yates shuffle from the front stopped after `m` steps: every
-    m-subset in every order is equally likely, with `m` draws instead of
-    `len(x) - 1`. Not the original's stream; the scale mode uses it.
-    """
-    n = len(x)
-    m = min(m, n)
-    for i in range(m):
-        j = i + randbelow(n - i, getrandbits)
-        x[i], x[j] = x[j], x[i]
-    return x[:m]
 
 
 class Corpus:
@@ -244,7 +192,9 @@ class InstanceMaker:
         # The target is drawn once per document and pass, before any chunk.
         target = self.max_num_tokens
         if self.random() < self.short_seq_prob:
-            target = 2 + randbelow(self.max_num_tokens - 1, self.getrandbits)
+            target = 2 + pretraining_data_rng.randbelow(
+                self.max_num_tokens - 1, self.getrandbits
+            )
         chunk_start = 0
         length = 0
         i = 0
@@ -265,7 +215,13 @@ class InstanceMaker:
         num_segments = end - start
         a_end = start + 1
         if num_segments >= 2:
-            a_end = start + 1 + randbelow(num_segments - 1, self.getrandbits)
+            a_end = (
+                start
+                + 1
+                + pretraining_data_rng.randbelow(
+                    num_segments - 1, self.getrandbits
+                )
+            )
         a_start, len_a = bounds[start], bounds[a_end] - bounds[start]
         # No coin is drawn for a one-segment chunk (audit E1).
         if num_segments == 1 or self.random() < 0.5:
@@ -297,13 +253,15 @@ class InstanceMaker:
         """
         documents = self.documents
         for _ in range(10):
-            random_index = randbelow(len(documents), self.getrandbits)
+            random_index = pretraining_data_rng.randbelow(
+                len(documents), self.getrandbits
+            )
             if random_index != document_index:
                 break
         # After 10 misses B comes from this same document, still labelled
         # random next (audit A5).
         bounds = documents[random_index]
-        j = randbelow(len(bounds) - 1, self.getrandbits)
+        j = pretraining_data_rng.randbelow(len(bounds) - 1, self.getrandbits)
         b_start = bounds[j]
         j += 1
         while j < len(bounds) - 1 and bounds[j] - b_start < target_b_length:
@@ -354,8 +312,10 @@ class InstanceMaker:
     def _choose(self, candidates, num_to_predict):
         """Shuffles the candidates and picks the positions to mask."""
         if self.partial_shuffle:
-            return sample(candidates, num_to_predict, self.getrandbits)
-        shuffle(candidates, self.getrandbits)
+            return pretraining_data_rng.sample(
+                candidates, num_to_predict, self.getrandbits
+            )
+        pretraining_data_rng.shuffle(candidates, self.getrandbits)
         if not self.do_whole_word_mask:
             return candidates[:num_to_predict]
         positions = []
@@ -384,7 +344,13 @@ class InstanceMaker:
             elif random() < 0.5:
                 outputs.append(KEEP)  # 10% of the time: unchanged.
             else:
-                outputs.append(words[randbelow(len(words), self.getrandbits)])
+                outputs.append(
+                    words[
+                        pretraining_data_rng.randbelow(
+                            len(words), self.getrandbits
+                        )
+                    ]
+                )
         # Positions stay in draw order; records sort them.
         self._masked = (positions, outputs)
 
@@ -423,8 +389,3 @@ def generate_instances(
     order = array.array("i", range(len(store)))
     rng.shuffle(order)
     return store, order
-
-
-def make_rng(seed):
-    """The original's generator: `random.Random(seed)`."""
-    return random.Random(seed)

@@ -16,6 +16,7 @@ from absl import logging
 
 from modeling import pretraining_data
 from modeling import pretraining_data_records
+from modeling import pretraining_data_rng
 from modeling import pretraining_data_text
 
 # Runs of at least this many instances encode their records in worker
@@ -165,7 +166,7 @@ def create_exact(
     check_documents(documents, input_files)
     corpus = pretraining_data.Corpus(documents, vocab_ids.num_ids)
     del documents, line_tokenizer
-    rng = pretraining_data.make_rng(options.random_seed)
+    rng = pretraining_data_rng.make_rng(options.random_seed)
     store, order = pretraining_data.generate_instances(
         corpus, options, vocab_ids, rng
     )

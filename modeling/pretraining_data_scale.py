@@ -204,6 +204,17 @@ def _check_scale_args(num_workers, shard_bytes, decode_errors):
         raise ValueError(f"decode_errors={decode_errors!r}: unknown policy")
 
 
+def _worker_state(tokenizer, options, decode_errors):
+    vocab_ids = pretraining_data.VocabIds(tokenizer.vocab)
+    encoder = pretraining_data_records.RecordEncoder(
+        options.max_seq_length, options.max_predictions_per_seq, vocab_ids
+    )
+    line_tokenizer = pretraining_data_text.LineTokenizer(tokenizer)
+    return _WorkerState(
+        options, vocab_ids, encoder, line_tokenizer, decode_errors
+    )
+
+
 def _write_shard(out, data, lengths, inv_vocab):
     pos = 0
     for length in lengths:
@@ -245,18 +256,7 @@ def create_scaled(
     options.validate()
     _check_scale_args(num_workers, shard_bytes, decode_errors)
     pretraining_data_records.check_output_files(output_files, input_files)
-    vocab_ids = pretraining_data.VocabIds(tokenizer.vocab)
-    _STATE = _WorkerState(
-        options,
-        vocab_ids,
-        pretraining_data_records.RecordEncoder(
-            options.max_seq_length,
-            options.max_predictions_per_seq,
-            vocab_ids,
-        ),
-        pretraining_data_text.LineTokenizer(tokenizer),
-        decode_errors,
-    )
+    _STATE = _worker_state(tokenizer, options, decode_errors)
     stats = pretraining_data_text.ReadStats()
     progress = _Progress(sum(_file_size(f) for f in input_files))
     # fork: workers inherit _STATE and never call TensorFlow.

@@ -16,6 +16,7 @@ import tensorflow as tf
 from modeling import input_pipeline
 from modeling import pretraining_data
 from modeling import pretraining_data_records
+from modeling import pretraining_data_rng
 from modeling import pretraining_data_scale
 from modeling import pretraining_data_text
 
@@ -218,9 +219,9 @@ def test_shuffle_and_randbelow_match_cpython(n):
         ref, ours = random.Random(seed), random.Random(seed)
         x, y = list(range(n)), list(range(n))
         ref.shuffle(x)
-        pretraining_data.shuffle(y, ours.getrandbits)
+        pretraining_data_rng.shuffle(y, ours.getrandbits)
         assert x == y
-        assert ref.randint(0, n - 1) == pretraining_data.randbelow(
+        assert ref.randint(0, n - 1) == pretraining_data_rng.randbelow(
             n, ours.getrandbits
         )
         assert ref.getstate() == ours.getstate()
