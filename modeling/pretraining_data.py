@@ -9,7 +9,8 @@ short-sequence draw; per chunk the A/B split, the next-sentence coin, the
 random document and start; one draw per truncated token; the candidate
 shuffle and the 80/10/10 draws of masking; the final instance shuffle).
 
-What differs is the inside. Documents are one flat array of ids (Corpus);
+What differs is the inside. Documents are one flat array of ids
+(pretraining_data_text.Corpus);
 an instance is kept as its skeleton, the spans of A and B in that array
 and its masked positions and replacement ids (InstanceStore, ~100 bytes),
 and records are assembled from skeletons with numpy when written (see
@@ -103,27 +104,6 @@ class VocabIds:
             if token.startswith("##"):
                 continuation[index] = 1
         self.is_continuation = bytes(continuation)
-
-
-class Corpus:
-    """Documents as one flat array of token ids.
-
-    Attributes:
-      tokens: array.array of every token id, document after document.
-      documents: list, per document the list of its segment bounds
-        (offsets into `tokens`): segment j is tokens[b[j]:b[j + 1]].
-    """
-
-    def __init__(self, documents, num_ids):
-        """Flattens documents (lists of non-empty tuples of ids)."""
-        self.tokens = array.array("H" if num_ids <= 1 << 16 else "I")
-        self.documents = []
-        for document in documents:
-            bounds = [len(self.tokens)]
-            for segment in document:
-                self.tokens.extend(segment)
-                bounds.append(len(self.tokens))
-            self.documents.append(bounds)
 
 
 class InstanceStore:
@@ -361,7 +341,8 @@ def generate_instances(
     """All passes over the corpus, then the original's final shuffle.
 
     Args:
-      corpus: Corpus; its document list is shuffled in place by `rng`.
+      corpus: pretraining_data_text.Corpus; its document list is shuffled
+        in place by `rng`.
       options: GenerationOptions.
       vocab_ids: VocabIds.
       rng: random.Random, consumed exactly as the original consumes it.

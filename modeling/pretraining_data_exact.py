@@ -7,9 +7,7 @@ the same records as the original (tests compare with its outputs).
 """
 
 import array
-import collections
 import dataclasses
-import multiprocessing
 import os
 
 from absl import logging
@@ -17,25 +15,25 @@ from absl import logging
 from modeling import pretraining_data
 from modeling import pretraining_data_records
 from modeling import pretraining_data_rng
+from modeling import pretraining_data_shards
 from modeling import pretraining_data_text
 
 # Runs of at least this many instances encode their records in worker
 # processes; encoding is deterministic, so the output is the same.
 _PARALLEL_ENCODE_MIN = 20_000
 _ENCODE_CHUNK = 4096
-# Set before the encoder pool forks, so workers inherit it.
-_ENCODE_STATE = None
 
 
 def _encode_chunk(start):
     """Encodes the records of order[start : start + _ENCODE_CHUNK]."""
-    encoder, corpus, store, order = _ENCODE_STATE
+    encoder, corpus, store, order = pretraining_data_shards.state()
     indices = order[start : start + _ENCODE_CHUNK]
     records = list(encoder.encode_stored(corpus, store, indices))
     return b"".join(records), array.array("i", map(len, records))
 
 
-def _split(blob, lengths):
+def split_records(blob, lengths):
+    """Yields the records packed back to back in `blob`."""
     pos = 0
     for length in lengths:
         yield blob[pos : pos + length]
@@ -47,46 +45,18 @@ def default_processes():
     return min(4, len(os.sched_getaffinity(0)))
 
 
-class ParallelRecords:
-    """Context giving the records of stored instances in `order`.
+def encoded_records(pool, encoder, corpus, store, order):
+    """Yields the records of stored instances in `order`.
 
-    With `processes` > 1 and enough instances, forked workers encode chunks
-    ahead of the writer (a few in flight); else this process encodes.
+    With a multi-process `pool` (whose state is these arguments) and
+    enough instances, the workers encode chunks ahead of the writer.
     """
-
-    def __init__(self, encoder, corpus, store, order, processes):
-        self._args = (encoder, corpus, store, order)
-        self._processes = processes
-        self._pool = None
-
-    def __enter__(self):
-        global _ENCODE_STATE
-        if self._processes > 1 and len(self._args[3]) >= _PARALLEL_ENCODE_MIN:
-            _ENCODE_STATE = self._args
-            context = multiprocessing.get_context("fork")
-            self._pool = context.Pool(self._processes)
-        return self._records()
-
-    def _records(self):
-        encoder, corpus, store, order = self._args
-        if self._pool is None:
-            yield from encoder.encode_stored(corpus, store, order)
-            return
-        pending = collections.deque()
-        for start in range(0, len(order), _ENCODE_CHUNK):
-            pending.append(self._pool.apply_async(_encode_chunk, (start,)))
-            if len(pending) > self._processes:
-                yield from _split(*pending.popleft().get())
-        while pending:
-            yield from _split(*pending.popleft().get())
-
-    def __exit__(self, exc_type, exc, tb):
-        global _ENCODE_STATE
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-        _ENCODE_STATE = None
-        return False
+    if pool.processes <= 1 or len(order) < _PARALLEL_ENCODE_MIN:
+        yield from encoder.encode_stored(corpus, store, order)
+        return
+    starts = range(0, len(order), _ENCODE_CHUNK)
+    for blob, lengths in pool.imap(_encode_chunk, starts):
+        yield from split_records(blob, lengths)
 
 
 def log_read_stats(stats, input_files):
@@ -142,8 +112,9 @@ def create_exact(
       tokenizer: tokenization.FullTokenizer.
       options: pretraining_data.GenerationOptions.
       decode_errors: "strict", "replace" or "ignore".
-      processes: int, processes that encode records (the generation itself
-        is sequential); None for `default_processes()`.
+      processes: int, processes that tokenize text and encode records
+        (the generation itself is sequential; the output does not depend
+        on this); None for `default_processes()`.
 
     Returns:
       dict of counts: instances, and ReadStats fields.
@@ -158,14 +129,17 @@ def create_exact(
     encoder = pretraining_data_records.RecordEncoder(
         options.max_seq_length, options.max_predictions_per_seq, vocab_ids
     )
-    line_tokenizer = pretraining_data_text.LineTokenizer(tokenizer)
-    documents, stats = pretraining_data_text.read_documents(
-        input_files, line_tokenizer, decode_errors
+    if processes is None:
+        processes = default_processes()
+    corpus, stats = pretraining_data_text.read_corpus(
+        input_files,
+        pretraining_data_text.LineTokenizer(tokenizer),
+        vocab_ids.num_ids,
+        decode_errors,
+        processes,
     )
     log_read_stats(stats, input_files)
-    check_documents(documents, input_files)
-    corpus = pretraining_data.Corpus(documents, vocab_ids.num_ids)
-    del documents, line_tokenizer
+    check_documents(corpus.documents, input_files)
     rng = pretraining_data_rng.make_rng(options.random_seed)
     store, order = pretraining_data.generate_instances(
         corpus, options, vocab_ids, rng
@@ -176,8 +150,8 @@ def create_exact(
         store.nbytes / 1e6,
         corpus.tokens.itemsize * len(corpus.tokens) / 1e6,
     )
-    if processes is None:
-        processes = default_processes()
-    with ParallelRecords(encoder, corpus, store, order, processes) as records:
+    state = (encoder, corpus, store, order)
+    with pretraining_data_shards.ForkPool(processes, state) as pool:
+        records = encoded_records(pool, encoder, corpus, store, order)
         written = write_records(records, output_files, tokenizer.inv_vocab)
     return {"instances": written, **dataclasses.asdict(stats)}

@@ -5,7 +5,8 @@ near the cut when there is one, else at a line end). A worker turns one
 shard into records with the exact mode's algorithm applied to the shard
 alone, with its own `random.Random` seeded from (random_seed, shard index):
 document shuffle, `dupe_factor` passes, then a shuffle of all the shard's
-instances. The parent writes shards in shard order, round-robin across the
+instances. Masking draws only the positions it masks (a partial shuffle,
+the same distribution with ~20 draws instead of ~125). The parent writes shards in shard order, round-robin across the
 output files, as they complete.
 
 So the output is deterministic for a seed and shard size, whatever the
@@ -18,8 +19,6 @@ parent holds the records of at most num_workers + 1 shards.
 
 import array
 import dataclasses
-import multiprocessing
-import os
 import random
 import time
 
@@ -28,69 +27,8 @@ from absl import logging
 from modeling import pretraining_data
 from modeling import pretraining_data_exact
 from modeling import pretraining_data_records
+from modeling import pretraining_data_shards
 from modeling import pretraining_data_text
-
-# Blank-line search window past a nominal cut (a document boundary there
-# keeps documents whole; without one the cut falls at the next line end).
-_BOUNDARY_WINDOW = 1 << 16
-
-
-@dataclasses.dataclass(frozen=True)
-class Shard:
-    """A byte range of one input file, starting at a line start."""
-
-    index: int
-    path: str
-    start: int
-    end: int
-    first_line: int  # 1-based number of the line at `start`.
-
-
-def _file_size(path):
-    if "://" in str(path):
-        import tensorflow as tf
-
-        return tf.io.gfile.stat(path).length
-    return os.path.getsize(path)
-
-
-def _cut(f, nominal, size):
-    """The byte offset of the first line start at or after a good cut."""
-    f.seek(nominal)
-    window = f.read(_BOUNDARY_WINDOW)
-    blank = window.find(b"\n\n")
-    if blank >= 0:
-        return nominal + blank + 1
-    pos = nominal
-    while window:
-        newline = window.find(b"\n")
-        if newline >= 0:
-            return pos + newline + 1
-        pos += len(window)
-        window = f.read(_BOUNDARY_WINDOW)
-    return size
-
-
-def plan_shards(input_files, shard_bytes):
-    """Yields the Shards of all files, in order, reading each file once.
-
-    Args:
-      input_files: list of str.
-      shard_bytes: int > 0, the nominal shard size.
-    """
-    index = 0
-    for path in input_files:
-        size = _file_size(path)
-        start, line = 0, 1
-        with pretraining_data_text.open_binary(path) as f:
-            while start < size:
-                nominal = start + shard_bytes
-                end = size if nominal >= size else _cut(f, nominal, size)
-                yield Shard(index, str(path), start, end, line)
-                f.seek(start)
-                line += f.read(end - start).count(b"\n")
-                index += 1
-                start = end
 
 
 @dataclasses.dataclass
@@ -100,11 +38,6 @@ class _WorkerState:
     encoder: pretraining_data_records.RecordEncoder
     line_tokenizer: pretraining_data_text.LineTokenizer
     decode_errors: str
-
-
-# Set in the parent before the pool forks, so workers inherit it (the
-# tokenizer is not pickled per task).
-_STATE = None
 
 
 def shard_rng(random_seed, shard_index):
@@ -120,19 +53,17 @@ def process_shard(shard):
       serialized examples in output order, back to back; lengths an array
       of their sizes; stats a ReadStats.
     """
-    state = _STATE
-    with pretraining_data_text.open_binary(shard.path) as f:
-        f.seek(shard.start)
-        data = f.read(shard.end - shard.start)
-    builder = pretraining_data_text.DocumentBuilder(
-        state.line_tokenizer, state.decode_errors
+    state = pretraining_data_shards.state()
+    corpus = pretraining_data_text.Corpus(state.vocab_ids.num_ids)
+    tokens, lengths, stats = pretraining_data_text.read_shard(
+        shard, state.line_tokenizer, state.decode_errors, corpus.tokens.typecode
     )
-    builder.add_bytes(data, shard.path, shard.first_line)
-    documents = builder.finish()
-    if not documents:
-        return shard, b"", array.array("i"), builder.stats
-    corpus = pretraining_data.Corpus(documents, state.vocab_ids.num_ids)
-    del documents
+    corpus.add(tokens, lengths)
+    del tokens, lengths
+    stats.empty_documents = corpus.finish()
+    stats.documents = len(corpus.documents)
+    if not corpus.documents:
+        return shard, b"", array.array("i"), stats
     rng = shard_rng(state.options.random_seed, shard.index)
     store, order = pretraining_data.generate_instances(
         corpus,
@@ -144,7 +75,7 @@ def process_shard(shard):
     )
     records = list(state.encoder.encode_stored(corpus, store, order))
     lengths = array.array("i", map(len, records))
-    return shard, b"".join(records), lengths, builder.stats
+    return shard, b"".join(records), lengths, stats
 
 
 class _Progress:
@@ -182,17 +113,6 @@ class _Progress:
         )
 
 
-def _results_in_order(pool, shards, max_in_flight):
-    """Yields process_shard results in shard order, few in flight."""
-    pending = []
-    for shard in shards:
-        pending.append(pool.apply_async(process_shard, (shard,)))
-        if len(pending) >= max_in_flight:
-            yield pending.pop(0).get()
-    while pending:
-        yield pending.pop(0).get()
-
-
 def _check_scale_args(num_workers, shard_bytes, decode_errors):
     if num_workers < 1:
         raise ValueError(f"num_workers={num_workers}: scale mode needs >= 1")
@@ -216,10 +136,7 @@ def _worker_state(tokenizer, options, decode_errors):
 
 
 def _write_shard(out, data, lengths, inv_vocab):
-    pos = 0
-    for length in lengths:
-        record = data[pos : pos + length]
-        pos += length
+    for record in pretraining_data_exact.split_records(data, lengths):
         if out.num_written < 20:
             pretraining_data_records.log_instance(record, inv_vocab)
         out.write(record)
@@ -252,33 +169,31 @@ def create_scaled(
       ValueError: bad options, vocabulary, text or output files; no output
         file is left behind.
     """
-    global _STATE
     options.validate()
     _check_scale_args(num_workers, shard_bytes, decode_errors)
     pretraining_data_records.check_output_files(output_files, input_files)
-    _STATE = _worker_state(tokenizer, options, decode_errors)
+    state = _worker_state(tokenizer, options, decode_errors)
     stats = pretraining_data_text.ReadStats()
-    progress = _Progress(sum(_file_size(f) for f in input_files))
-    # fork: workers inherit _STATE and never call TensorFlow.
-    pool = multiprocessing.get_context("fork").Pool(num_workers)
-    try:
-        with pretraining_data_records.AtomicRecordWriters(output_files) as out:
-            results = _results_in_order(
-                pool, plan_shards(input_files, shard_bytes), num_workers + 1
-            )
-            for shard, data, lengths, shard_stats in results:
-                stats.add(shard_stats)
-                _write_shard(out, data, lengths, tokenizer.inv_vocab)
-                progress.update(shard, out.num_written)
-            progress.log(out.num_written)
-            pretraining_data_exact.log_read_stats(stats, input_files)
-            if not stats.documents:
-                pretraining_data_exact.check_documents([], input_files)
-            out.commit()
-    finally:
-        pool.terminate()
-        pool.join()
-        _STATE = None
+    progress = _Progress(
+        sum(pretraining_data_shards.file_size(f) for f in input_files)
+    )
+    shards = pretraining_data_shards.plan_shards(input_files, shard_bytes)
+    # The pool forks before the writers open; one worker runs in-process.
+    with (
+        pretraining_data_shards.ForkPool(num_workers, state) as pool,
+        pretraining_data_records.AtomicRecordWriters(output_files) as out,
+    ):
+        for shard, data, lengths, shard_stats in pool.imap(
+            process_shard, shards
+        ):
+            stats.add(shard_stats)
+            _write_shard(out, data, lengths, tokenizer.inv_vocab)
+            progress.update(shard, out.num_written)
+        progress.log(out.num_written)
+        pretraining_data_exact.log_read_stats(stats, input_files)
+        if not stats.documents:
+            pretraining_data_exact.check_documents([], input_files)
+        out.commit()
     logging.info("Wrote %d total instances", out.num_written)
     return {
         "instances": out.num_written,

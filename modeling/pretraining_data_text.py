@@ -12,8 +12,11 @@ and line, unless `decode_errors` is "replace" or "ignore" (the original's
 silent behaviour); either way they are counted.
 """
 
+import array
 import dataclasses
 import itertools
+
+from modeling import pretraining_data_shards
 
 DECODE_ERRORS = ("strict", "replace", "ignore")
 
@@ -76,15 +79,6 @@ class LineTokenizer:
         """Returns the tuple of token ids of one line (a str)."""
         words = self._split_words(line)
         return tuple(itertools.chain.from_iterable(map(self._lookup, words)))
-
-
-def open_binary(path):
-    """Opens a local or tf.io.gfile path (gs://...) for binary reading."""
-    if "://" in str(path):
-        import tensorflow as tf  # Only remote paths need TF.
-
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
 
 
 def decode_line(raw, path, line_number, decode_errors, stats):
@@ -162,40 +156,121 @@ class DocumentBuilder:
             else:
                 stats.dropped_lines += 1
 
-    def add_file(self, path, block_size=1 << 20):
-        """Adds a whole file, reading it in blocks of whole lines."""
-        line_number = 1
-        rest = b""
-        with open_binary(path) as f:
-            while True:
-                block = f.read(block_size)
-                data = rest + block
-                cut = len(data) if not block else data.rfind(b"\n") + 1
-                if cut > 0:
-                    self.add_bytes(data[:cut], path, line_number)
-                    line_number += data.count(b"\n", 0, cut)
-                rest = data[cut:]
-                if not block:
-                    break
+    def take_raw_documents(self):
+        """Returns the documents so far, empty ones included, and resets.
 
-    def finish(self):
-        """Returns the list of non-empty documents (and updates stats)."""
-        documents = [d for d in self._documents if d]
-        self.stats.empty_documents += len(self._documents) - len(documents)
-        self.stats.documents += len(documents)
-        self._documents = [[]]
+        The first continues the text before these lines: a new document
+        starts only after a blank line.
+        """
+        documents, self._documents = self._documents, [[]]
         return documents
 
 
-def read_documents(input_files, line_tokenizer, decode_errors="strict"):
-    """Reads all files into one list of documents (the original's order).
+class Corpus:
+    """Documents as one flat array of token ids.
+
+    Attributes:
+      tokens: array.array of every token id, document after document.
+      documents: list, per document the list of its segment bounds
+        (offsets into `tokens`): segment j is tokens[b[j]:b[j + 1]].
+    """
+
+    def __init__(self, num_ids):
+        self.tokens = array.array("H" if num_ids <= 1 << 16 else "I")
+        self.documents = [[0]]  # The last one is open until `finish`.
+
+    def add(self, tokens, lengths):
+        """Appends the next stretch of text, flattened.
+
+        Args:
+          tokens: array of the ids of its segments, back to back.
+          lengths: per raw document (see `take_raw_documents`), the list of
+            its segment lengths; the first continues the last document.
+        """
+        pos = len(self.tokens)
+        self.tokens.extend(tokens)
+        for k, segment_lengths in enumerate(lengths):
+            if k:
+                self.documents.append([pos])
+            bounds = self.documents[-1]
+            for length in segment_lengths:
+                pos += length
+                bounds.append(pos)
+
+    def finish(self):
+        """Drops documents without segments; returns how many."""
+        kept = [bounds for bounds in self.documents if len(bounds) > 1]
+        dropped = len(self.documents) - len(kept)
+        self.documents = kept
+        return dropped
+
+    @classmethod
+    def from_documents(cls, documents, num_ids):
+        """A Corpus of documents given as lists of tuples of ids."""
+        corpus = cls(num_ids)
+        corpus.add(*flatten(documents, corpus.tokens.typecode))
+        corpus.finish()
+        return corpus
+
+    def segments(self, document_index):
+        """The tuples of ids of one document's segments (for tests, logs)."""
+        bounds = self.documents[document_index]
+        return [
+            tuple(self.tokens[bounds[j] : bounds[j + 1]])
+            for j in range(len(bounds) - 1)
+        ]
+
+
+def flatten(raw_documents, typecode):
+    """(tokens array, per document segment lengths) of raw documents."""
+    tokens = array.array(typecode)
+    lengths = []
+    for document in raw_documents:
+        for segment in document:
+            tokens.extend(segment)
+        lengths.append([len(segment) for segment in document])
+    return tokens, lengths
+
+
+def read_shard(shard, line_tokenizer, decode_errors, typecode):
+    """Tokenizes one shard: (tokens, lengths, stats) for `Corpus.add`."""
+    builder = DocumentBuilder(line_tokenizer, decode_errors)
+    data = pretraining_data_shards.read_shard_bytes(shard)
+    builder.add_bytes(data, shard.path, shard.first_line)
+    raw = builder.take_raw_documents()
+    return (*flatten(raw, typecode), builder.stats)
+
+
+def _read_shard_in_worker(shard):
+    return read_shard(shard, *pretraining_data_shards.state())
+
+
+def read_corpus(
+    input_files,
+    line_tokenizer,
+    num_ids,
+    decode_errors="strict",
+    processes=1,
+    shard_bytes=1 << 20,
+):
+    """Reads all files into one Corpus, as the original reads them.
+
+    Shards of the files are tokenized by `processes` workers and joined in
+    order; the result does not depend on `processes` or `shard_bytes`.
 
     Returns:
-      (documents, stats): list of documents, each a list of tuples of ids;
-      ReadStats.
+      (corpus, stats): Corpus; ReadStats.
     """
-    builder = DocumentBuilder(line_tokenizer, decode_errors)
-    for path in input_files:
-        builder.add_file(path)
-    documents = builder.finish()
-    return documents, builder.stats
+    corpus = Corpus(num_ids)
+    stats = ReadStats()
+    state = (line_tokenizer, decode_errors, corpus.tokens.typecode)
+    shards = pretraining_data_shards.plan_shards(input_files, shard_bytes)
+    with pretraining_data_shards.ForkPool(processes, state) as pool:
+        for tokens, lengths, shard_stats in pool.imap(
+            _read_shard_in_worker, shards
+        ):
+            corpus.add(tokens, lengths)
+            stats.add(shard_stats)
+    stats.empty_documents = corpus.finish()
+    stats.documents = len(corpus.documents)
+    return corpus, stats

@@ -17,7 +17,7 @@ from modeling import input_pipeline
 from modeling import pretraining_data
 from modeling import pretraining_data_records
 from modeling import pretraining_data_rng
-from modeling import pretraining_data_scale
+from modeling import pretraining_data_shards
 from modeling import pretraining_data_text
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -175,7 +175,9 @@ def test_generate_records_equals_reference(name, num_docs):
     )
     id_docs = [[tuple(TOY_VOCAB[t] for t in seg) for seg in d] for d in docs]
     vocab_ids = pretraining_data.VocabIds(TOY_VOCAB)
-    corpus = pretraining_data.Corpus(id_docs, vocab_ids.num_ids)
+    corpus = pretraining_data_text.Corpus.from_documents(
+        id_docs, vocab_ids.num_ids
+    )
     store, order = pretraining_data.generate_instances(
         corpus, opts, vocab_ids, rng
     )
@@ -205,7 +207,9 @@ def test_one_document_corpus_gives_random_next_from_itself():
     # Audit A5: after 10 misses B comes from the same document, label 1.
     opts = pretraining_data.GenerationOptions(dupe_factor=1)
     vocab_ids = pretraining_data.VocabIds(TOY_VOCAB)
-    corpus = pretraining_data.Corpus([[(10, 11, 12)]], vocab_ids.num_ids)
+    corpus = pretraining_data_text.Corpus.from_documents(
+        [[(10, 11, 12)]], vocab_ids.num_ids
+    )
     store, _ = pretraining_data.generate_instances(
         corpus, opts, vocab_ids, random.Random(3)
     )
@@ -278,7 +282,7 @@ class _FakeVocabIds:
 def test_encode_stored_equals_encode(seq, preds, num_ids):
     rng = random.Random(seq)
     docs = [[tuple(rng.randrange(5, num_ids) for _ in range(seq))]]
-    corpus = pretraining_data.Corpus(docs * 3, num_ids)
+    corpus = pretraining_data_text.Corpus.from_documents(docs * 3, num_ids)
     store = pretraining_data.InstanceStore()
     expected = []
     encoder = pretraining_data_records.RecordEncoder(
@@ -364,25 +368,31 @@ class _SplitTokenizer:
         return [self.vocab[t] for t in tokens]
 
 
-def _read(tmp_path, contents, decode_errors="strict"):
+def _read(tmp_path, contents, decode_errors="strict", processes=1, shard=64):
     paths = []
     for i, data in enumerate(contents):
         path = tmp_path / f"in{i}.txt"
         path.write_bytes(data)
         paths.append(str(path))
     line_tokenizer = pretraining_data_text.LineTokenizer(_SplitTokenizer())
-    return pretraining_data_text.read_documents(
-        paths, line_tokenizer, decode_errors
+    corpus, stats = pretraining_data_text.read_corpus(
+        paths, line_tokenizer, 200, decode_errors, processes, shard
     )
+    docs = [corpus.segments(d) for d in range(len(corpus.documents))]
+    return docs, stats
 
 
-def test_read_documents_follows_the_original(tmp_path):
+# Tiny shards cut documents anywhere; the result must not change.
+@pytest.mark.parametrize("processes,shard", [(1, 1 << 20), (1, 1), (2, 4)])
+def test_read_corpus_follows_the_original(tmp_path, processes, shard):
     docs, stats = _read(
         tmp_path,
         [
             b"w1 w2\n  \n\n\nw3\r\rw4\n\xe2\x80\x8b\nw5",  # \r stays in a line
             b"w6\n\nw7 ##c1\n",  # No new document at a file boundary.
         ],
+        processes=processes,
+        shard=shard,
     )
     v = TOY_VOCAB
     assert docs == [
@@ -397,17 +407,16 @@ def test_read_documents_follows_the_original(tmp_path):
     assert stats.tokens == 8
 
 
-def test_read_documents_rejects_bad_utf8_with_file_and_line(tmp_path):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_read_corpus_rejects_bad_utf8_with_file_and_line(tmp_path, processes):
     with pytest.raises(
         ValueError, match=r"in0\.txt:3: bytes that are not UTF-8"
     ):
-        _read(tmp_path, [b"w1\nw2\nw3 \xff w4\n"])
+        _read(tmp_path, [b"w1\nw2\nw3 \xff w4\n"], processes=processes, shard=2)
 
 
 @pytest.mark.parametrize("policy,expected", [("replace", 2), ("ignore", 2)])
-def test_read_documents_replaces_bad_utf8_when_asked(
-    tmp_path, policy, expected
-):
+def test_read_corpus_replaces_bad_utf8_when_asked(tmp_path, policy, expected):
     docs, stats = _read(tmp_path, [b"w1\xff\nw2 \xfe\n"], policy)
     assert stats.decode_error_lines == expected
     assert docs == [[(TOY_VOCAB["w1"],), (TOY_VOCAB["w2"],)]]
@@ -418,7 +427,7 @@ def test_plan_shards_cover_the_file_at_line_starts(tmp_path):
     data = ("\n".join(lines) + "\n").encode()
     path = tmp_path / "corpus.txt"
     path.write_bytes(data)
-    shards = list(pretraining_data_scale.plan_shards([str(path)], 100))
+    shards = list(pretraining_data_shards.plan_shards([str(path)], 100))
     assert shards[0].start == 0 and shards[-1].end == len(data)
     for before, after in itertools.pairwise(shards):
         assert before.end == after.start

@@ -1,0 +1,143 @@
+"""Input shards and ordered work in forked processes.
+
+Both modes cut input files into shards of about `shard_bytes` (at a blank
+line near the cut when there is one, else at a line end) and hand work to
+forked worker processes whose results come back in order, with only a few
+in flight so memory stays bounded.
+
+Workers are forked: they inherit the state set by `ForkPool` (tokenizer,
+corpus, options) instead of receiving it pickled, and they never call
+TensorFlow.
+"""
+
+import collections
+import dataclasses
+import multiprocessing
+import os
+
+# Blank-line search window past a nominal cut (a document boundary there
+# keeps documents whole; without one the cut falls at the next line end).
+_BOUNDARY_WINDOW = 1 << 16
+
+# The state of the current ForkPool, inherited by its workers.
+_STATE = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """A byte range of one input file, starting at a line start."""
+
+    index: int
+    path: str
+    start: int
+    end: int
+    first_line: int  # 1-based number of the line at `start`.
+
+
+def open_binary(path):
+    """Opens a local or tf.io.gfile path (gs://...) for binary reading."""
+    if "://" in str(path):
+        import tensorflow as tf  # Only remote paths need TF.
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def file_size(path):
+    if "://" in str(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.stat(path).length
+    return os.path.getsize(path)
+
+
+def _cut(f, nominal, size):
+    """The byte offset of the first line start at or after a good cut."""
+    f.seek(nominal)
+    window = f.read(_BOUNDARY_WINDOW)
+    blank = window.find(b"\n\n")
+    if blank >= 0:
+        return nominal + blank + 1
+    pos = nominal
+    while window:
+        newline = window.find(b"\n")
+        if newline >= 0:
+            return pos + newline + 1
+        pos += len(window)
+        window = f.read(_BOUNDARY_WINDOW)
+    return size
+
+
+def plan_shards(input_files, shard_bytes):
+    """Yields the Shards of all files, in order, reading each file once.
+
+    Args:
+      input_files: list of str.
+      shard_bytes: int > 0, the nominal shard size.
+    """
+    index = 0
+    for path in input_files:
+        size = file_size(path)
+        start, line = 0, 1
+        with open_binary(path) as f:
+            while start < size:
+                nominal = start + shard_bytes
+                end = size if nominal >= size else _cut(f, nominal, size)
+                yield Shard(index, str(path), start, end, line)
+                f.seek(start)
+                line += f.read(end - start).count(b"\n")
+                index += 1
+                start = end
+
+
+def read_shard_bytes(shard):
+    with open_binary(shard.path) as f:
+        f.seek(shard.start)
+        return f.read(shard.end - shard.start)
+
+
+def state():
+    """The state of the ForkPool this worker belongs to."""
+    return _STATE
+
+
+class ForkPool:
+    """A context: `processes` forked workers that inherit `worker_state`.
+
+    `imap(fn, items)` yields fn(item) in order, computed by the workers
+    with at most `processes + 1` items in flight; with `processes` <= 1 it
+    runs in this process (same results, no fork).
+    """
+
+    def __init__(self, processes, worker_state):
+        self.processes = processes
+        self._state = worker_state
+        self._pool = None
+
+    def __enter__(self):
+        global _STATE
+        _STATE = self._state
+        if self.processes > 1:
+            context = multiprocessing.get_context("fork")
+            self._pool = context.Pool(self.processes)
+        return self
+
+    def imap(self, fn, items):
+        if self._pool is None:
+            yield from map(fn, items)
+            return
+        pending = collections.deque()
+        for item in items:
+            pending.append(self._pool.apply_async(fn, (item,)))
+            if len(pending) > self.processes:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+    def __exit__(self, exc_type, exc, tb):
+        global _STATE
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+        _STATE = None
+        return False
