@@ -9,6 +9,7 @@ Regression tasks (STS-B) carry a float label and write it as a float feature.
 
 import csv
 import os
+import uuid
 
 import tensorflow as tf
 
@@ -198,7 +199,7 @@ def file_based_convert_examples_to_features(
     The file is written under a temporary name and renamed when complete, so
     a crash never leaves a truncated `train.tf_record` behind.
     """
-    tmp_file = output_file + ".tmp"
+    tmp_file = _tmp_name(output_file)
     with tf.io.TFRecordWriter(tmp_file) as writer:
         for ex_index, example in enumerate(examples):
             feature = convert_single_example(
@@ -261,10 +262,16 @@ def write_glue_submission(path, examples, predictions, label_list):
 
 def write_text_atomic(path, text):
     """Writes `text` to `path` through a temporary file and a rename."""
-    tmp_path = path + ".tmp"
+    tmp_path = _tmp_name(path)
     with tf.io.gfile.GFile(tmp_path, "w") as f:
         f.write(text)
     tf.io.gfile.rename(tmp_path, path, overwrite=True)
+
+
+def _tmp_name(path):
+    """A temporary name next to `path`, unique per writer (several workers
+    of a multi-worker run may write the same file at once)."""
+    return f"{path}.tmp-{uuid.uuid4().hex}"
 
 
 def data_file(data_dir, *names):

@@ -187,6 +187,22 @@ def loss_fn(is_regression):
     return compute
 
 
+def build_classifier(bert_config, num_labels, use_one_hot_embeddings=False):
+    """models.BertClassifier, usable under a mixed-precision policy.
+
+    Adapter: heads.ClassifierHead adds its float32 `output_bias` to float32
+    logits, but under a mixed policy Keras autocasts every variable read in
+    the layer's call to bfloat16/float16 (a dtype error). The head already
+    casts `output_weights` to the compute dtype itself, so autocasting is
+    turned off for that layer only.
+    """
+    model = models.BertClassifier(
+        bert_config, num_labels, use_one_hot_embeddings=use_one_hot_embeddings
+    )
+    model.classifier.autocast = False
+    return model
+
+
 def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     """The shared training.Trainer around a BertClassifier (for inference
     only, the step counts just have to be valid)."""
@@ -200,7 +216,7 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
         )
 
     training_task = training.Task(
-        build_model=lambda: models.BertClassifier(
+        build_model=lambda: build_classifier(
             task.bert_config, task.num_labels, use_one_hot_embeddings=s.use_tpu
         ),
         loss_fn=loss_fn(task.processor.is_regression),

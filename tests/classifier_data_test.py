@@ -147,7 +147,7 @@ def test_records_round_trip(tmp_path):
     classifier_data.file_based_convert_examples_to_features(
         padded, None, 6, tok, path
     )
-    assert not tf.io.gfile.exists(path + ".tmp")
+    assert tf.io.gfile.listdir(str(tmp_path)) == ["eval.tf_record"]
     spec = input_pipeline.classifier_feature_spec(6, label_dtype=tf.float32)
     records = [
         input_pipeline.decode_record(r, spec)

@@ -362,6 +362,25 @@ def test_loss_fn_is_the_original_cross_entropy_or_squared_error():
     assert float(logs["loss"]) == pytest.approx((0.25 + 4.0) / 2)
 
 
+def test_classifier_runs_under_mixed_bfloat16(tiny_config_dict):
+    import keras
+
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    batch = {
+        "input_ids": tf.constant([[5, 7, 9, 0]]),
+        "input_mask": tf.constant([[1, 1, 1, 0]]),
+        "segment_ids": tf.constant([[0, 0, 1, 0]]),
+    }
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = classifier_runner.build_classifier(config, 2)
+        logits = model(batch, training=False)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert logits.dtype == tf.float32 and logits.shape == (1, 2)
+    assert model.classifier.output_bias.dtype == "float32"
+
+
 # === Bad settings and data ===
 
 

