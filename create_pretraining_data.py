@@ -85,9 +85,11 @@ flags.DEFINE_integer(
     "num_workers",
     0,
     "0 (default): exact mode, the original's records (all instances are "
-    "held in memory, compactly, for the final shuffle). N >= 1: scale mode "
-    "with N worker processes over input shards, memory bounded "
-    "independently of corpus size, output streamed as shards complete. "
+    "held in memory, compactly, for the final shuffle; up to 4 CPUs "
+    "tokenize and encode, which does not change the output). N >= 1: scale "
+    "mode with N worker processes over input shards (N=1 runs in-process), "
+    "memory bounded independently of corpus size, output streamed as "
+    "shards complete. "
     "Scale-mode records are deterministic for a given seed (and do not "
     "depend on N) but are NOT the original's: each shard has its own "
     "random stream, next-sentence negatives come from the same shard, and "
@@ -99,7 +101,7 @@ flags.DEFINE_float(
     "Scale mode only: size of an input shard in MB of text (cut at a blank "
     "line near the boundary when there is one). Each shard's instances "
     "(all dupe_factor passes) are shuffled together, so bigger shards mix "
-    "better and use more memory per worker (about 10 MB of records per MB "
+    "better and use more memory per worker (about 20 MB of records per MB "
     "of text at dupe_factor=10).",
 )
 
