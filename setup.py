@@ -18,7 +18,8 @@ setuptools.setup(
     ),
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["modeling", "modeling.*"]),
-    py_modules=SCRIPTS,
+    # tokenization: the original's `import tokenization` keeps working.
+    py_modules=SCRIPTS + ["tokenization"],
     install_requires=[
         # Pinned together: tensorflow-text wheels are built against one TF minor.
         "tensorflow==2.21.0",
