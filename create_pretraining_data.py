@@ -11,10 +11,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from modeling import input_pipeline
 from modeling import pretraining_data
 from modeling import pretraining_data_exact
-from modeling import pretraining_data_scale
+from modeling import pretraining_data_shards
 from modeling import pretraining_data_text
 from modeling import tokenization
 
@@ -117,7 +116,7 @@ def main(_):
     logging.set_verbosity(logging.INFO)
     if FLAGS.num_workers < 0:
         raise ValueError(f"--num_workers={FLAGS.num_workers}: must be >= 0")
-    input_files = input_pipeline.expand_input_files(FLAGS.input_file)
+    input_files = pretraining_data_shards.expand_input_files(FLAGS.input_file)
     output_files = _output_files(FLAGS.output_file)
     options = pretraining_data.GenerationOptions(
         max_seq_length=FLAGS.max_seq_length,
@@ -143,6 +142,10 @@ def main(_):
             input_files, output_files, tokenizer, options, FLAGS.decode_errors
         )
     else:
+        # Imported here: it loads TensorFlow, which the exact mode loads in
+        # the background instead.
+        from modeling import pretraining_data_scale
+
         pretraining_data_scale.create_scaled(
             input_files,
             output_files,

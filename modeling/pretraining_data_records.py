@@ -267,21 +267,6 @@ def _varint_rows(values):
     return data.tobytes(), np.cumsum(size.sum(axis=1)).tolist()
 
 
-def check_output_files(output_files, input_files=()):
-    """Raises ValueError for an unusable list of output files."""
-    if not output_files:
-        raise ValueError("No output file given (--output_file)")
-    if len(set(output_files)) != len(output_files):
-        raise ValueError(f"Output files repeat: {output_files}")
-    inputs = {os.path.abspath(f) for f in input_files}
-    for path in output_files:
-        if os.path.abspath(path) in inputs:
-            raise ValueError(f"Output file {path} is also an input file")
-        parent = os.path.dirname(path)
-        if parent and "://" not in path and not os.path.isdir(parent):
-            raise ValueError(f"Directory of output file {path} does not exist")
-
-
 class AtomicRecordWriters:
     """TFRecord writers, round-robin over files, published only on success.
 

@@ -171,7 +171,7 @@ def create_scaled(
     """
     options.validate()
     _check_scale_args(num_workers, shard_bytes, decode_errors)
-    pretraining_data_records.check_output_files(output_files, input_files)
+    pretraining_data_shards.check_output_files(output_files, input_files)
     state = _worker_state(tokenizer, options, decode_errors)
     stats = pretraining_data_text.ReadStats()
     progress = _Progress(

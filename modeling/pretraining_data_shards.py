@@ -12,8 +12,11 @@ TensorFlow.
 
 import collections
 import dataclasses
+import glob
+import importlib
 import multiprocessing
 import os
+import threading
 
 # Blank-line search window past a nominal cut (a document boundary there
 # keeps documents whole; without one the cut falls at the next line end).
@@ -94,6 +97,77 @@ def read_shard_bytes(shard):
     with open_binary(shard.path) as f:
         f.seek(shard.start)
         return f.read(shard.end - shard.start)
+
+
+def expand_input_files(input_file):
+    """A comma-separated list of globs -> the list of files, each sorted.
+
+    Local patterns use Python's glob, so TensorFlow need not load first;
+    remote ones (gs://...) go to `input_pipeline.expand_input_files`.
+
+    Raises:
+      FileNotFoundError: naming the pattern that matched nothing.
+    """
+    if "://" in input_file:
+        from modeling import input_pipeline  # Loads TensorFlow.
+
+        return input_pipeline.expand_input_files(input_file)
+    files = []
+    for pattern in input_file.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        matched = sorted(glob.glob(pattern))
+        if not matched:
+            raise FileNotFoundError(
+                f"No file matches input pattern {pattern!r}"
+            )
+        files.extend(matched)
+    if not files:
+        raise FileNotFoundError(f"No input files given in {input_file!r}")
+    return files
+
+
+def check_output_files(output_files, input_files=()):
+    """Raises ValueError for an unusable list of output files."""
+    if not output_files:
+        raise ValueError("No output file given (--output_file)")
+    if len(set(output_files)) != len(output_files):
+        raise ValueError(f"Output files repeat: {output_files}")
+    inputs = {os.path.abspath(f) for f in input_files}
+    for path in output_files:
+        if os.path.abspath(path) in inputs:
+            raise ValueError(f"Output file {path} is also an input file")
+        parent = os.path.dirname(path)
+        if parent and "://" not in path and not os.path.isdir(parent):
+            raise ValueError(f"Directory of output file {path} does not exist")
+
+
+class BackgroundImport:
+    """Imports a module in a thread; `module()` waits for it.
+
+    TensorFlow takes seconds to import, partly outside the GIL; the exact
+    mode imports it (for writing) while it reads and generates.
+    """
+
+    def __init__(self, name):
+        self._name = name
+        self._module = None
+        self._error = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        try:
+            self._module = importlib.import_module(self._name)
+        except BaseException as e:  # noqa: BLE001 (re-raised in module())
+            self._error = e
+
+    def module(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._module
 
 
 def state():
