@@ -129,8 +129,14 @@ class BertModel(keras.layers.Layer):
         self.pooler = Pooler(
             config.hidden_size, config.initializer_range, name="pooler"
         )
+        # Built now, outside any name scope: built lazily inside a parent
+        # model's call, the paths would get the parent's prefix
+        # (`my_model/bert/...`) and no longer be the checkpoint names.
+        self.build()
 
     def build(self, input_shape=None):
+        if self.built:
+            return
         # The input is a dict; every weight shape follows from the config.
         hidden_shape = (None, None, self.config.hidden_size)
         self.embeddings.build(None)

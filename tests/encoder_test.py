@@ -129,3 +129,21 @@ def test_get_config_round_trip(config):
     clone = encoder.BertModel.from_config(model.get_config())
     assert clone.config == config and clone.use_one_hot_embeddings
     assert clone.name == "bert"
+
+
+def test_names_survive_wrapping_in_a_user_model(config, inputs):
+    class Wrapper(keras.Model):
+        def __init__(self):
+            super().__init__(name="wrapper")
+            self.bert = encoder.BertModel(config)
+            self.dense = keras.layers.Dense(2, name="head")
+
+        def call(self, features):
+            return self.dense(self.bert(features)["pooled_output"])
+
+    model = Wrapper()
+    model(inputs)
+    paths = [w.path for w in model.weights]
+    assert paths[0] == "bert/embeddings/word_embeddings"
+    assert "bert/pooler/dense/kernel" in paths
+    assert paths[-1] == "wrapper/head/bias"  # the user's own layer
