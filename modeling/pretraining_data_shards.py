@@ -138,6 +138,8 @@ def check_output_files(output_files, input_files=()):
     for path in output_files:
         if os.path.abspath(path) in inputs:
             raise ValueError(f"Output file {path} is also an input file")
+        if os.path.isdir(path):
+            raise ValueError(f"Output file {path} is a directory")
         parent = os.path.dirname(path)
         if parent and "://" not in path and not os.path.isdir(parent):
             raise ValueError(f"Directory of output file {path} does not exist")

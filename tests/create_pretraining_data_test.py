@@ -248,6 +248,7 @@ def test_vocab_without_mask_is_an_error(tmp_path):
         (["missing_dir/out.tfrecord"], "Directory of output file"),
         (["corpus.txt"], "is also an input file"),
         (["a.tfrecord", "a.tfrecord"], "Output files repeat"),
+        ([""], "is a directory"),
     ],
 )
 def test_bad_output_files(outputs, message, toy_tokenizer, tmp_path):
@@ -259,6 +260,29 @@ def test_bad_output_files(outputs, message, toy_tokenizer, tmp_path):
             toy_tokenizer,
             pretraining_data.GenerationOptions(),
         )
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"num_workers": 0}, "num_workers=0: scale mode needs >= 1"),
+        ({"num_workers": 2, "shard_bytes": 0}, "shard size 0 bytes"),
+        ({"num_workers": 2, "decode_errors": "skip"}, "decode_errors='skip'"),
+    ],
+)
+def test_scale_mode_rejects_bad_arguments(
+    kwargs, message, toy_tokenizer, tmp_path
+):
+    corpus = _corpus(tmp_path, num_docs=2)
+    with pytest.raises(ValueError, match=message):
+        pretraining_data_scale.create_scaled(
+            [str(corpus)],
+            [str(tmp_path / "out.tfrecord")],
+            toy_tokenizer,
+            pretraining_data.GenerationOptions(),
+            **kwargs,
+        )
+    assert _leftovers(tmp_path) == []
 
 
 def test_scale_mode_is_deterministic_whatever_the_worker_count(
