@@ -18,6 +18,7 @@ import re
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from modeling import config as config_lib
 
@@ -314,7 +315,7 @@ def load_weights(model_or_variables, path, ignore_missing=()):
         missing=missing,
         unused=sorted(n for n in shapes if n not in used),
     )
-    tf.get_logger().info(
+    logging.info(
         "Restored %d variables from %s; %d left at their initial values "
         "(%s); %d checkpoint names unused (%d not optimizer state).",
         len(restored),
