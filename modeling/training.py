@@ -202,6 +202,18 @@ class Trainer:
         with self.stop_signal.installed(cfg.handle_sigterm):
             return self._train_loop(iterator, start)
 
+    def run_steps(self, iterator, num_steps):
+        """Runs `num_steps` training steps in one call: no checkpoints, no
+        logs (benchmarks). Call `build` first.
+
+        Returns:
+          dict of the logged values averaged over the steps.
+        """
+        done, sums, _ = self._steps.train_chunk(
+            iterator, tf.constant(num_steps), self.stop_signal.flag
+        )
+        return {k: float(v) / int(done) for k, v in sums.items()}
+
     def _next_chunk(self, step):
         cfg = self.config
         to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps

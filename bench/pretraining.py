@@ -1,0 +1,224 @@
+"""Pre-training throughput of BERT-base on this machine, and its matmul peak.
+
+    python bench/pretraining.py                 # all four modes
+    python bench/pretraining.py --modes=float32 --steps=5
+
+For each mode (fp32 / mixed_bfloat16, each without and with XLA) a fresh
+subprocess builds BERT-base (random init) with the pre-training heads and the
+original optimizer, and times `--steps` training steps (seq 128, 20
+predictions, batch 8) after `--warmup` untimed ones, through the same
+`training.Trainer` step function that run_pretraining uses. The same process
+times a large tf.matmul in float32 and bfloat16; the fraction of peak is the
+training FLOPs per second over that matmul rate. Training FLOPs = 3 x the
+forward pass: 2 x (matmul weights of the encoder) x tokens, plus attention
+(QK^T and PV), plus the MLM head on the masked positions only. Prints one JSON
+object (date, machine, load, results).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODES = ("float32", "float32_xla", "mixed_bfloat16", "mixed_bfloat16_xla")
+BASE = {
+    "vocab_size": 30522,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
+
+
+def training_flops(cfg, batch, seq, preds):
+    """FLOPs of one training step (3 x forward), multiply-add = 2 FLOPs."""
+    h, i, n = (
+        cfg["hidden_size"],
+        cfg["intermediate_size"],
+        cfg["num_hidden_layers"],
+    )
+    tokens = batch * seq
+    encoder = 2 * n * (4 * h * h + 2 * h * i) * tokens
+    attention = 2 * n * batch * 2 * seq * seq * h
+    mlm = 2 * batch * preds * (h * h + h * cfg["vocab_size"])
+    pooler_nsp = 2 * batch * (h * h + 2 * h)
+    return 3 * (encoder + attention + mlm + pooler_nsp)
+
+
+def matmul_peak(tf, dtype, n=2048, repeats=10):
+    """Best FLOP/s of an n x n matmul chain in `dtype`."""
+    a = tf.random.normal([n, n], dtype=tf.float32)
+    a, b = tf.cast(a, dtype), tf.cast(a * 0.5, dtype)
+    matmul = tf.function(lambda x, y: tf.matmul(x, y))
+    matmul(a, b).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def synthetic_batch(tf, cfg, batch, seq, preds):
+    rng = tf.random.Generator.from_seed(0)
+    low = 1000 if cfg["vocab_size"] > 2000 else 5  # skip [unused*]/specials
+    ids = rng.uniform([batch, seq], low, cfg["vocab_size"], dtype=tf.int32)
+    positions = tf.sort(
+        rng.uniform([batch, preds], 1, seq, dtype=tf.int32), axis=-1
+    )
+    return {
+        "input_ids": ids,
+        "input_mask": tf.ones([batch, seq], tf.int32),
+        "segment_ids": tf.concat(
+            [
+                tf.zeros([batch, seq // 2], tf.int32),
+                tf.ones([batch, seq // 2], tf.int32),
+            ],
+            axis=1,
+        ),
+        "masked_lm_positions": positions,
+        "masked_lm_ids": tf.gather(ids, positions, batch_dims=1),
+        "masked_lm_weights": tf.ones([batch, preds], tf.float32),
+        "next_sentence_labels": tf.zeros([batch, 1], tf.int32),
+    }
+
+
+def run_mode(mode, args):
+    """Times one mode in this process; returns a dict of results."""
+    import tensorflow as tf
+
+    from modeling import config as config_lib
+    from modeling import distribute
+    from modeling import pretraining_task
+    from modeling import training
+
+    precision = mode.replace("_xla", "")
+    distribute.set_precision(precision)
+    cfg = dict(BASE, **json.loads(args.config_overrides or "{}"))
+    bert_config = config_lib.BertConfig.from_dict(cfg)
+    run_config = training.RunConfig(
+        output_dir=os.path.join(args.tmp_dir, mode),
+        num_train_steps=10**6,
+        num_warmup_steps=100,
+        learning_rate=1e-4,
+        precision=precision,
+        use_xla=mode.endswith("_xla"),
+        handle_sigterm=False,
+    )
+    trainer = training.Trainer(
+        pretraining_task.make_task(bert_config), run_config
+    )
+    features = synthetic_batch(tf, cfg, args.batch, args.seq, args.preds)
+    dataset = tf.data.Dataset.from_tensors(features).repeat()
+    trainer.build(dataset.element_spec)
+    iterator = iter(dataset)
+    start = time.perf_counter()
+    trainer.run_steps(iterator, args.warmup)
+    warmup_s = time.perf_counter() - start
+    start = time.perf_counter()
+    logs = trainer.run_steps(iterator, args.steps)
+    elapsed = time.perf_counter() - start
+    flops = training_flops(cfg, args.batch, args.seq, args.preds)
+    peak32 = matmul_peak(tf, tf.float32)
+    peak16 = matmul_peak(tf, tf.bfloat16)
+    rate = flops * args.steps / elapsed
+    peak = peak32 if precision == "float32" else peak16
+    return {
+        "mode": mode,
+        "sequences_per_sec": round(args.batch * args.steps / elapsed, 3),
+        "step_seconds": round(elapsed / args.steps, 4),
+        "trace_and_warmup_seconds": round(warmup_s, 1),
+        "train_tflops_per_step": round(flops / 1e12, 4),
+        "achieved_gflops": round(rate / 1e9, 1),
+        "matmul_peak_fp32_gflops": round(peak32 / 1e9, 1),
+        "matmul_peak_bf16_gflops": round(peak16 / 1e9, 1),
+        "fraction_of_peak": round(rate / peak, 3),
+        "fraction_of_fp32_peak": round(rate / peak32, 3),
+        "loss": round(logs["loss"], 4),
+    }
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--preds", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument(
+        "--config_overrides", default="", help="JSON (smoke tests)"
+    )
+    parser.add_argument("--tmp_dir", default="/tmp/bert_bench")
+    parser.add_argument("--child", default="", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv):
+    args = parse_args(argv)
+    if args.child:
+        print("RESULT " + json.dumps(run_mode(args.child, args)), flush=True)
+        return
+    results = []
+    for mode in args.modes.split(","):
+        if mode not in MODES:
+            raise SystemExit(f"unknown mode {mode!r}; expected {MODES}")
+        child = [
+            sys.executable,
+            os.path.abspath(__file__),
+            *argv,
+            f"--child={mode}",
+        ]
+        env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+        proc = subprocess.run(
+            child, env=env, capture_output=True, text=True, check=False
+        )
+        lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+        if proc.returncode or not lines:
+            results.append({"mode": mode, "error": proc.stderr[-2000:]})
+            continue
+        results.append(json.loads(lines[-1][len("RESULT ") :]))
+    report = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(),
+        "machine": {
+            "node": platform.node(),
+            "processor": _cpu_model(),
+            "cpus": os.cpu_count(),
+            "load_average_1_5_15": os.getloadavg(),
+        },
+        "settings": {
+            "model": "BERT-base",
+            "batch": args.batch,
+            "seq": args.seq,
+            "predictions": args.preds,
+            "timed_steps": args.steps,
+        },
+        "results": results,
+    }
+    print(json.dumps(report, indent=2))
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
