@@ -1,13 +1,13 @@
 """extract_features.py end to end on the converted MiniLM model."""
 
 import json
+import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
-from absl import flags
-from absl.testing import flagsaver
 
-import extract_features
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import convert
@@ -15,6 +15,7 @@ from modeling import encoder
 from modeling import extract
 from modeling import tokenization
 
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LINES = [
     "The dog is hairy.",
     "Is this jacksonville? ||| No it is not.",
@@ -29,31 +30,41 @@ def minilm_original(minilm_dir, tmp_path_factory):
     return out
 
 
-def _run_main(model_dir, tmp_path, **extra):
+def _run_script(model_dir, tmp_path, *args):
+    """Runs extract_features.py in a subprocess: its flags (vocab_file,
+    max_seq_length, ...) are also defined by the other scripts, which must
+    not share a process with it."""
     input_file = tmp_path / "input.txt"
     input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     output_file = tmp_path / "output.jsonl"
-    if not flags.FLAGS.is_parsed():
-        flags.FLAGS(["extract_features"])
-    with flagsaver.flagsaver(
-        input_file=str(input_file),
-        output_file=str(output_file),
-        vocab_file=str(model_dir / "vocab.txt"),
-        bert_config_file=str(model_dir / "bert_config.json"),
-        init_checkpoint=str(model_dir / "bert_model.ckpt"),
-        **extra,
-    ):
-        extract_features.main([])
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO_ROOT / "extract_features.py"),
+            f"--input_file={input_file}",
+            f"--output_file={output_file}",
+            f"--vocab_file={model_dir / 'vocab.txt'}",
+            f"--bert_config_file={model_dir / 'bert_config.json'}",
+            f"--init_checkpoint={model_dir / 'bert_model.ckpt'}",
+            *args,
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO_ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(line) for line in output_file.read_text().splitlines()]
 
 
 def test_main_writes_the_original_jsonl(minilm_original, tmp_path):
-    records = _run_main(
+    records = _run_script(
         minilm_original,
         tmp_path,
-        layers="-1,0",
-        max_seq_length=16,
-        batch_size=2,
+        "--layers=-1,0",
+        "--max_seq_length=16",
+        "--batch_size=2",
     )
     assert [r["linex_index"] for r in records] == [0, 1, 2]
     assert list(records[0]) == ["linex_index", "features"]
