@@ -230,6 +230,9 @@ class ClassifierHead(keras.layers.Layer):
     """
 
     def __init__(self, num_labels, hidden_size, initializer_range, **kwargs):
+        # No autocast: call() casts output_weights to the compute dtype
+        # itself and adds the float32 output_bias to float32 logits.
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.num_labels = num_labels
         self.hidden_size = hidden_size
@@ -271,6 +274,9 @@ class SpanHead(keras.layers.Layer):
     """
 
     def __init__(self, hidden_size, initializer_range, **kwargs):
+        # No autocast: call() casts output_weights itself and adds the
+        # float32 output_bias to float32 logits.
+        kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range

@@ -174,3 +174,20 @@ def test_span_labeler_names_logits_and_loss(tiny_config_dict):
     np.testing.assert_allclose(
         loss, (-np.log(0.7) - np.log(0.25)) / 2, rtol=1e-6
     )
+
+
+def test_task_heads_under_mixed_bfloat16(tiny_config_dict):
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    ids = np.array([[2, 5, 7, 0], [3, 4, 0, 0]], np.int32)
+    features = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32)}
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    try:
+        classifier = models.BertClassifier(config, num_labels=3)
+        span = models.BertSpanLabeler(config)
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    logits = classifier(features, training=True)
+    assert logits.dtype == "float32" and logits.shape == (2, 3)
+    outputs = span(features)
+    assert outputs["start_logits"].dtype == "float32"
+    assert classifier.classifier.output_bias.dtype == "float32"
