@@ -30,6 +30,10 @@ from modeling import pretraining_data_records
 from modeling import pretraining_data_shards
 from modeling import pretraining_data_text
 
+# Workers are replaced (forked afresh) after this many shards, so memory
+# fragmentation cannot build up over a long run.
+_SHARDS_PER_WORKER = 16
+
 
 @dataclasses.dataclass
 class _WorkerState:
@@ -49,7 +53,7 @@ def process_shard(shard):
     """Turns one shard into records (runs in a worker).
 
     Returns:
-      (shard, records, lengths, stats): records is bytes, the shard's
+      (shard, records, lengths, stats): records is a bytearray, the shard's
       serialized examples in output order, back to back; lengths an array
       of their sizes; stats a ReadStats.
     """
@@ -73,9 +77,12 @@ def process_shard(shard):
         exact=False,
         log_passes=False,
     )
-    records = list(state.encoder.encode_stored(corpus, store, order))
-    lengths = array.array("i", map(len, records))
-    return shard, b"".join(records), lengths, stats
+    # One buffer, no list of records: the worker's peak is one copy.
+    blob, lengths = bytearray(), array.array("i")
+    for record in state.encoder.encode_stored(corpus, store, order):
+        blob += record
+        lengths.append(len(record))
+    return shard, blob, lengths, stats
 
 
 class _Progress:
@@ -136,7 +143,8 @@ def _worker_state(tokenizer, options, decode_errors):
 
 
 def _write_shard(out, data, lengths, inv_vocab):
-    for record in pretraining_data_exact.split_records(data, lengths):
+    for piece in pretraining_data_exact.split_records(data, lengths):
+        record = bytes(piece)
         if out.num_written < 20:
             pretraining_data_records.log_instance(record, inv_vocab)
         out.write(record)
@@ -180,7 +188,9 @@ def create_scaled(
     shards = pretraining_data_shards.plan_shards(input_files, shard_bytes)
     # The pool forks before the writers open; one worker runs in-process.
     with (
-        pretraining_data_shards.ForkPool(num_workers, state) as pool,
+        pretraining_data_shards.ForkPool(
+            num_workers, state, max_tasks=_SHARDS_PER_WORKER
+        ) as pool,
         pretraining_data_records.AtomicRecordWriters(output_files) as out,
     ):
         for shard, data, lengths, shard_stats in pool.imap(

@@ -182,12 +182,14 @@ class ForkPool:
 
     `imap(fn, items)` yields fn(item) in order, computed by the workers
     with at most `processes + 1` items in flight; with `processes` <= 1 it
-    runs in this process (same results, no fork).
+    runs in this process (same results, no fork). A worker is replaced
+    after `max_tasks` items, if given.
     """
 
-    def __init__(self, processes, worker_state):
+    def __init__(self, processes, worker_state, max_tasks=None):
         self.processes = processes
         self._state = worker_state
+        self._max_tasks = max_tasks
         self._pool = None
 
     def __enter__(self):
@@ -195,7 +197,9 @@ class ForkPool:
         _STATE = self._state
         if self.processes > 1:
             context = multiprocessing.get_context("fork")
-            self._pool = context.Pool(self.processes)
+            self._pool = context.Pool(
+                self.processes, maxtasksperchild=self._max_tasks
+            )
         return self
 
     def imap(self, fn, items):
