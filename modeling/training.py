@@ -116,6 +116,9 @@ class Trainer:
         self._built = False
         self._writer = None
         self.stop_signal = training_steps.StopSignal()
+        # Called as fn(global_step, prefix) after each checkpoint (e.g.
+        # run_classifier's --eval_during_training).
+        self.save_callbacks = []
         # Workers must agree to stop; they vote between chunks instead.
         self.stop_signal.in_graph = not isinstance(
             self.strategy, tf.distribute.MultiWorkerMirroredStrategy
@@ -244,7 +247,9 @@ class Trainer:
                 or step >= cfg.num_train_steps
                 or stopping
             ):
-                self.manager.save()
+                prefix = self.manager.save()
+                for callback in self.save_callbacks:
+                    callback(step, prefix)
             if stopping:
                 raise TrainingInterrupted(
                     f"SIGTERM: saved a checkpoint at global_step {step} in "

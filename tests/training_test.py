@@ -207,3 +207,58 @@ def test_evaluate_returns_the_original_keys(data, full_run):
     assert results["loss"] == pytest.approx(
         results["masked_lm_loss"] + results["next_sentence_loss"], rel=1e-3
     )
+
+
+def test_save_callbacks_see_every_checkpoint(data, tmp_path):
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path, num_train_steps=4)
+    seen = []
+    trainer.save_callbacks.append(
+        lambda step, prefix: seen.append((step, prefix))
+    )
+    trainer.train(_dataset_fn(records))
+    assert seen == [(s, str(tmp_path / f"model.ckpt-{s}")) for s in (2, 4)]
+
+
+def test_float16_loss_scaling_skips_overflowing_steps(data, tmp_path):
+    bert_config, records = data
+    keras = tf.keras
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        trainer = _trainer(
+            bert_config,
+            tmp_path,
+            num_train_steps=2,
+            precision="mixed_float16",
+            num_warmup_steps=0,
+        )
+        dataset_fn = _dataset_fn(records)
+        trainer.build(dataset_fn(0).element_spec)
+        before = {k: v.numpy() for k, v in trainer.manager.variables().items()}
+        # A scale that overflows float16 gradients: the step is skipped.
+        trainer._steps.loss_scale.assign(1e30)
+        trainer.train(dataset_fn)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert trainer.global_step == 2  # skipped steps still consume batches
+    # Both steps overflowed float16: the scale halved twice, nothing moved.
+    assert float(trainer._steps.loss_scale.numpy()) == pytest.approx(2.5e29)
+    after = checkpoints.read_checkpoint(str(tmp_path / "model.ckpt-2"))
+    for name, value in before.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+
+
+@pytest.mark.slow
+def test_xla_matches_the_plain_step(data, tmp_path):
+    bert_config, records = data
+    plain = _trainer(bert_config, tmp_path / "plain", num_train_steps=2)
+    plain.train(_dataset_fn(records))
+    xla = _trainer(
+        bert_config, tmp_path / "xla", num_train_steps=2, use_xla=True
+    )
+    xla.train(_dataset_fn(records))
+    _assert_same_checkpoint(
+        tmp_path / "plain" / "model.ckpt-2",
+        tmp_path / "xla" / "model.ckpt-2",
+        atol=1e-4,
+    )
