@@ -291,20 +291,32 @@ class Trainer:
 
     # === Evaluation ===
 
+    def _restore_for_eval(self):
+        if self.manager.restore_latest() is not None:
+            return
+        if self.task.init_fn is None:
+            raise ValueError(
+                f"No checkpoint in {self.config.output_dir} and no initial "
+                "checkpoint: nothing to evaluate. Train first (--do_train) "
+                "or give --init_checkpoint."
+            )
+        self.task.init_fn(self.model)
+
     def evaluate(self, dataset, max_eval_steps=None, restore=True):
         """Runs eval_metrics_fn over `max_eval_steps` batches (or all).
 
         Args:
           dataset: tf.data.Dataset of global batches.
           max_eval_steps: int or None (the whole dataset; it must be finite).
-          restore: restore the newest checkpoint first if nothing is loaded.
+          restore: unless this Trainer has trained, load the newest
+            checkpoint of output_dir, else task.init_fn.
 
         Returns:
           dict name -> float (sum / weight), plus "global_step".
         """
         self.build(dataset.element_spec)
         if restore and not self._steps.trained:
-            self.restore_or_initialize()
+            self._restore_for_eval()
         if max_eval_steps is not None:
             dataset = dataset.take(max_eval_steps)
         totals = {}

@@ -262,3 +262,13 @@ def test_xla_matches_the_plain_step(data, tmp_path):
         tmp_path / "xla" / "model.ckpt-2",
         atol=1e-4,
     )
+
+
+def test_evaluate_without_any_checkpoint_is_a_clear_error(data, tmp_path):
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path)
+    dataset = input_pipeline.pretraining_dataset(
+        [records], BATCH, helpers.SEQ, helpers.PRED, False
+    )
+    with pytest.raises(ValueError, match="nothing to evaluate"):
+        trainer.evaluate(dataset, max_eval_steps=1)
