@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from modeling import checkpoint_manager
 from modeling import checkpoints
 from modeling import classifier_data
 from modeling import distribute
@@ -168,15 +169,18 @@ class BestCheckpointKeeper:
     appended to output_dir/eval_history.txt.
 
     Args:
-      task: the Task.
+      task: the ClassifierTask.
       model: the BertClassifier being trained.
       eval_file: eval.tf_record.
+      write: whether this process writes files (the chief of a multi-worker
+        run); every worker evaluates, as the collective ops require.
     """
 
-    def __init__(self, task, model, eval_file):
+    def __init__(self, task, model, eval_file, write=True):
         self.task = task
         self.model = model
         self.eval_file = eval_file
+        self.write = write
         self.metric = task.processor.main_metric
         self.best_dir = task.path(BEST_DIR)
         self.best_value = _previous_best(self.best_dir, self.metric)
@@ -185,6 +189,8 @@ class BestCheckpointKeeper:
         """Evaluates the current weights; returns the eval results."""
         results = evaluate(self.task, self.model, self.eval_file, global_step)
         value = results[self.metric]
+        if not self.write:
+            return results
         history = self.task.path(EVAL_HISTORY_FILE)
         line = metrics.format_eval_results(results).replace("\n", "  ")
         with tf.io.gfile.GFile(history, "a") as f:
@@ -194,9 +200,9 @@ class BestCheckpointKeeper:
                 "New best %s = %s at step %d", self.metric, value, global_step
             )
             self.best_value = value
-            arrays = {
-                checkpoints.variable_name(v): v for v in self.model.weights
-            }
+            # The trainable weights under their original names (no Keras
+            # dropout seed states), as the training checkpoints hold them.
+            arrays = checkpoint_manager.model_variables(self.model)
             checkpoints.write_checkpoint(
                 os.path.join(self.best_dir, f"model.ckpt-{int(global_step)}"),
                 arrays,

@@ -262,7 +262,7 @@ def train(task):
         trainer.build(dataset_fn(0).element_spec)
         eval_file = classifier_eval.eval_examples_and_file(task)
         keeper = classifier_eval.BestCheckpointKeeper(
-            task, trainer.model, eval_file
+            task, trainer.model, eval_file, write=trainer.is_chief
         )
         _evaluate_after_each_save(trainer, keeper)
     trainer.train(dataset_fn)
