@@ -131,6 +131,7 @@ def create_exact(
     options.validate()
     pretraining_data_shards.check_output_files(output_files, input_files)
     vocab_ids = pretraining_data.VocabIds(tokenizer.vocab)
+    pretraining_data_shards.release_large_blocks_to_os()
     if processes is None:
         processes = default_processes()
     corpus, stats = pretraining_data_text.read_corpus(

@@ -186,6 +186,7 @@ def create_scaled(
         sum(pretraining_data_shards.file_size(f) for f in input_files)
     )
     shards = pretraining_data_shards.plan_shards(input_files, shard_bytes)
+    pretraining_data_shards.release_large_blocks_to_os()  # Workers inherit it.
     # The pool forks before the writers open; one worker runs in-process.
     with (
         pretraining_data_shards.ForkPool(

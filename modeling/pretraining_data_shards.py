@@ -11,6 +11,7 @@ TensorFlow.
 """
 
 import collections
+import ctypes
 import dataclasses
 import glob
 import importlib
@@ -170,6 +171,22 @@ class BackgroundImport:
         if self._error is not None:
             raise self._error
         return self._module
+
+
+def release_large_blocks_to_os(threshold=1 << 20):
+    """Makes glibc serve blocks >= `threshold` bytes with mmap, always.
+
+    By default glibc raises its mmap threshold after large frees, so the
+    multi-MB record buffers of later shards come from the heap, which then
+    fragments and keeps RSS growing over a long run. A fixed threshold
+    returns each buffer to the OS when freed. Only on glibc; else a no-op.
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_mmap_threshold = -3  # From glibc's malloc.h.
+    return bool(libc.mallopt(m_mmap_threshold, threshold))
 
 
 def state():
