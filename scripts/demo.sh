@@ -41,12 +41,12 @@ python run_pretraining.py \
   --max_predictions_per_seq=10 \
   --num_train_steps="$STEPS" \
   --num_warmup_steps=100 \
-  --learning_rate=2e-3 \
+  --learning_rate=5e-4 \
   --save_checkpoints_steps=500 \
   --iterations_per_loop=100 \
   --max_eval_steps=20 \
   --random_seed=12345 \
-  2>&1 | tee "$OUT/run_pretraining.log" | grep -E "step [0-9]+:|Eval results|  [a-z_]+ = "
+  2>&1 | tee "$OUT/run_pretraining.log" | grep --line-buffered -E "step [0-9]+:|Eval results|  [a-z_]+ = "
 
 echo
 echo "== $OUT/pretraining_output/eval_results.txt =="
