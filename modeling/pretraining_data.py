@@ -10,11 +10,11 @@ random document and start; one draw per truncated token; the candidate
 shuffle and the 80/10/10 draws of masking; the final instance shuffle).
 
 What differs is the inside. Documents are one flat array of ids
-(pretraining_data_text.Corpus);
-an instance is kept as its skeleton, the spans of A and B in that array
-and its masked positions and replacement ids (InstanceStore, ~100 bytes),
-and records are assembled from skeletons with numpy when written (see
-pretraining_data_records.py); no lists of strings. The hot random calls
+(pretraining_data_text.Corpus); an instance is kept as its skeleton, the
+spans of A and B in that array and its masked positions and replacement
+ids (InstanceStore, ~160 bytes), and records are assembled from skeletons
+with numpy when written (pretraining_data_records.py); no lists of
+strings. The hot random calls
 are inlined (pretraining_data_rng.py): the same stream is consumed; tests
 compare generator states.
 
@@ -107,7 +107,7 @@ class VocabIds:
 
 
 class InstanceStore:
-    """Instance skeletons in flat arrays: about 100 bytes an instance.
+    """Instance skeletons in flat arrays: about 160 bytes an instance.
 
     Per instance: where A and B lie in the Corpus, the next-sentence label,
     and per masked position (in draw order) the id it gets: [MASK], a
