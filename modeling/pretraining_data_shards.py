@@ -123,6 +123,11 @@ def expand_input_files(input_file):
             raise FileNotFoundError(
                 f"No file matches input pattern {pattern!r}"
             )
+        for path in matched:
+            if os.path.isdir(path):
+                raise IsADirectoryError(
+                    f"Input {path} (from pattern {pattern!r}) is a directory"
+                )
         files.extend(matched)
     if not files:
         raise FileNotFoundError(f"No input files given in {input_file!r}")
