@@ -164,7 +164,7 @@ class RecordEncoder:
         """Yields the records of stored instances, in `order`.
 
         Args:
-          corpus: pretraining_data.Corpus the instances point into.
+          corpus: pretraining_data_text.Corpus the instances point into.
           store: pretraining_data.InstanceStore.
           order: sequence of instance indexes.
           batch_size: instances assembled per numpy pass.
