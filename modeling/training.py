@@ -238,9 +238,10 @@ class Trainer:
             if bad >= 0:
                 self._raise_non_finite(step + bad, sums)
             step = self.global_step
-            logs = {k: float(v) / done for k, v in sums.items()}
-            batch_size = logs.pop(training_steps.EXAMPLES_KEY) * replicas
-            self._log(step, logs, done, elapsed, batch_size)
+            if done:  # 0 when SIGTERM came before the chunk's first step
+                logs = {k: float(v) / done for k, v in sums.items()}
+                batch_size = logs.pop(training_steps.EXAMPLES_KEY) * replicas
+                self._log(step, logs, done, elapsed, batch_size)
             stopping = self.stop_signal.requested(self.strategy)
             if (
                 step % cfg.save_checkpoints_steps == 0

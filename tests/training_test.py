@@ -8,6 +8,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -128,13 +129,25 @@ def test_sigterm_saves_a_checkpoint_mid_loop(data, tmp_path):
         save_checkpoints_steps=big,
         iterations_per_loop=big,
     )
-    timer = threading.Timer(6.0, os.kill, args=(os.getpid(), signal.SIGTERM))
-    timer.start()
+    done = threading.Event()
+
+    def kill_when_training():
+        # Reads the step while the in-graph loop runs; signals mid-loop.
+        while not done.is_set():
+            step = trainer.optimizer.global_step
+            if step is not None and int(step.numpy()) >= 3:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_when_training, daemon=True)
+    killer.start()
     try:
         with pytest.raises(training.TrainingInterrupted, match="SIGTERM"):
             trainer.train(_dataset_fn(records))
     finally:
-        timer.cancel()
+        done.set()
+        killer.join()
     # The in-graph loop stopped long before its million steps.
     step = trainer.global_step
     assert 0 < step < big
