@@ -21,7 +21,12 @@ def define_common_flags():
     """Defines the shared flags (idempotent: safe to call twice)."""
     if "strategy" in FLAGS:
         return
-    # === The original's TPU flags ===
+    _define_tpu_flags()
+    _define_training_flags()
+
+
+def _define_tpu_flags():
+    """The original's TPU flags, same names, defaults and help."""
     flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
     flags.DEFINE_string(
         "tpu_name",
@@ -49,7 +54,10 @@ def define_common_flags():
         "Only used if `use_tpu` is True. Total number of TPU cores to use "
         "(TPUStrategy uses every core of the TPU it connects to).",
     )
-    # === Added ===
+
+
+def _define_training_flags():
+    """Flags added by this project."""
     flags.DEFINE_enum(
         "strategy",
         "default",
