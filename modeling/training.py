@@ -135,6 +135,7 @@ class Trainer:
         """
         if self._built:
             return
+        self._check_batch_size(element_spec)
         dummy = {
             k: tf.zeros([1] + list(s.shape[1:]), s.dtype)
             for k, s in element_spec.items()
@@ -159,6 +160,18 @@ class Trainer:
             self.is_chief,
         )
         self._built = True
+
+    def _check_batch_size(self, element_spec):
+        batch = next(iter(element_spec.values())).shape[0]
+        parts = self.strategy.num_replicas_in_sync
+        parts *= self.config.gradient_accumulation_steps
+        if batch is not None and batch % parts:
+            raise ValueError(
+                f"The batch size {batch} must be divisible by the number of "
+                f"replicas ({self.strategy.num_replicas_in_sync}) times "
+                "gradient_accumulation_steps "
+                f"({self.config.gradient_accumulation_steps})."
+            )
 
     def restore_or_initialize(self):
         """Resumes from output_dir, else runs task.init_fn; returns the step."""

@@ -285,3 +285,10 @@ def test_evaluate_without_any_checkpoint_is_a_clear_error(data, tmp_path):
     )
     with pytest.raises(ValueError, match="nothing to evaluate"):
         trainer.evaluate(dataset, max_eval_steps=1)
+
+
+def test_batch_not_divisible_by_accumulation_is_a_clear_error(data, tmp_path):
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path, gradient_accumulation_steps=3)
+    with pytest.raises(ValueError, match="divisible .* gradient_accumulation"):
+        trainer.train(_dataset_fn(records))
