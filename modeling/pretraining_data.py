@@ -106,6 +106,21 @@ class VocabIds:
         self.is_continuation = bytes(continuation)
 
 
+def num_to_predict_table(options):
+    """The number of masked positions for each sequence length n.
+
+    The original's float product and Python 3 round() (ties to even, so
+    n=30 gives 4), at least 1 and at most max_predictions_per_seq.
+    """
+    return [
+        min(
+            options.max_predictions_per_seq,
+            max(1, round(n * options.masked_lm_prob)),
+        )
+        for n in range(options.max_seq_length + 1)
+    ]
+
+
 class InstanceStore:
     """Instance skeletons in flat arrays: about 160 bytes an instance.
 
@@ -142,28 +157,19 @@ class InstanceMaker:
     appending their skeletons to an InstanceStore.
     """
 
-    def __init__(self, corpus, options, vocab_ids, rng, store, exact=True):
+    def __init__(self, corpus, options, vocab_ids, rng, store, mask=True):
         self.documents = corpus.documents
         self.tokens = corpus.tokens
         self.store = store
-        # exact=False (scale mode) draws only the masked positions of a
-        # shuffle: the same distribution, fewer draws, another stream.
-        self.partial_shuffle = not exact and not options.do_whole_word_mask
+        # mask=False (scale mode) leaves masking to a later bulk pass.
+        self.mask = mask
         self.max_num_tokens = options.max_seq_length - 3
         self.short_seq_prob = options.short_seq_prob
         self.do_whole_word_mask = options.do_whole_word_mask
         self.ids = vocab_ids
         self.random = rng.random
         self.getrandbits = rng.getrandbits
-        # num_to_predict for each sequence length, with the original's
-        # float product and Python 3 round() (ties to even: 30 -> 4).
-        self.num_to_predict = [
-            min(
-                options.max_predictions_per_seq,
-                max(1, round(n * options.masked_lm_prob)),
-            )
-            for n in range(options.max_seq_length + 1)
-        ]
+        self.num_to_predict = num_to_predict_table(options)
 
     def from_document(self, document_index):
         """Makes the instances of one document for one pass."""
@@ -213,7 +219,10 @@ class InstanceMaker:
             b_start, len_b = bounds[a_end], bounds[end] - bounds[a_end]
             put_back = 0
         a_lo, a_hi, b_lo, b_hi = self._truncate(len_a, len_b)
-        self._mask(a_start + a_lo, a_hi - a_lo, b_start + b_lo, b_hi - b_lo)
+        if self.mask:
+            self._mask(a_start + a_lo, a_hi - a_lo, b_start + b_lo, b_hi - b_lo)
+        else:
+            self._masked = ((), ())
         self.store.append(
             a_start + a_lo,
             a_hi - a_lo,
@@ -291,10 +300,6 @@ class InstanceMaker:
 
     def _choose(self, candidates, num_to_predict):
         """Shuffles the candidates and picks the positions to mask."""
-        if self.partial_shuffle:
-            return pretraining_data_rng.sample(
-                candidates, num_to_predict, self.getrandbits
-            )
         pretraining_data_rng.shuffle(candidates, self.getrandbits)
         if not self.do_whole_word_mask:
             return candidates[:num_to_predict]
@@ -336,7 +341,7 @@ class InstanceMaker:
 
 
 def generate_instances(
-    corpus, options, vocab_ids, rng, exact=True, log_passes=True
+    corpus, options, vocab_ids, rng, mask=True, log_passes=True
 ):
     """All passes over the corpus, then the original's final shuffle.
 
@@ -346,7 +351,8 @@ def generate_instances(
       options: GenerationOptions.
       vocab_ids: VocabIds.
       rng: random.Random, consumed exactly as the original consumes it.
-      exact: bool, False for the scale mode's cheaper masking draws.
+      mask: bool, False to leave every instance unmasked (the scale mode
+        masks them in bulk afterwards).
       log_passes: bool, whether to log progress after each pass.
 
     Returns:
@@ -355,7 +361,7 @@ def generate_instances(
     """
     rng.shuffle(corpus.documents)
     store = InstanceStore()
-    maker = InstanceMaker(corpus, options, vocab_ids, rng, store, exact)
+    maker = InstanceMaker(corpus, options, vocab_ids, rng, store, mask)
     for pass_index in range(options.dupe_factor):
         for document_index in range(len(corpus.documents)):
             maker.from_document(document_index)

@@ -45,21 +45,6 @@ def shuffle(x, getrandbits):
         x[i], x[r] = x[r], x[i]
 
 
-def sample(x, m, getrandbits):
-    """The first `m` items of a random permutation of `x` (x is changed).
-
-    A Fisher-Yates shuffle from the front stopped after `m` steps: every
-    m-subset in every order is equally likely, with `m` draws instead of
-    `len(x) - 1`. Not the original's stream; the scale mode uses it.
-    """
-    n = len(x)
-    m = min(m, n)
-    for i in range(m):
-        j = i + randbelow(n - i, getrandbits)
-        x[i], x[j] = x[j], x[i]
-    return x[:m]
-
-
 def make_rng(seed):
     """The original's generator: `random.Random(seed)`."""
     return random.Random(seed)

@@ -5,8 +5,9 @@ near the cut when there is one, else at a line end). A worker turns one
 shard into records with the exact mode's algorithm applied to the shard
 alone, with its own `random.Random` seeded from (random_seed, shard index):
 document shuffle, `dupe_factor` passes, then a shuffle of all the shard's
-instances. Masking draws only the positions it masks (a partial shuffle,
-the same distribution with ~20 draws instead of ~125). The parent writes shards in shard order, round-robin across the
+instances. Per-token masking is then drawn for the whole shard at once with
+numpy (the original's distribution; whole-word masking keeps the exact
+mode's draws). The parent writes shards in shard order, round-robin across the
 output files, as they complete.
 
 So the output is deterministic for a seed and shard size, whatever the
@@ -22,6 +23,7 @@ import dataclasses
 import random
 import time
 
+import numpy as np
 from absl import logging
 
 from modeling import pretraining_data
@@ -69,20 +71,70 @@ def process_shard(shard):
     if not corpus.documents:
         return shard, b"", array.array("i"), stats
     rng = shard_rng(state.options.random_seed, shard.index)
+    # Whole-word masking keeps the exact mode's masking; per-token masking
+    # is drawn for the whole shard at once with numpy.
+    whole_word = state.options.do_whole_word_mask
     store, order = pretraining_data.generate_instances(
         corpus,
         state.options,
         state.vocab_ids,
         rng,
-        exact=False,
+        mask=whole_word,
         log_passes=False,
     )
+    if not whole_word:
+        mask_in_bulk(store, state.options, state.vocab_ids, rng.getrandbits(64))
     # One buffer, no list of records: the worker's peak is one copy.
     blob, lengths = bytearray(), array.array("i")
     for record in state.encoder.encode_stored(corpus, store, order):
         blob += record
         lengths.append(len(record))
     return shard, blob, lengths, stats
+
+
+def mask_in_bulk(store, options, vocab_ids, seed, chunk=8192):
+    """Masks every stored (unmasked) instance, numpy-vectorized.
+
+    The original's distribution: num_to_predict positions drawn uniformly
+    among the tokens other than [CLS] and [SEP], each becoming [MASK] with
+    p=0.8, staying with p=0.1, a random vocabulary word with p=0.1. The
+    draws come from numpy's PCG64 seeded with `seed`.
+
+    Args:
+      store: pretraining_data.InstanceStore without predictions.
+      options: pretraining_data.GenerationOptions.
+      vocab_ids: pretraining_data.VocabIds.
+      seed: int, seeds the draws.
+      chunk: instances drawn per numpy pass (bounds memory).
+    """
+    gen = np.random.default_rng(seed)
+    words = np.asarray(vocab_ids.random_word_ids, np.int64)
+    budget = np.array(pretraining_data.num_to_predict_table(options))
+    meta = np.frombuffer(store.meta, np.int64).reshape(-1, 6).copy()
+    positions, outputs = array.array("H"), array.array("i")
+    for start in range(0, len(meta), chunk):
+        rows = meta[start : start + chunk]
+        len_a, count = rows[:, 1], rows[:, 1] + rows[:, 3]
+        num = np.minimum(budget[count + 3], count)
+        keys = gen.random((len(rows), int(count.max())))
+        keys[np.arange(keys.shape[1]) >= count[:, None]] = 2.0
+        slots = np.argsort(keys, axis=1)[:, : int(num.max())]
+        picked = np.arange(slots.shape[1]) < num[:, None]
+        # Slot j is A's token j+1, or past A, B's token at j+2.
+        pos = np.where(slots < len_a[:, None], slots + 1, slots + 2)
+        coin, side = gen.random(pos.shape), gen.random(pos.shape)
+        random_words = words[gen.integers(0, len(words), pos.shape)]
+        out = np.where(
+            coin < 0.8,
+            vocab_ids.mask_id,
+            np.where(side < 0.5, pretraining_data.KEEP, random_words),
+        )
+        positions.frombytes(pos[picked].astype(np.uint16).tobytes())
+        outputs.frombytes(out[picked].astype(np.int32).tobytes())
+        rows[:, 5] = num
+    meta[:, 5] = np.cumsum(meta[:, 5])
+    store.meta = array.array("q", meta.tobytes())
+    store.positions, store.outputs = positions, outputs
 
 
 class _Progress:

@@ -318,6 +318,42 @@ def test_scale_mode_is_deterministic_whatever_the_worker_count(
     assert 0.3 < sum(labels) / len(labels) < 0.7
 
 
+def test_scale_mode_masks_like_the_original(toy_tokenizer, tmp_path):
+    corpus = _corpus(tmp_path, num_docs=60)
+    options = pretraining_data.GenerationOptions(
+        max_seq_length=32, max_predictions_per_seq=5, dupe_factor=3
+    )
+    out = tmp_path / "out.tfrecord"
+    pretraining_data_scale.create_scaled(
+        [str(corpus)],
+        [str(out)],
+        toy_tokenizer,
+        options,
+        num_workers=2,
+        shard_bytes=2000,
+    )
+    budget = pretraining_data.num_to_predict_table(options)
+    mask_id = toy_tokenizer.vocab["[MASK]"]
+    masked = kept = total = 0
+    for example in _examples(out):
+        f = {k: v.int64_list.value for k, v in example.features.feature.items()}
+        n = sum(f["input_mask"])
+        len_a = f["segment_ids"][:n].count(0) - 2
+        m = int(
+            sum(example.features.feature["masked_lm_weights"].float_list.value)
+        )
+        assert m == budget[n]
+        pos = list(f["masked_lm_positions"][:m])
+        assert pos == sorted(set(pos))
+        assert not {0, len_a + 1, n - 1} & set(pos)
+        for p, label in zip(pos, f["masked_lm_ids"][:m]):
+            masked += f["input_ids"][p] == mask_id
+            kept += f["input_ids"][p] == label
+            total += 1
+    assert 0.75 < masked / total < 0.85
+    assert 0.07 < kept / total < 0.15
+
+
 def test_scale_mode_error_in_a_late_shard_removes_partial_output(
     toy_tokenizer, tmp_path
 ):
