@@ -12,6 +12,7 @@ script should not import it first either.
 
 import array
 import dataclasses
+import multiprocessing
 import os
 
 from absl import logging
@@ -44,8 +45,12 @@ def split_records(blob, lengths):
 
 
 def default_processes():
-    """CPUs this process may use, at most 4."""
-    return min(4, len(os.sched_getaffinity(0)))
+    """CPUs this process may use, at most 4 (1 where fork is missing)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    if hasattr(os, "sched_getaffinity"):
+        return min(4, len(os.sched_getaffinity(0)))
+    return min(4, os.cpu_count() or 1)
 
 
 def encoded_records(pool, encoder, corpus, store, order):
