@@ -354,6 +354,46 @@ def test_scale_mode_masks_like_the_original(toy_tokenizer, tmp_path):
     assert 0.07 < kept / total < 0.15
 
 
+def test_scale_mode_whole_word_masking(toy_tokenizer, tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(
+        "the unaffable cat sat on a mat .\n" * 40, encoding="utf-8"
+    )
+    options = pretraining_data.GenerationOptions(
+        max_seq_length=24,
+        max_predictions_per_seq=4,
+        do_whole_word_mask=True,
+        dupe_factor=2,
+    )
+    out = tmp_path / "out.tfrecord"
+    pretraining_data_scale.create_scaled(
+        [str(corpus)], [str(out)], toy_tokenizer, options, num_workers=2
+    )
+    budget = pretraining_data.num_to_predict_table(options)
+    ids = toy_tokenizer.vocab
+    checked = 0
+    for example in _examples(out):
+        f = {k: v.int64_list.value for k, v in example.features.feature.items()}
+        n = sum(f["input_mask"])
+        m = int(
+            sum(example.features.feature["masked_lm_weights"].float_list.value)
+        )
+        assert 1 <= m <= budget[n]
+        len_a = f["segment_ids"][:n].count(0) - 2
+        masked = set(f["masked_lm_positions"][:m])
+        continuation = {ids["##aff"], ids["##able"]}
+        for p, label in zip(f["masked_lm_positions"][:m], f["masked_lm_ids"]):
+            if label not in continuation or p == 1:
+                continue
+            # A "##" piece is masked with the piece before it, which for
+            # B's first token is A's last (the original groups across
+            # [SEP]; truncation can leave B starting with "##").
+            before = len_a if p == len_a + 2 else p - 1
+            assert before in masked
+            checked += 1
+    assert checked > 10
+
+
 def test_scale_mode_error_in_a_late_shard_removes_partial_output(
     toy_tokenizer, tmp_path
 ):
