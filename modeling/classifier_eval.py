@@ -55,7 +55,7 @@ def _predict_step(strategy, model):
             f[input_pipeline.IS_REAL_EXAMPLE],
         )
 
-    @tf.function
+    @tf.function(autograph=False)  # No Python control flow to convert.
     def step(features):
         outputs = strategy.run(replica_fn, args=(features,))
         return tf.nest.map_structure(
