@@ -9,6 +9,15 @@ Reference (plain PyTorch + HuggingFace on these machines, same model and
 recipe): MRPC seed 1, 343 steps, dev accuracy 0.718 / F1 0.824, 880 s of
 training.
 
+Measured (2026-11-22, 2-core CPU shared with four other jobs, load average
+5-9 throughout, so times are several times an idle machine's):
+  MRPC seed 1, mixed_bfloat16, ONE epoch (114 steps; the 3-epoch run did not
+  fit the session: 0.051 steps/s for its first 50 steps under that load):
+  dev eval_accuracy 0.701, eval_f1 0.812, eval_loss 0.565; 1691 s training,
+  1789 s wall. Command:
+    bench/glue.py --tasks=mrpc --seeds=1 --num_train_epochs=1 \
+        --precision=mixed_bfloat16
+
 Usage:
   .venv/bin/python bench/glue.py --tasks=mrpc --seeds=1 \
       --precision=mixed_bfloat16 [--output_root=/tmp/bench_glue]
