@@ -264,22 +264,10 @@ def train(task):
         keeper = classifier_eval.BestCheckpointKeeper(
             task, trainer.model, eval_file, write=trainer.is_chief
         )
-        _evaluate_after_each_save(trainer, keeper)
+        # Evaluate (and keep the best) after every checkpoint the loop saves.
+        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
     trainer.train(dataset_fn)
     return trainer
-
-
-def _evaluate_after_each_save(trainer, callback):
-    """Adapter: training.Trainer has no checkpoint hook, so this wraps its
-    CheckpointManager.save to call `callback(global_step)` after each save."""
-    save = trainer.manager.save
-
-    def save_then_evaluate():
-        prefix = save()
-        callback(trainer.global_step)
-        return prefix
-
-    trainer.manager.save = save_then_evaluate
 
 
 def restore_for_inference(task, trainer, element_spec):
