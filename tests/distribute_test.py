@@ -94,7 +94,6 @@ def default_run(inputs):
     return checkpoints.read_checkpoint(os.path.join(out, "model.ckpt-4"))
 
 
-@pytest.mark.slow
 def test_mirrored_on_two_cpus_matches_default(inputs, default_run):
     mirrored = _train(inputs, "mirrored", "mirrored", 2)
     assert int(mirrored["global_step"]) == 4
