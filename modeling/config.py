@@ -179,7 +179,7 @@ class BertConfig:
 
     def to_dict(self):
         """The config as a dict of original JSON keys (extras included)."""
-        out = {f: getattr(self, f) for f in _FIELDS}
+        out = {f: getattr(self, f) for f in FIELDS}
         out.update(copy.deepcopy(self.extra))
         return out
 
@@ -200,7 +200,8 @@ class BertConfig:
         return f"BertConfig({self.to_dict()!r})"
 
 
-_FIELDS = (
+# The original's bert_config.json keys, in the original's order.
+FIELDS = (
     "vocab_size",
     "hidden_size",
     "num_hidden_layers",

@@ -57,19 +57,6 @@ _HF_ACT_TO_ORIGINAL = {
 }
 _ORIGINAL_ACT_TO_HF = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh"}
 
-_CONFIG_KEYS = (
-    "vocab_size",
-    "hidden_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "intermediate_size",
-    "hidden_act",
-    "hidden_dropout_prob",
-    "attention_probs_dropout_prob",
-    "max_position_embeddings",
-    "type_vocab_size",
-    "initializer_range",
-)
 
 # HF buffers and tied copies that have no original variable.
 _HF_SKIP = re.compile(
@@ -151,14 +138,14 @@ def hf_config_to_original(hf_config):
         _LOG.warning(
             "HF layer_norm_eps %g differs from the original 1e-12", eps
         )
-    values = {k: hf_config[k] for k in _CONFIG_KEYS if k in hf_config}
+    values = {k: hf_config[k] for k in config_lib.FIELDS if k in hf_config}
     values["hidden_act"] = _HF_ACT_TO_ORIGINAL[act]
     return config_lib.BertConfig.from_dict(values)
 
 
 def original_config_to_hf(config, architecture):
     """BertConfig -> HF config.json dict."""
-    out = {k: getattr(config, k) for k in _CONFIG_KEYS}
+    out = {k: getattr(config, k) for k in config_lib.FIELDS}
     out["hidden_act"] = _ORIGINAL_ACT_TO_HF.get(
         config.hidden_act.lower(), config.hidden_act
     )
