@@ -34,12 +34,6 @@ flags.DEFINE_string(
     "for the task.",
 )
 flags.DEFINE_string(
-    "bert_config_file",
-    None,
-    "The config json file corresponding to the pre-trained BERT model. "
-    "This specifies the model architecture.",
-)
-flags.DEFINE_string(
     "task_name",
     None,
     "The name of the task to train (case-insensitive): cola, mnli, mrpc, "
@@ -50,18 +44,8 @@ flags.DEFINE_string(
     None,
     "The vocabulary file that the BERT model was trained on.",
 )
-flags.DEFINE_string(
-    "output_dir",
-    None,
-    "The output directory where the model checkpoints will be written.",
-)
 
 ## Other parameters
-flags.DEFINE_string(
-    "init_checkpoint",
-    None,
-    "Initial checkpoint (usually from a pre-trained BERT model).",
-)
 flags.DEFINE_bool(
     "do_lower_case",
     True,
@@ -75,8 +59,6 @@ flags.DEFINE_integer(
     "Sequences longer than this will be truncated, and sequences shorter "
     "than this will be padded.",
 )
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
 flags.DEFINE_bool(
     "do_predict",
     False,

@@ -28,28 +28,12 @@ FLAGS = flags.FLAGS
 
 ## Required parameters
 flags.DEFINE_string(
-    "bert_config_file",
-    None,
-    "The config json file corresponding to the pre-trained BERT model. "
-    "This specifies the model architecture.",
-)
-flags.DEFINE_string(
     "input_file",
     None,
     "Input TF example files (can be a glob or comma separated).",
 )
-flags.DEFINE_string(
-    "output_dir",
-    None,
-    "The output directory where the model checkpoints will be written.",
-)
 
 ## Other parameters
-flags.DEFINE_string(
-    "init_checkpoint",
-    None,
-    "Initial checkpoint (usually from a pre-trained BERT model).",
-)
 flags.DEFINE_integer(
     "max_seq_length",
     128,
@@ -63,8 +47,6 @@ flags.DEFINE_integer(
     "Maximum number of masked LM predictions per sequence. "
     "Must match data generation.",
 )
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
 flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
 flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
 flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")

@@ -21,8 +21,32 @@ def define_common_flags():
     """Defines the shared flags (idempotent: safe to call twice)."""
     if "strategy" in FLAGS:
         return
+    _define_model_flags()
     _define_tpu_flags()
     _define_training_flags()
+
+
+def _define_model_flags():
+    """The original's model, checkpoint and mode flags that every training
+    script defines with the same meaning."""
+    flags.DEFINE_string(
+        "bert_config_file",
+        None,
+        "The config json file corresponding to the pre-trained BERT model. "
+        "This specifies the model architecture.",
+    )
+    flags.DEFINE_string(
+        "output_dir",
+        None,
+        "The output directory where the model checkpoints will be written.",
+    )
+    flags.DEFINE_string(
+        "init_checkpoint",
+        None,
+        "Initial checkpoint (usually from a pre-trained BERT model).",
+    )
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
 
 
 def _define_tpu_flags():
