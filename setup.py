@@ -27,6 +27,8 @@ setuptools.setup(
         "keras==3.15.1",
         "absl-py>=2.0",
         "numpy>=1.26",
+        # CRC-32C in C: TFRecords are written without importing TensorFlow.
+        "google-crc32c>=1.5",
     ],
     extras_require={
         # safetensors: reading HuggingFace checkpoints (converter, numpy API only).

@@ -1,7 +1,9 @@
 """TFRecord feature names and specs, and the tf.data readers for them.
 
-This module is the only place where feature names, dtypes and shapes of the
-original release's records are written down (original_release.md section 1.2).
+This module (with modeling/features.py, which holds the bare names so that
+the data writers need not import TensorFlow) is the only place where feature
+names, dtypes and shapes of the original release's records are written
+down (original_release.md section 1.2).
 Writers (pretraining_data, classifier_data, squad) and readers (the training
 scripts) both import from here.
 """
@@ -10,23 +12,19 @@ import collections
 
 import tensorflow as tf
 
-# === Pre-training records (create_pretraining_data.py -> run_pretraining.py) ===
-# Order matters for nothing but readability; serialization sorts the keys.
-PRETRAINING_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
-PRETRAINING_PRED_INT_FEATURES = ("masked_lm_positions", "masked_lm_ids")
-PRETRAINING_PRED_FLOAT_FEATURES = ("masked_lm_weights",)
-NEXT_SENTENCE_LABELS = "next_sentence_labels"
-
-# === Classifier records (run_classifier.py) ===
-CLASSIFIER_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
-LABEL_IDS = "label_ids"
-IS_REAL_EXAMPLE = "is_real_example"
-
-# === SQuAD records (run_squad.py) ===
-UNIQUE_IDS = "unique_ids"
-START_POSITIONS = "start_positions"
-END_POSITIONS = "end_positions"
-IS_IMPOSSIBLE = "is_impossible"
+# The names live in modeling/features.py (importable without TensorFlow);
+# readers and writers use them from here.
+from modeling.features import CLASSIFIER_SEQ_FEATURES
+from modeling.features import END_POSITIONS
+from modeling.features import IS_IMPOSSIBLE  # noqa: F401 (re-export)
+from modeling.features import IS_REAL_EXAMPLE
+from modeling.features import LABEL_IDS
+from modeling.features import NEXT_SENTENCE_LABELS
+from modeling.features import PRETRAINING_PRED_FLOAT_FEATURES
+from modeling.features import PRETRAINING_PRED_INT_FEATURES
+from modeling.features import PRETRAINING_SEQ_FEATURES
+from modeling.features import START_POSITIONS
+from modeling.features import UNIQUE_IDS
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
@@ -126,6 +124,34 @@ def expand_input_files(input_file):
     if not files:
         raise FileNotFoundError(f"No input files given in {input_file!r}")
     return files
+
+
+def trim_padding(features, multiple=8, seq_features=CLASSIFIER_SEQ_FEATURES):
+    """Cuts a batch's sequence features to its longest real sequence.
+
+    The length is rounded up to `multiple` (fewer distinct shapes, so fewer
+    XLA compilations) and never exceeds the records' length. Padded
+    positions only ever receive the -10000 attention bias, so the outputs at
+    real positions are the untrimmed batch's up to float rounding, at the
+    cost of the real tokens only.
+
+    Args:
+      features: dict of batched Tensors with an `input_mask` [B, T].
+      multiple: int >= 1.
+      seq_features: the names of the [B, T] features to cut.
+
+    Returns:
+      The dict with seq_features cut to [B, T'], T' <= T.
+    """
+    mask = features["input_mask"]
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=1))
+    length = tf.minimum(
+        (longest + multiple - 1) // multiple * multiple, tf.shape(mask)[1]
+    )
+    return {
+        k: v[:, :length] if k in seq_features else v
+        for k, v in features.items()
+    }
 
 
 # === Pre-training reader (run_pretraining.py) ===

@@ -7,18 +7,18 @@ fixed (sorted map keys, packed varints, little-endian floats), and tests
 compare the two byte for byte. `encode_stored` assembles batches of stored
 instance skeletons with numpy (token gather, masks, varints) and leaves
 only the final byte concatenation to Python. Feature names come from
-input_pipeline.
+modeling/features.py. Nothing here imports TensorFlow (see tfrecord_io).
 """
 
 import os
 import uuid
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
-from modeling import input_pipeline
+from modeling import features
 from modeling import pretraining_data
+from modeling import tfrecord_io
 
 _FLOAT_ONE = b"\x00\x00\x80\x3f"  # 1.0 as a little-endian float32.
 _FLOAT_ZERO = b"\x00\x00\x00\x00"
@@ -52,14 +52,13 @@ class RecordEncoder:
         # Varints of ids, positions and every length a record can hold.
         table_size = max(vocab_ids.num_ids, 8 * max_seq_length + 8 * 64 + 256)
         self._varints = [varint(i) for i in range(table_size)]
-        ip = input_pipeline
-        (ids, mask, segments) = ip.PRETRAINING_SEQ_FEATURES
-        (positions, labels) = ip.PRETRAINING_PRED_INT_FEATURES
-        (weights,) = ip.PRETRAINING_PRED_FLOAT_FEATURES
+        (ids, mask, segments) = features.PRETRAINING_SEQ_FEATURES
+        (positions, labels) = features.PRETRAINING_PRED_INT_FEATURES
+        (weights,) = features.PRETRAINING_PRED_FLOAT_FEATURES
         self._key = {
             name: b"\x0a" + varint(len(name.encode())) + name.encode()
             for name in (ids, mask, segments, positions, labels, weights)
-            + (ip.NEXT_SENTENCE_LABELS,)
+            + (features.NEXT_SENTENCE_LABELS,)
         }
         # Entries whose bytes depend on a few small ints are precomputed.
         pad_l, pad_p = max_seq_length, max_predictions_per_seq
@@ -72,13 +71,13 @@ class RecordEncoder:
             for m in range(pad_p + 1)
         ]
         self._label_entries = [
-            self._entry(ip.NEXT_SENTENCE_LABELS, bytes([label]))
+            self._entry(features.NEXT_SENTENCE_LABELS, bytes([label]))
             for label in (0, 1)
         ]
         self._segment_entries = {}
         self._headers = {ids: {}, labels: {}, positions: {}}
         self._names = (ids, mask, labels, positions, weights, segments)
-        self._names += (ip.NEXT_SENTENCE_LABELS,)
+        self._names += (features.NEXT_SENTENCE_LABELS,)
         # Deterministic serialization writes map entries sorted by key;
         # `_record` gets them in the order of `self._names`.
         self._order = sorted(range(7), key=self._names.__getitem__)
@@ -285,7 +284,7 @@ class AtomicRecordWriters:
 
     def __enter__(self):
         for path in self._temps:
-            self._writers.append(tf.io.TFRecordWriter(path))
+            self._writers.append(tfrecord_io.open_writer(path))
         return self
 
     def write(self, record):
@@ -297,35 +296,30 @@ class AtomicRecordWriters:
         for writer in self._writers:
             writer.close()
         for temp, final in zip(self._temps, self.output_files):
-            tf.io.gfile.rename(temp, final, overwrite=True)
+            tfrecord_io.rename(temp, final)
         self._temps = []
 
     def __exit__(self, exc_type, exc, tb):
         for writer in self._writers:
             writer.close()
         for temp in self._temps:
-            if tf.io.gfile.exists(temp):
-                tf.io.gfile.remove(temp)
+            tfrecord_io.remove_if_exists(temp)
         return False
 
 
 def log_instance(record, inv_vocab):
     """Logs one record as the original logs its first 20 instances."""
-    example = tf.train.Example.FromString(record)
-    feature = example.features.feature
-    ip = input_pipeline
-    seq_len = sum(feature[ip.PRETRAINING_SEQ_FEATURES[1]].int64_list.value)
-    ids = feature[ip.PRETRAINING_SEQ_FEATURES[0]].int64_list.value[:seq_len]
+    feature = tfrecord_io.parse_example(record)
+    seq_len = sum(feature[features.PRETRAINING_SEQ_FEATURES[1]])
+    ids = feature[features.PRETRAINING_SEQ_FEATURES[0]][:seq_len]
     logging.info("*** Example ***")
     logging.info("tokens: %s", " ".join(inv_vocab[i] for i in ids))
     names = (
-        *ip.PRETRAINING_SEQ_FEATURES,
-        *ip.PRETRAINING_PRED_INT_FEATURES,
-        *ip.PRETRAINING_PRED_FLOAT_FEATURES,
-        ip.NEXT_SENTENCE_LABELS,
+        *features.PRETRAINING_SEQ_FEATURES,
+        *features.PRETRAINING_PRED_INT_FEATURES,
+        *features.PRETRAINING_PRED_FLOAT_FEATURES,
+        features.NEXT_SENTENCE_LABELS,
     )
     for name in names:
-        values = (
-            feature[name].int64_list.value or feature[name].float_list.value
-        )
+        values = feature[name]
         logging.info("%s: %s", name, " ".join(str(x) for x in values))

@@ -14,10 +14,8 @@ import collections
 import ctypes
 import dataclasses
 import glob
-import importlib
 import multiprocessing
 import os
-import threading
 
 # Blank-line search window past a nominal cut (a document boundary there
 # keeps documents whole; without one the cut falls at the next line end).
@@ -149,33 +147,6 @@ def check_output_files(output_files, input_files=()):
         parent = os.path.dirname(path)
         if parent and "://" not in path and not os.path.isdir(parent):
             raise ValueError(f"Directory of output file {path} does not exist")
-
-
-class BackgroundImport:
-    """Imports a module in a thread; `module()` waits for it.
-
-    TensorFlow takes seconds to import, partly outside the GIL; the exact
-    mode imports it (for writing) while it reads and generates.
-    """
-
-    def __init__(self, name):
-        self._name = name
-        self._module = None
-        self._error = None
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        try:
-            self._module = importlib.import_module(self._name)
-        except BaseException as e:  # noqa: BLE001 (re-raised in module())
-            self._error = e
-
-    def module(self):
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._module
 
 
 def release_large_blocks_to_os(threshold=1 << 20):
