@@ -132,6 +132,8 @@ def run_one(args, model_dir, task, seed):
         "--iterations_per_loop=50",
         f"--random_seed={seed}",
         f"--precision={args.precision}",
+        f"--use_xla={args.use_xla}",
+        f"--dynamic_padding={args.dynamic_padding}",
     ]
     log_file = root / f"{task}-seed{seed}.log"
     start = time.time()
@@ -145,6 +147,8 @@ def run_one(args, model_dir, task, seed):
         "task": task,
         "seed": seed,
         "precision": args.precision,
+        "use_xla": args.use_xla,
+        "dynamic_padding": args.dynamic_padding,
         "returncode": proc.returncode,
         "wall_s": round(wall, 1),
         "train_s": _training_seconds(log_text),
@@ -159,6 +163,14 @@ def run_one(args, model_dir, task, seed):
     return record
 
 
+def _bool(text):
+    if text.lower() in ("1", "true", "yes"):
+        return True
+    if text.lower() in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="mrpc")
@@ -169,6 +181,13 @@ def main():
     parser.add_argument("--train_batch_size", type=int, default=32)
     parser.add_argument("--num_train_epochs", type=float, default=3.0)
     parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument(
+        "--dynamic_padding",
+        type=_bool,
+        default=True,
+        help="cut each batch to its longest sequence (same numbers, less work)",
+    )
+    parser.add_argument("--use_xla", type=_bool, default=False)
     parser.add_argument(
         "--max_train_examples",
         default="",
@@ -183,16 +202,19 @@ def main():
     for task in args.tasks.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             record = run_one(args, model_dir, task, seed)
+            record["date"] = datetime.datetime.now(datetime.UTC).isoformat()
+            record["load_average"] = os.getloadavg()
             print(json.dumps(record), flush=True)
             records.append(record)
-    summary = {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(),
-        "machine": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "runs": records,
-    }
-    (root / "results.json").write_text(json.dumps(summary, indent=2) + "\n")
+            # Rewritten after every run: a long grid keeps what it finished.
+            summary = {
+                "machine": platform.processor() or platform.machine(),
+                "cpus": os.cpu_count(),
+                "runs": records,
+            }
+            tmp = root / "results.json.tmp"
+            tmp.write_text(json.dumps(summary, indent=2) + "\n")
+            os.replace(tmp, root / "results.json")
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ def _predict_step(strategy, model):
             f[input_pipeline.IS_REAL_EXAMPLE],
         )
 
-    @tf.function(autograph=False)  # No Python control flow to convert.
+    # reduce_retracing: with --dynamic_padding batch lengths vary.
+    @tf.function(autograph=False, reduce_retracing=True)
     def step(features):
         outputs = strategy.run(replica_fn, args=(features,))
         return tf.nest.map_structure(

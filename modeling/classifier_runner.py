@@ -69,6 +69,7 @@ class Settings:
     eval_during_training: bool = False
     glue_submission_dir: str | None = None
     export_dir: str | None = None
+    dynamic_padding: bool = False
     run_config: training.RunConfig | None = None
 
     def __post_init__(self):
@@ -111,6 +112,7 @@ class ClassifierTask:
 
         Training repeats and shuffles with a buffer of 100 (seeded, see
         DEFAULT_DATA_SEED) and drops the remainder; eval/predict read in order.
+        With --dynamic_padding each batch is cut to its longest sequence.
         """
         label_dtype = tf.float32 if self.label_list is None else tf.int64
         spec = input_pipeline.classifier_feature_spec(
@@ -125,7 +127,10 @@ class ClassifierTask:
             lambda record: input_pipeline.decode_record(record, spec),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
-        return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(2)
+        d = d.batch(batch_size, drop_remainder=drop_remainder)
+        if self.settings.dynamic_padding:
+            d = d.map(input_pipeline.trim_padding)
+        return d.prefetch(2)
 
 
 def prepare(settings):
@@ -146,6 +151,11 @@ def prepare(settings):
         )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
     checkpoints.check_max_seq_length(s.max_seq_length, bert_config)
+    if s.dynamic_padding and s.use_tpu:
+        raise ValueError(
+            "--dynamic_padding gives batches of varying shapes, which TPUs "
+            "recompile for; leave it off with --use_tpu."
+        )
     checkpoints.check_vocab_size(s.vocab_file, bert_config)
     processor = classifier_processors.get_processor(s.task_name)
     if s.glue_submission_dir and processor.submission_name is None:
@@ -346,7 +356,10 @@ def run(settings):
 
 def _element_spec(task):
     """The batches' structure, from which the Trainer builds its variables."""
-    seq = [None, task.settings.max_seq_length]
+    seq = [
+        None,
+        None if task.settings.dynamic_padding else task.settings.max_seq_length,
+    ]
     spec = {
         name: tf.TensorSpec(seq, tf.int32)
         for name in input_pipeline.CLASSIFIER_SEQ_FEATURES

@@ -136,8 +136,9 @@ class Trainer:
         if self._built:
             return
         self._check_batch_size(element_spec)
+        # Unknown dimensions (dynamic padding) get length 2.
         dummy = {
-            k: tf.zeros([1] + list(s.shape[1:]), s.dtype)
+            k: tf.zeros([1] + [d or 2 for d in s.shape[1:]], s.dtype)
             for k, s in element_spec.items()
         }
         with self.strategy.scope():

@@ -42,3 +42,20 @@ def test_expand_input_files_names_the_missing_pattern(tmp_path):
     assert [f.rsplit("/", 1)[1] for f in files] == ["a.txt", "b.txt"]
     with pytest.raises(FileNotFoundError, match="nothing_here"):
         ip.expand_input_files(f"{tmp_path}/a.txt,{tmp_path}/nothing_here*")
+
+
+def test_trim_padding_cuts_to_the_longest_row_rounded_up():
+    mask = tf.constant([[1] * 5 + [0] * 11, [1] * 9 + [0] * 7])
+    batch = {
+        "input_ids": mask * 7,
+        "input_mask": mask,
+        "segment_ids": mask * 0,
+        "label_ids": tf.constant([1, 0]),
+    }
+    out = ip.trim_padding(batch, multiple=4)
+    assert out["input_ids"].shape == (2, 12)  # 9 rounded up to 12
+    assert out["input_mask"].numpy().tolist() == mask[:, :12].numpy().tolist()
+    assert out["label_ids"].numpy().tolist() == [1, 0]
+    # Never longer than the records.
+    assert ip.trim_padding(batch, multiple=32)["input_ids"].shape == (2, 16)
+    assert ip.trim_padding(batch, multiple=1)["segment_ids"].shape == (2, 9)

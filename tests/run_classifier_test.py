@@ -92,8 +92,8 @@ def mrpc_run(tmp_path_factory, minilm_ckpt):
     return out
 
 
-def _records(path, label_dtype=tf.int64):
-    spec = input_pipeline.classifier_feature_spec(SEQ, label_dtype)
+def _records(path, label_dtype=tf.int64, seq=SEQ):
+    spec = input_pipeline.classifier_feature_spec(seq, label_dtype)
     parsed = [
         input_pipeline.decode_record(r, spec)
         for r in tf.data.TFRecordDataset(str(path))
@@ -200,6 +200,43 @@ def test_test_results_and_submission(mrpc_run, minilm_ckpt):
     assert submission[0] == "index\tprediction"
     want = [f"{i}\t{np.argmax(p)}" for i, p in enumerate(probs)]
     assert submission[1:] == want
+
+
+def test_dynamic_padding_gives_the_padded_numbers(minilm_ckpt, tmp_path):
+    """Training, eval and predict on batches cut to their longest sequence;
+    the results equal the full-length computation from the checkpoint."""
+    out = tmp_path / "dyn"
+    settings = _settings(
+        minilm_ckpt,
+        out,
+        do_train=True,
+        do_eval=True,
+        do_predict=True,
+        train_batch_size=4,
+        num_train_epochs=1.0,
+        eval_batch_size=3,
+        predict_batch_size=2,
+        dynamic_padding=True,
+        max_seq_length=96,
+        random_seed=4,
+    )
+    results = classifier_runner.run(settings)
+    assert results["global_step"] == 4
+    records = _records(out / "eval.tf_record", seq=96)
+    # The records are padded to 96 and the batches cut shorter.
+    assert records["input_mask"].sum(-1).max() <= 96 - 8
+    logits = _logits(minilm_ckpt, str(out / "model.ckpt-4"), records)
+    labels = records["label_ids"]
+    assert results["eval_accuracy"] == pytest.approx(
+        np.mean(np.argmax(logits, -1) == labels), abs=1e-6
+    )
+    want_loss = np.mean(metrics.per_example_loss(logits, labels))
+    assert results["eval_loss"] == pytest.approx(want_loss, rel=1e-5)
+    lines = (out / "test_results.tsv").read_text().splitlines()
+    probs = np.array([[float(v) for v in line.split("\t")] for line in lines])
+    records = _records(out / "predict.tf_record", seq=96)
+    logits = _logits(minilm_ckpt, str(out / "model.ckpt-4"), records)
+    np.testing.assert_allclose(probs, tf.nn.softmax(logits).numpy(), atol=1e-6)
 
 
 def test_best_checkpoint_and_history(mrpc_run):
@@ -417,6 +454,10 @@ def test_classifier_runs_under_mixed_bfloat16(tiny_config_dict):
                 "init_checkpoint": "/m/uncased_L-12_H-768_A-12/bert_model.ckpt",
             },
             "do_lower_case",
+        ),
+        (
+            {"do_eval": True, "dynamic_padding": True, "use_tpu": True},
+            "--dynamic_padding gives batches of varying shapes",
         ),
         (
             {
