@@ -145,6 +145,28 @@ class InstanceStore:
     def __len__(self):
         return len(self.meta) // 6
 
+    def chunk_bytes(self, start, end):
+        """The bytes of instances [start, end) as a store of their own
+        (prediction offsets rebased): see `from_bytes`."""
+        meta = self.meta[6 * start : 6 * end]
+        first = self.meta[6 * start - 1] if start else 0
+        last = meta[-1] if end > start else first
+        for i in range(5, len(meta), 6):
+            meta[i] -= first
+        return (
+            meta.tobytes(),
+            self.positions[first:last].tobytes(),
+            self.outputs[first:last].tobytes(),
+        )
+
+    @classmethod
+    def from_bytes(cls, meta, positions, outputs):
+        store = cls()
+        store.meta.frombytes(meta)
+        store.positions.frombytes(positions)
+        store.outputs.frombytes(outputs)
+        return store
+
     @property
     def nbytes(self):
         arrays = (self.meta, self.positions, self.outputs)
@@ -341,7 +363,13 @@ class InstanceMaker:
 
 
 def generate_instances(
-    corpus, options, vocab_ids, rng, mask=True, log_passes=True
+    corpus,
+    options,
+    vocab_ids,
+    rng,
+    mask=True,
+    log_passes=True,
+    on_document=None,
 ):
     """All passes over the corpus, then the original's final shuffle.
 
@@ -354,6 +382,8 @@ def generate_instances(
       mask: bool, False to leave every instance unmasked (the scale mode
         masks them in bulk afterwards).
       log_passes: bool, whether to log progress after each pass.
+      on_document: optional callable(store), called after each document of
+        each pass (instances made so far can be processed meanwhile).
 
     Returns:
       (store, order): an InstanceStore of the instances in the order they
@@ -365,6 +395,8 @@ def generate_instances(
     for pass_index in range(options.dupe_factor):
         for document_index in range(len(corpus.documents)):
             maker.from_document(document_index)
+            if on_document is not None:
+                on_document(store)
         if log_passes:
             logging.info(
                 "Pass %d/%d: %d instances so far",

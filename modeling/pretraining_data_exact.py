@@ -13,6 +13,7 @@ import array
 import dataclasses
 import multiprocessing
 import os
+import tempfile
 
 from absl import logging
 
@@ -22,18 +23,24 @@ from modeling import pretraining_data_rng
 from modeling import pretraining_data_shards
 from modeling import pretraining_data_text
 
-# Runs of at least this many instances encode their records in worker
-# processes; encoding is deterministic, so the output is the same.
-_PARALLEL_ENCODE_MIN = 20_000
+# Instances per chunk sent to the encoder process while generation goes on.
 _ENCODE_CHUNK = 4096
 
 
-def _encode_chunk(start):
-    """Encodes the records of order[start : start + _ENCODE_CHUNK]."""
-    encoder, corpus, store, order = pretraining_data_shards.state()
-    indices = order[start : start + _ENCODE_CHUNK]
-    records = list(encoder.encode_stored(corpus, store, indices))
-    return b"".join(records), array.array("i", map(len, records))
+def _encode_chunk(task):
+    """Encodes one chunk of instances (InstanceStore.chunk_bytes) in a
+    worker. Returns the records back to back (or writes them to `path`,
+    when given, and returns None) and their lengths."""
+    payload, path = task
+    encoder, corpus = pretraining_data_shards.state()
+    store = pretraining_data.InstanceStore.from_bytes(*payload)
+    records = list(encoder.encode_stored(corpus, store, range(len(store))))
+    blob = b"".join(records)
+    if path is not None:
+        with open(path, "wb") as f:
+            f.write(blob)
+        blob = None
+    return blob, array.array("i", map(len, records))
 
 
 def split_records(blob, lengths):
@@ -53,18 +60,69 @@ def default_processes():
     return min(4, os.cpu_count() or 1)
 
 
-def encoded_records(pool, encoder, corpus, store, order):
-    """Yields the records of stored instances in `order`.
+class ConcurrentEncoder:
+    """Encodes instances in chunks, in the order they are made, while the
+    generation goes on (in worker processes when the pool forks), then
+    yields the records in output order.
 
-    With a multi-process `pool` (whose state is these arguments) and
-    enough instances, the workers encode chunks ahead of the writer.
+    Workers hand their records over in files under a temporary directory,
+    not through the pool's pipe: reading megabytes from a pipe takes the
+    GIL once per 64 KB, which the generating thread holds for up to 5 ms at
+    a time, so the workers would mostly wait. Records are deterministic
+    functions of their instances: the bytes do not depend on the chunking
+    or on the number of processes.
     """
-    if pool.processes <= 1 or len(order) < _PARALLEL_ENCODE_MIN:
-        yield from encoder.encode_stored(corpus, store, order)
-        return
-    starts = range(0, len(order), _ENCODE_CHUNK)
-    for blob, lengths in pool.imap(_encode_chunk, starts):
-        yield from split_records(blob, lengths)
+
+    def __init__(self, pool, chunk=None):
+        self._pool = pool
+        self._chunk = chunk or _ENCODE_CHUNK
+        self._sent = 0
+        self._pending = []
+        self._tmpdir = None
+        if pool.forks:
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="bert_records_")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self._tmpdir is not None:
+            self._tmpdir.cleanup()
+        return False
+
+    def __call__(self, store, final=False):
+        """Sends whole chunks of new instances (all of them when final)."""
+        while len(store) - self._sent >= (1 if final else self._chunk):
+            end = min(len(store), self._sent + self._chunk)
+            path = None
+            if self._tmpdir is not None:
+                path = os.path.join(self._tmpdir.name, f"{len(self._pending)}")
+            payload = store.chunk_bytes(self._sent, end)
+            task = (payload, path)
+            self._pending.append((self._pool.submit(_encode_chunk, task), path))
+            self._sent = end
+
+    def records(self, order):
+        """Yields the records of instances `order[0]`, `order[1]`, ..."""
+        # Every chunk but the last is full: instance i is in blobs[i // chunk]
+        # at [starts[i], ends[i]).
+        blobs, starts, ends = [], [], []
+        for result, path in self._pending:
+            blob, lengths = result.get()
+            if path is not None:
+                with open(path, "rb") as f:
+                    blob = f.read()
+                os.remove(path)
+            blobs.append(blob)
+            pos = 0
+            for length in lengths:
+                starts.append(pos)
+                pos += length
+                ends.append(pos)
+        self._pending = []
+        chunk = self._chunk
+        for i in order:
+            yield blobs[i // chunk][starts[i] : ends[i]]
 
 
 def log_read_stats(stats, input_files):
@@ -146,21 +204,28 @@ def create_exact(
     )
     log_read_stats(stats, input_files)
     check_documents(corpus.documents, input_files)
-    rng = pretraining_data_rng.make_rng(options.random_seed)
-    store, order = pretraining_data.generate_instances(
-        corpus, options, vocab_ids, rng
-    )
     encoder = pretraining_data_records.RecordEncoder(
         options.max_seq_length, options.max_predictions_per_seq, vocab_ids
     )
-    logging.info(
-        "Made %d instances (%.1f MB of skeletons, %.1f MB of tokens)",
-        len(store),
-        store.nbytes / 1e6,
-        corpus.tokens.itemsize * len(corpus.tokens) / 1e6,
-    )
-    state = (encoder, corpus, store, order)
-    with pretraining_data_shards.ForkPool(processes, state) as pool:
-        records = encoded_records(pool, encoder, corpus, store, order)
+    rng = pretraining_data_rng.make_rng(options.random_seed)
+    # Encoding runs in processes - 1 forked workers beside the generation
+    # (which is sequential), or here at the end with one process.
+    with (
+        pretraining_data_shards.ForkPool(
+            max(1, processes - 1), (encoder, corpus), fork=processes > 1
+        ) as pool,
+        ConcurrentEncoder(pool) as concurrent,
+    ):
+        store, order = pretraining_data.generate_instances(
+            corpus, options, vocab_ids, rng, on_document=concurrent
+        )
+        concurrent(store, final=True)
+        logging.info(
+            "Made %d instances (%.1f MB of skeletons, %.1f MB of tokens)",
+            len(store),
+            store.nbytes / 1e6,
+            corpus.tokens.itemsize * len(corpus.tokens) / 1e6,
+        )
+        records = concurrent.records(order)
         written = write_records(records, output_files, tokenizer.inv_vocab)
     return {"instances": written, **dataclasses.asdict(stats)}

@@ -149,6 +149,15 @@ def check_output_files(output_files, input_files=()):
             raise ValueError(f"Directory of output file {path} does not exist")
 
 
+class _Deferred:
+    def __init__(self, fn, item):
+        self._call = (fn, item)
+
+    def get(self):
+        fn, item = self._call
+        return fn(item)
+
+
 def release_large_blocks_to_os(threshold=1 << 20):
     """Makes glibc serve blocks >= `threshold` bytes with mmap, always.
 
@@ -175,20 +184,22 @@ class ForkPool:
 
     `imap(fn, items)` yields fn(item) in order, computed by the workers
     with at most `processes + 1` items in flight; with `processes` <= 1 it
-    runs in this process (same results, no fork). A worker is replaced
+    runs in this process (same results, no fork) unless `fork` is True. A worker is replaced
     after `max_tasks` items, if given.
     """
 
-    def __init__(self, processes, worker_state, max_tasks=None):
+    def __init__(self, processes, worker_state, max_tasks=None, fork=None):
         self.processes = processes
         self._state = worker_state
         self._max_tasks = max_tasks
+        # fork=True forks even one worker (to run beside this process).
+        self._fork = processes > 1 if fork is None else fork
         self._pool = None
 
     def __enter__(self):
         global _STATE
         _STATE = self._state
-        if self.processes > 1:
+        if self._fork:
             context = multiprocessing.get_context("fork")
             self._pool = context.Pool(
                 self.processes, maxtasksperchild=self._max_tasks
@@ -206,6 +217,18 @@ class ForkPool:
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()
+
+    @property
+    def forks(self):
+        """Whether work runs in forked workers (not in this process)."""
+        return self._fork
+
+    def submit(self, fn, item):
+        """Starts fn(item) in a worker; `.get()` of the result waits for it.
+        Without workers fn runs when `.get()` is called."""
+        if self._pool is None:
+            return _Deferred(fn, item)
+        return self._pool.apply_async(fn, (item,))
 
     def __exit__(self, exc_type, exc, tb):
         global _STATE

@@ -41,7 +41,9 @@ def shared_dir():
     """../shared (or $BERT_SHARED_DIR); skips the test when absent."""
     path = _shared_dir()
     if path is None:
-        pytest.skip("../shared is absent: golden outputs and data not available")
+        pytest.skip(
+            "../shared is absent: golden outputs and data not available"
+        )
     return path
 
 

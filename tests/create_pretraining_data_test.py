@@ -139,7 +139,6 @@ def test_exact_mode_is_byte_reproducible_and_round_robin(
 def test_parallel_encoding_writes_the_same_bytes(
     toy_tokenizer, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(pretraining_data_exact, "_PARALLEL_ENCODE_MIN", 1)
     monkeypatch.setattr(pretraining_data_exact, "_ENCODE_CHUNK", 37)
     corpus = _corpus(tmp_path)
     options = pretraining_data.GenerationOptions(max_seq_length=32)
