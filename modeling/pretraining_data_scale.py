@@ -14,13 +14,16 @@ So the output is deterministic for a seed and shard size, whatever the
 number of workers, but it is NOT the original's: next-sentence negatives
 come from the same shard, a document never continues across a file
 boundary, and instances are shuffled within a shard (the bounded shuffle),
-not globally. Memory per worker is one shard's documents and records; the
-parent holds the records of at most num_workers + 1 shards.
+not globally. Memory per worker is one shard's documents and instances;
+workers leave each shard's records in a temporary file, and the parent holds
+one shard's records at a time while it writes them.
 """
 
 import array
 import dataclasses
+import os
 import random
+import tempfile
 import time
 
 import numpy as np
@@ -44,6 +47,7 @@ class _WorkerState:
     encoder: pretraining_data_records.RecordEncoder
     line_tokenizer: pretraining_data_text.LineTokenizer
     decode_errors: str
+    tmpdir: str | None = None  # Where workers leave their shards' records.
 
 
 def shard_rng(random_seed, shard_index):
@@ -55,9 +59,11 @@ def process_shard(shard):
     """Turns one shard into records (runs in a worker).
 
     Returns:
-      (shard, records, lengths, stats): records is a bytearray, the shard's
-      serialized examples in output order, back to back; lengths an array
-      of their sizes; stats a ReadStats.
+      (shard, path, lengths, stats): path is a file (in the run's temporary
+      directory) holding the shard's serialized examples in output order,
+      back to back, or None when there are none; lengths an array of their
+      sizes; stats a ReadStats. A file, not the pool's pipe: see
+      pretraining_data_exact.ConcurrentEncoder.
     """
     state = pretraining_data_shards.state()
     corpus = pretraining_data_text.Corpus(state.vocab_ids.num_ids)
@@ -69,7 +75,7 @@ def process_shard(shard):
     stats.empty_documents = corpus.finish()
     stats.documents = len(corpus.documents)
     if not corpus.documents:
-        return shard, b"", array.array("i"), stats
+        return shard, None, array.array("i"), stats
     rng = shard_rng(state.options.random_seed, shard.index)
     # Whole-word masking keeps the exact mode's masking; per-token masking
     # is drawn for the whole shard at once with numpy.
@@ -84,12 +90,14 @@ def process_shard(shard):
     )
     if not whole_word:
         mask_in_bulk(store, state.options, state.vocab_ids, rng.getrandbits(64))
-    # One buffer, no list of records: the worker's peak is one copy.
-    blob, lengths = bytearray(), array.array("i")
-    for record in state.encoder.encode_stored(corpus, store, order):
-        blob += record
-        lengths.append(len(record))
-    return shard, blob, lengths, stats
+    # Written as they come: the worker never holds the shard's records.
+    lengths = array.array("i")
+    path = os.path.join(state.tmpdir, f"shard-{shard.index}")
+    with open(path, "wb") as f:
+        for record in state.encoder.encode_stored(corpus, store, order):
+            f.write(record)
+            lengths.append(len(record))
+    return shard, path, lengths, stats
 
 
 def mask_in_bulk(store, options, vocab_ids, seed, chunk=8192):
@@ -194,9 +202,13 @@ def _worker_state(tokenizer, options, decode_errors):
     )
 
 
-def _write_shard(out, data, lengths, inv_vocab):
-    for piece in pretraining_data_exact.split_records(data, lengths):
-        record = bytes(piece)
+def _write_shard(out, path, lengths, inv_vocab):
+    if path is None:
+        return
+    with open(path, "rb") as f:
+        data = f.read()
+    os.remove(path)
+    for record in pretraining_data_exact.split_records(data, lengths):
         if out.num_written < 20:
             pretraining_data_records.log_instance(record, inv_vocab)
         out.write(record)
@@ -241,16 +253,19 @@ def create_scaled(
     pretraining_data_shards.release_large_blocks_to_os()  # Workers inherit it.
     # The pool forks before the writers open; one worker runs in-process.
     with (
+        tempfile.TemporaryDirectory(prefix="bert_shards_") as tmpdir,
         pretraining_data_shards.ForkPool(
-            num_workers, state, max_tasks=_SHARDS_PER_WORKER
+            num_workers,
+            dataclasses.replace(state, tmpdir=tmpdir),
+            max_tasks=_SHARDS_PER_WORKER,
         ) as pool,
         pretraining_data_records.AtomicRecordWriters(output_files) as out,
     ):
-        for shard, data, lengths, shard_stats in pool.imap(
+        for shard, path, lengths, shard_stats in pool.imap(
             process_shard, shards
         ):
             stats.add(shard_stats)
-            _write_shard(out, data, lengths, tokenizer.inv_vocab)
+            _write_shard(out, path, lengths, tokenizer.inv_vocab)
             progress.update(shard, out.num_written)
         progress.log(out.num_written)
         pretraining_data_exact.log_read_stats(stats, input_files)
