@@ -198,19 +198,11 @@ def loss_fn(is_regression):
 
 
 def build_classifier(bert_config, num_labels, use_one_hot_embeddings=False):
-    """models.BertClassifier, usable under a mixed-precision policy.
-
-    Adapter: heads.ClassifierHead adds its float32 `output_bias` to float32
-    logits, but under a mixed policy Keras autocasts every variable read in
-    the layer's call to bfloat16/float16 (a dtype error). The head already
-    casts `output_weights` to the compute dtype itself, so autocasting is
-    turned off for that layer only.
-    """
-    model = models.BertClassifier(
+    """models.BertClassifier (its head turns Keras autocasting off itself, so
+    it works under a mixed-precision policy)."""
+    return models.BertClassifier(
         bert_config, num_labels, use_one_hot_embeddings=use_one_hot_embeddings
     )
-    model.classifier.autocast = False
-    return model
 
 
 def make_trainer(task, num_train_steps=1, num_warmup_steps=0):

@@ -345,7 +345,8 @@ class InputPacker(tf.Module):
 
         Args:
           segment_a: int RaggedTensor [batch_size, (tokens)], ids of A.
-          segment_b: like `segment_a` for B, or None for single segments.
+          segment_b: like `segment_a` for B, or None for single segments;
+            rows where B is empty are packed like single segments.
 
         Returns:
           dict with "input_ids", "input_mask" and "segment_ids", each an
@@ -366,8 +367,16 @@ class InputPacker(tf.Module):
             keep_a, keep_b = truncated_lengths(
                 len_a, len_b, self.max_seq_length - 3
             )
+            # A row whose B has no tokens is packed as a single segment,
+            # as the original does (`if tokens_b:`): no second [SEP], and
+            # A keeps max_seq_length - 2 tokens.
+            has_b = len_b > 0
+            keep_a = tf.where(
+                has_b, keep_a, tf.minimum(len_a, self.max_seq_length - 2)
+            )
             b = _head(segment_b, keep_b)
-            pieces = [cls, _head(segment_a, keep_a), sep, b, sep]
+            sep_b = tf.ragged.boolean_mask(sep, has_b[:, None])
+            pieces = [cls, _head(segment_a, keep_a), sep, b, sep_b]
             types = [0, 0, 0, 1, 1]
         ids = tf.concat(pieces, axis=1)
         segments = tf.concat(

@@ -182,6 +182,19 @@ def test_input_packer():
         [0, 0, 0, 0, 0, 1, 1, 1],
         [0, 0, 0, 1, 1, 1, 1, 1],
     ]
+    # An empty B packs like a single segment (the original's `if tokens_b`).
+    mixed = packer(
+        tf.ragged.constant([[1, 2, 3, 4, 5, 6, 7], [7]]),
+        tf.ragged.constant([[], [13]], dtype=tf.int32),
+    )
+    assert mixed["input_ids"].numpy().tolist() == [
+        [101, 1, 2, 3, 4, 5, 6, 102],
+        [101, 7, 102, 13, 102, 0, 0, 0],
+    ]
+    assert mixed["segment_ids"].numpy().tolist() == [
+        [0, 0, 0, 0, 0, 0, 0, 0],
+        [0, 0, 0, 1, 1, 0, 0, 0],
+    ]
     single = packer(tf.ragged.constant([[1, 2, 3, 4, 5, 6, 7], [9]]))
     assert single["input_ids"].numpy().tolist() == [
         [101, 1, 2, 3, 4, 5, 6, 102],
