@@ -11,6 +11,7 @@ remote (gs://...): records are encoded and framed in Python and numpy.
 
 import array
 import dataclasses
+import itertools
 import multiprocessing
 import os
 import tempfile
@@ -114,11 +115,9 @@ class ConcurrentEncoder:
                     blob = f.read()
                 os.remove(path)
             blobs.append(blob)
-            pos = 0
-            for length in lengths:
-                starts.append(pos)
-                pos += length
-                ends.append(pos)
+            chunk_ends = list(itertools.accumulate(lengths))
+            starts += [0] + chunk_ends[:-1]
+            ends += chunk_ends
         self._pending = []
         chunk = self._chunk
         for i in order:

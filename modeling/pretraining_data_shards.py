@@ -17,6 +17,8 @@ import glob
 import multiprocessing
 import os
 
+from modeling import tfrecord_io
+
 # Blank-line search window past a nominal cut (a document boundary there
 # keeps documents whole; without one the cut falls at the next line end).
 _BOUNDARY_WINDOW = 1 << 16
@@ -38,7 +40,7 @@ class Shard:
 
 def open_binary(path):
     """Opens a local or tf.io.gfile path (gs://...) for binary reading."""
-    if "://" in str(path):
+    if tfrecord_io.is_remote(path):
         import tensorflow as tf  # Only remote paths need TF.
 
         return tf.io.gfile.GFile(path, "rb")
@@ -46,7 +48,7 @@ def open_binary(path):
 
 
 def file_size(path):
-    if "://" in str(path):
+    if tfrecord_io.is_remote(path):
         import tensorflow as tf
 
         return tf.io.gfile.stat(path).length
@@ -107,7 +109,7 @@ def expand_input_files(input_file):
     Raises:
       FileNotFoundError: naming the pattern that matched nothing.
     """
-    if "://" in input_file:
+    if tfrecord_io.is_remote(input_file):
         from modeling import input_pipeline  # Loads TensorFlow.
 
         return input_pipeline.expand_input_files(input_file)
@@ -145,7 +147,11 @@ def check_output_files(output_files, input_files=()):
         if os.path.isdir(path):
             raise ValueError(f"Output file {path} is a directory")
         parent = os.path.dirname(path)
-        if parent and "://" not in path and not os.path.isdir(parent):
+        if (
+            parent
+            and not tfrecord_io.is_remote(path)
+            and not os.path.isdir(parent)
+        ):
             raise ValueError(f"Directory of output file {path} does not exist")
 
 
