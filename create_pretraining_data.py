@@ -11,12 +11,11 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from modeling import pretraining_data
-from modeling import pretraining_data_exact
-from modeling import pretraining_data_shards
-from modeling import pretraining_data_text
-from modeling import tokenization
-
+from modeling.pretraining_data import generation
+from modeling.pretraining_data import exact
+from modeling.pretraining_data import shards
+from modeling.pretraining_data import text
+from modeling.text import tokenization
 FLAGS = flags.FLAGS
 
 ## Required parameters
@@ -74,7 +73,7 @@ flags.DEFINE_float(
 flags.DEFINE_enum(
     "decode_errors",
     "strict",
-    pretraining_data_text.DECODE_ERRORS,
+    text.DECODE_ERRORS,
     "What to do with input bytes that are not UTF-8: 'strict' stops with "
     "an error naming the file and line; 'replace' puts U+FFFD in their "
     "place (the tokenizer then deletes it) and 'ignore' drops them (the "
@@ -116,9 +115,9 @@ def main(_):
     logging.set_verbosity(logging.INFO)
     if FLAGS.num_workers < 0:
         raise ValueError(f"--num_workers={FLAGS.num_workers}: must be >= 0")
-    input_files = pretraining_data_shards.expand_input_files(FLAGS.input_file)
+    input_files = shards.expand_input_files(FLAGS.input_file)
     output_files = _output_files(FLAGS.output_file)
-    options = pretraining_data.GenerationOptions(
+    options = generation.GenerationOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         masked_lm_prob=FLAGS.masked_lm_prob,
@@ -138,15 +137,14 @@ def main(_):
     for output_file in output_files:
         logging.info("  %s", output_file)
     if FLAGS.num_workers == 0:
-        pretraining_data_exact.create_exact(
+        exact.create_exact(
             input_files, output_files, tokenizer, options, FLAGS.decode_errors
         )
     else:
         # Imported here: it loads TensorFlow, which the exact mode loads in
         # the background instead.
-        from modeling import pretraining_data_scale
-
-        pretraining_data_scale.create_scaled(
+        from modeling.pretraining_data import scale
+        scale.create_scaled(
             input_files,
             output_files,
             tokenizer,

@@ -7,16 +7,15 @@
       --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
 
 One JSON object per input line, as the original writes it (about 15 kB per
-token with the default four layers). The logic lives in modeling/extract.py.
+token with the default four layers). The logic lives in modeling/tasks/extract.py.
 """
 
 from absl import app
 from absl import flags
 from absl import logging
 
-from modeling import distribute
-from modeling import extract
-
+from modeling.training import distribute
+from modeling.tasks import extract
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("input_file", None, "")

@@ -125,11 +125,10 @@ shared_flags.define_common_flags()
 
 def settings_from_flags():
     """classifier_runner.Settings from the parsed flags."""
-    from modeling import classifier_runner
-
+    from modeling.tasks import classifier
     names = [
         f.name
-        for f in dataclasses.fields(classifier_runner.Settings)
+        for f in dataclasses.fields(classifier.Settings)
         if f.name != "run_config"
     ]
     run_config = shared_flags.run_config(
@@ -139,14 +138,13 @@ def settings_from_flags():
         learning_rate=FLAGS.learning_rate,
     )
     values = {name: FLAGS[name].value for name in names}
-    return classifier_runner.Settings(**values, run_config=run_config)
+    return classifier.Settings(**values, run_config=run_config)
 
 
 def main(_):
     # Imported here so that `--help` does not load TensorFlow.
-    from modeling import classifier_runner
-
-    classifier_runner.run(settings_from_flags())
+    from modeling.tasks import classifier
+    classifier.run(settings_from_flags())
 
 
 def run():

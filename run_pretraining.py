@@ -71,10 +71,9 @@ SIGTERM_EXIT_CODE = 143
 
 def main(_):
     # Imported here so that `--help` does not load TensorFlow.
-    from modeling import pretraining_task
-    from modeling import training
-
-    settings = pretraining_task.Settings(
+    from modeling.tasks import pretraining
+    from modeling.training import trainer
+    settings = pretraining.Settings(
         bert_config_file=FLAGS.bert_config_file,
         input_file=FLAGS.input_file,
         output_dir=FLAGS.output_dir,
@@ -101,8 +100,8 @@ def main(_):
         ),
     )
     try:
-        pretraining_task.run(settings)
-    except training.TrainingInterrupted as e:
+        pretraining.run(settings)
+    except trainer.TrainingInterrupted as e:
         logging.warning("%s", e)
         sys.exit(SIGTERM_EXIT_CODE)
 

@@ -1,8 +1,7 @@
-"""`import tokenization` as in the original: this is modeling/tokenization."""
+"""`import tokenization` as in the original: this is modeling/text/tokenization."""
 
 import sys
 
-from modeling import tokenization
-
+from modeling.text import tokenization
 # Original users also reach the private helpers (`_is_control`, ...).
 sys.modules[__name__] = tokenization

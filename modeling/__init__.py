@@ -1,4 +1,4 @@
-"""The BERT library behind the original scripts (see modeling/README.md).
+"""The BERT library behind the original scripts (modeling/README.md maps it).
 
 The public names below are re-exported lazily (PEP 562), so that
 `from modeling import tokenization` in a data tool does not import Keras.
@@ -20,24 +20,33 @@ _EXPORTS = {
     "write_checkpoint": "modeling.checkpoints",
     "resolve_checkpoint": "modeling.checkpoints",
     "variable_name": "modeling.checkpoints",
-    "FullTokenizer": "modeling.tokenization",
-    "InGraphTokenizer": "modeling.text_graph",
-    "InputPacker": "modeling.text_graph",
-    "create_optimizer": "modeling.optimization",
-    "Trainer": "modeling.training",
+    "FullTokenizer": "modeling.text.tokenization",
+    "InGraphTokenizer": "modeling.text.in_graph",
+    "InputPacker": "modeling.text.in_graph",
+    "create_optimizer": "modeling.training.optimization",
+    "Trainer": "modeling.training.trainer",
+}
+
+# Modules that lived at the top of the package before it had subpackages:
+# `from modeling import tokenization` (as in the original's notebooks) keeps
+# working.
+_MODULES = {
+    "tokenization": "modeling.text.tokenization",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name):
-    module = _EXPORTS.get(name)
-    if module is None:
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
         raise AttributeError(f"module 'modeling' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_MODULES))

@@ -1,4 +1,4 @@
-"""Tests for modeling.classifier_data and modeling.classifier_processors."""
+"""Tests for modeling.data.classifier_data and modeling.data.glue."""
 
 import gzip
 import json
@@ -9,12 +9,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import classifier_data
-from modeling import classifier_processors
-from modeling import input_pipeline
-from modeling import tokenization
-
-
+from modeling.data import classifier_data
+from modeling.data import glue
+from modeling.data import input_pipeline
+from modeling.text import tokenization
 @pytest.fixture(scope="module")
 def tokenizer(uncased_vocab_file):
     return tokenization.FullTokenizer(uncased_vocab_file, do_lower_case=True)
@@ -41,7 +39,7 @@ def test_features_match_original(
 ):
     with gzip.open(golden_dir / f"{golden_name}.jsonl.gz", "rt") as f:
         golden = [json.loads(line) for line in f]
-    processor = classifier_processors.get_processor(task)
+    processor = glue.get_processor(task)
     data_dir = str(shared_dir / "data" / "glue" / task)
     get = getattr(processor, f"get_{split}_examples")
     examples = get(data_dir)[: len(golden)]
@@ -187,15 +185,15 @@ def test_classification_record_label_is_int64(tmp_path):
 
 def test_registry_is_case_insensitive_and_lists_known_tasks():
     assert isinstance(
-        classifier_processors.get_processor("MRPC"),
-        classifier_processors.MrpcProcessor,
+        glue.get_processor("MRPC"),
+        glue.MrpcProcessor,
     )
     assert isinstance(
-        classifier_processors.get_processor("SST-2"),
-        classifier_processors.Sst2Processor,
+        glue.get_processor("SST-2"),
+        glue.Sst2Processor,
     )
     with pytest.raises(ValueError, match=r"Task not found: boolq.*cola.*mrpc"):
-        classifier_processors.get_processor("boolq")
+        glue.get_processor("boolq")
 
 
 def test_original_four_layouts(tmp_path):
@@ -205,7 +203,7 @@ def test_original_four_layouts(tmp_path):
         cola / "train.tsv", [["gj04", "1", "", "A b."], ["gj04", "0", "*", "C"]]
     )
     _write(cola / "test.tsv", [["index", "sentence"], ["0", "Test s."]])
-    p = classifier_processors.get_processor("cola")
+    p = glue.get_processor("cola")
     train = p.get_train_examples(str(cola))
     assert [(e.guid, e.text_a, e.text_b, e.label) for e in train] == [
         ("train-0", "A b.", None, "1"),
@@ -225,7 +223,7 @@ def test_original_four_layouts(tmp_path):
     row = ["77"] + ["x"] * 7 + ['"P" q', "H", "neutral", "entailment"]
     _write(mnli / "train.tsv", [head, row])
     _write(mnli / "test_matched.tsv", [head[:10], row[:10]])
-    p = classifier_processors.get_processor("MNLI")
+    p = glue.get_processor("MNLI")
     (ex,) = p.get_train_examples(str(mnli))
     # Quotes stay literal (QUOTE_NONE) and the label is the last column.
     assert (ex.guid, ex.text_a, ex.text_b, ex.label) == (
@@ -250,7 +248,7 @@ def test_xnli_language_filter_and_label_mapping(tmp_path):
         ["zh", "entailment", "", "", "", "", "z1", "z2"],
     ]
     _write(tmp_path / "xnli.dev.tsv", [head] + rows)
-    p = classifier_processors.get_processor("xnli")
+    p = glue.get_processor("xnli")
     (ex,) = p.get_train_examples(str(tmp_path))
     assert (ex.guid, ex.label) == ("train-1", "contradiction")
     (ex,) = p.get_dev_examples(str(tmp_path))
@@ -278,7 +276,7 @@ def test_xnli_language_filter_and_label_mapping(tmp_path):
     ],
 )
 def test_glue_layouts_on_real_data(shared_dir, task, split, count, first):
-    p = classifier_processors.get_processor(task)
+    p = glue.get_processor(task)
     data_dir = str(shared_dir / "data" / "glue" / task)
     examples = getattr(p, f"get_{split}_examples")(data_dir)
     assert len(examples) == count
@@ -288,9 +286,9 @@ def test_glue_layouts_on_real_data(shared_dir, task, split, count, first):
 
 
 def test_sts_b_is_regression_and_others_are_not():
-    assert classifier_processors.get_processor("sts-b").get_labels() is None
-    assert classifier_processors.get_processor("sts-b").is_regression
-    assert classifier_processors.get_processor("qnli").get_labels() == [
+    assert glue.get_processor("sts-b").get_labels() is None
+    assert glue.get_processor("sts-b").is_regression
+    assert glue.get_processor("qnli").get_labels() == [
         "entailment",
         "not_entailment",
     ]
@@ -301,7 +299,7 @@ def test_ax_is_test_only(tmp_path):
         tmp_path / "diagnostic.tsv",
         [["index", "sentence1", "sentence2"], ["0", "A", "B"]],
     )
-    p = classifier_processors.get_processor("AX")
+    p = glue.get_processor("AX")
     (ex,) = p.get_test_examples(str(tmp_path))
     assert (ex.text_a, ex.text_b, ex.index) == ("A", "B", "0")
     with pytest.raises(ValueError, match="test-only"):
@@ -320,7 +318,7 @@ def test_wrong_column_count_names_file_and_line(tmp_path):
             ["1", "a"],
         ],
     )
-    p = classifier_processors.get_processor("mrpc")
+    p = glue.get_processor("mrpc")
     with pytest.raises(
         ValueError, match=rf"{path} line 3: expected 5 .* found 2"
     ):
@@ -332,7 +330,7 @@ def test_unknown_label_names_file_line_and_label(tmp_path):
         tmp_path / "dev.tsv",
         [["Quality", "i1", "i2", "s1", "s2"], ["2", "1", "2", "a", "b"]],
     )
-    p = classifier_processors.get_processor("mrpc")
+    p = glue.get_processor("mrpc")
     with pytest.raises(ValueError, match=rf"{path} line 2: unknown label '2'"):
         p.get_dev_examples(str(tmp_path))
 
@@ -342,7 +340,7 @@ def test_empty_text_names_file_and_line(tmp_path):
         tmp_path / "train.tsv",
         [["Quality", "i1", "i2", "s1", "s2"], ["1", "1", "2", "a", " "]],
     )
-    p = classifier_processors.get_processor("mrpc")
+    p = glue.get_processor("mrpc")
     with pytest.raises(ValueError, match=rf"{path} line 2: empty text_b"):
         p.get_train_examples(str(tmp_path))
 
@@ -351,7 +349,7 @@ def test_bad_regression_label_and_missing_file(tmp_path):
     head = [f"h{i}" for i in range(10)]
     row = ["0"] * 7 + ["a", "b", "high"]
     path = _write(tmp_path / "train.tsv", [head, row])
-    p = classifier_processors.get_processor("sts-b")
+    p = glue.get_processor("sts-b")
     with pytest.raises(
         ValueError, match=rf"{path} line 2: label 'high' is not"
     ):
@@ -405,7 +403,7 @@ def test_glue_submission_file(tmp_path):
 def test_other_glue_layouts(tmp_path, task, train_row, test_row, want):
     _write(tmp_path / "train.tsv", [["h"] * len(train_row), train_row])
     _write(tmp_path / "test.tsv", [["h"] * len(test_row), test_row])
-    p = classifier_processors.get_processor(task)
+    p = glue.get_processor(task)
     (ex,) = p.get_train_examples(str(tmp_path))
     (test,) = p.get_test_examples(str(tmp_path))
     got = (ex.guid, ex.text_a, ex.text_b, ex.label, test.index, test.text_a)
@@ -417,7 +415,7 @@ def test_mnli_mismatched_files(tmp_path):
     head = [f"h{i}" for i in range(16)]
     row = ["4"] + ["x"] * 7 + ["P", "H"] + ["neutral"] * 6
     _write(tmp_path / "dev_mismatched.tsv", [head, row])
-    p = classifier_processors.get_processor("MNLI-MM")
+    p = glue.get_processor("MNLI-MM")
     (ex,) = p.get_dev_examples(str(tmp_path))
     assert (ex.guid, ex.label) == ("dev_mismatched-4", "neutral")
     assert p.submission_name == "MNLI-mm"

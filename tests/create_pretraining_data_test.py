@@ -14,11 +14,10 @@ import sys
 import pytest
 import tensorflow as tf
 
-from modeling import pretraining_data
-from modeling import pretraining_data_exact
-from modeling import pretraining_data_scale
-from modeling import tokenization
-
+from modeling.pretraining_data import generation
+from modeling.pretraining_data import exact
+from modeling.pretraining_data import scale
+from modeling.text import tokenization
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 GOLDEN_RUNS = {
     "pretraining_readme.tfrecord": (
@@ -101,11 +100,11 @@ def test_exact_mode_equals_the_original(
     do_lower_case, flags = GOLDEN_RUNS[golden]
     tokenizer = tokenization.FullTokenizer(uncased_vocab_file, do_lower_case)
     out = tmp_path / "out.tfrecord"
-    counts = pretraining_data_exact.create_exact(
+    counts = exact.create_exact(
         [str(golden_dir / "inputs" / "sample_text.txt")],
         [str(out)],
         tokenizer,
-        pretraining_data.GenerationOptions(**flags),
+        generation.GenerationOptions(**flags),
     )
     _assert_same_records(out, golden_dir / golden)
     assert counts["instances"] == len(_examples(out))
@@ -115,12 +114,12 @@ def test_exact_mode_is_byte_reproducible_and_round_robin(
     toy_tokenizer, tmp_path
 ):
     corpus = _corpus(tmp_path)
-    options = pretraining_data.GenerationOptions(
+    options = generation.GenerationOptions(
         max_seq_length=32, dupe_factor=3
     )
     paths = [tmp_path / f"{n}.tfrecord" for n in ("a", "b", "c1", "c2")]
     for outputs in ([paths[0]], [paths[1]], paths[2:]):
-        pretraining_data_exact.create_exact(
+        exact.create_exact(
             [str(corpus)], [str(p) for p in outputs], toy_tokenizer, options
         )
     assert paths[0].read_bytes() == paths[1].read_bytes()
@@ -139,13 +138,13 @@ def test_exact_mode_is_byte_reproducible_and_round_robin(
 def test_parallel_encoding_writes_the_same_bytes(
     toy_tokenizer, tmp_path, monkeypatch
 ):
-    monkeypatch.setattr(pretraining_data_exact, "_ENCODE_CHUNK", 37)
+    monkeypatch.setattr(exact, "_ENCODE_CHUNK", 37)
     corpus = _corpus(tmp_path)
-    options = pretraining_data.GenerationOptions(max_seq_length=32)
+    options = generation.GenerationOptions(max_seq_length=32)
     outputs = []
     for processes in (1, 2):
         out = tmp_path / f"p{processes}.tfrecord"
-        pretraining_data_exact.create_exact(
+        exact.create_exact(
             [str(corpus)],
             [str(out)],
             toy_tokenizer,
@@ -196,14 +195,14 @@ def test_bad_input_is_a_clear_error_and_leaves_no_file(
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(data)
     out = tmp_path / "out.tfrecord"
-    options = pretraining_data.GenerationOptions(**flags)
+    options = generation.GenerationOptions(**flags)
     with pytest.raises(ValueError, match=message):
         if mode == "exact":
-            pretraining_data_exact.create_exact(
+            exact.create_exact(
                 [str(corpus)], [str(out)], toy_tokenizer, options
             )
         else:
-            pretraining_data_scale.create_scaled(
+            scale.create_scaled(
                 [str(corpus)], [str(out)], toy_tokenizer, options, num_workers=2
             )
     assert _leftovers(tmp_path) == []
@@ -215,11 +214,11 @@ def test_replace_policy_counts_bad_lines(toy_tokenizer, tmp_path):
         b"the cat \xff sat.\nthe dog ran.\n\nthe \xfe mat.\na cat.\n"
     )
     out = tmp_path / "out.tfrecord"
-    counts = pretraining_data_exact.create_exact(
+    counts = exact.create_exact(
         [str(corpus)],
         [str(out)],
         toy_tokenizer,
-        pretraining_data.GenerationOptions(dupe_factor=1),
+        generation.GenerationOptions(dupe_factor=1),
         decode_errors="replace",
     )
     assert counts["decode_error_lines"] == 2
@@ -232,11 +231,11 @@ def test_vocab_without_mask_is_an_error(tmp_path):
     tokenizer = tokenization.FullTokenizer(str(vocab), True)
     corpus = _corpus(tmp_path, num_docs=2)
     with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
-        pretraining_data_exact.create_exact(
+        exact.create_exact(
             [str(corpus)],
             [str(tmp_path / "out.tfrecord")],
             tokenizer,
-            pretraining_data.GenerationOptions(),
+            generation.GenerationOptions(),
         )
     assert _leftovers(tmp_path) == []
 
@@ -253,11 +252,11 @@ def test_vocab_without_mask_is_an_error(tmp_path):
 def test_bad_output_files(outputs, message, toy_tokenizer, tmp_path):
     corpus = _corpus(tmp_path, num_docs=2)
     with pytest.raises(ValueError, match=message):
-        pretraining_data_exact.create_exact(
+        exact.create_exact(
             [str(corpus)],
             [str(tmp_path / o) for o in outputs],
             toy_tokenizer,
-            pretraining_data.GenerationOptions(),
+            generation.GenerationOptions(),
         )
 
 
@@ -274,11 +273,11 @@ def test_scale_mode_rejects_bad_arguments(
 ):
     corpus = _corpus(tmp_path, num_docs=2)
     with pytest.raises(ValueError, match=message):
-        pretraining_data_scale.create_scaled(
+        scale.create_scaled(
             [str(corpus)],
             [str(tmp_path / "out.tfrecord")],
             toy_tokenizer,
-            pretraining_data.GenerationOptions(),
+            generation.GenerationOptions(),
             **kwargs,
         )
     assert _leftovers(tmp_path) == []
@@ -288,16 +287,16 @@ def test_scale_mode_is_deterministic_whatever_the_worker_count(
     toy_tokenizer, tmp_path, monkeypatch
 ):
     corpus = _corpus(tmp_path, num_docs=60)
-    options = pretraining_data.GenerationOptions(
+    options = generation.GenerationOptions(
         max_seq_length=32, dupe_factor=2
     )
     outputs = {}
     runs = ((1, "w1"), (2, "w2"), (3, "w3"), (2, "w2_recycled"))
     for workers, name in runs:
         if name == "w2_recycled":  # Workers replaced after every shard.
-            monkeypatch.setattr(pretraining_data_scale, "_SHARDS_PER_WORKER", 1)
+            monkeypatch.setattr(scale, "_SHARDS_PER_WORKER", 1)
         out = tmp_path / f"{name}.tfrecord"
-        counts = pretraining_data_scale.create_scaled(
+        counts = scale.create_scaled(
             [str(corpus)],
             [str(out)],
             toy_tokenizer,
@@ -319,11 +318,11 @@ def test_scale_mode_is_deterministic_whatever_the_worker_count(
 
 def test_scale_mode_masks_like_the_original(toy_tokenizer, tmp_path):
     corpus = _corpus(tmp_path, num_docs=60)
-    options = pretraining_data.GenerationOptions(
+    options = generation.GenerationOptions(
         max_seq_length=32, max_predictions_per_seq=5, dupe_factor=3
     )
     out = tmp_path / "out.tfrecord"
-    pretraining_data_scale.create_scaled(
+    scale.create_scaled(
         [str(corpus)],
         [str(out)],
         toy_tokenizer,
@@ -331,7 +330,7 @@ def test_scale_mode_masks_like_the_original(toy_tokenizer, tmp_path):
         num_workers=2,
         shard_bytes=2000,
     )
-    budget = pretraining_data.num_to_predict_table(options)
+    budget = generation.num_to_predict_table(options)
     mask_id = toy_tokenizer.vocab["[MASK]"]
     masked = kept = total = 0
     for example in _examples(out):
@@ -358,17 +357,17 @@ def test_scale_mode_whole_word_masking(toy_tokenizer, tmp_path):
     corpus.write_text(
         "the unaffable cat sat on a mat .\n" * 40, encoding="utf-8"
     )
-    options = pretraining_data.GenerationOptions(
+    options = generation.GenerationOptions(
         max_seq_length=24,
         max_predictions_per_seq=4,
         do_whole_word_mask=True,
         dupe_factor=2,
     )
     out = tmp_path / "out.tfrecord"
-    pretraining_data_scale.create_scaled(
+    scale.create_scaled(
         [str(corpus)], [str(out)], toy_tokenizer, options, num_workers=2
     )
-    budget = pretraining_data.num_to_predict_table(options)
+    budget = generation.num_to_predict_table(options)
     ids = toy_tokenizer.vocab
     checked = 0
     for example in _examples(out):
@@ -404,11 +403,11 @@ def test_scale_mode_error_in_a_late_shard_removes_partial_output(
     with pytest.raises(
         ValueError, match=rf"corpus\.txt:{bad_line}: bytes that are not UTF-8"
     ):
-        pretraining_data_scale.create_scaled(
+        scale.create_scaled(
             [str(corpus)],
             [str(out)],
             toy_tokenizer,
-            pretraining_data.GenerationOptions(
+            generation.GenerationOptions(
                 max_seq_length=32, dupe_factor=1
             ),
             num_workers=2,

@@ -1,4 +1,4 @@
-"""Tests for modeling.export: the serving SavedModel on raw text.
+"""Tests for modeling.export.serving: the serving SavedModel on raw text.
 
 The SavedModel is loaded in a fresh process that imports only TensorFlow and
 tensorflow-text (not this package), and must give the numbers of the Python
@@ -15,13 +15,12 @@ import pytest
 import tensorflow as tf
 
 from modeling import checkpoints
-from modeling import classifier_data
+from modeling.data import classifier_data
 from modeling import config as config_lib
 from modeling import convert
-from modeling import export
+from modeling.export import serving
 from modeling import models
-from modeling import tokenization
-
+from modeling.text import tokenization
 SEQ = 24
 TEXTS = [
     "The sailors rode the breeze clear of the rocks.",
@@ -82,9 +81,9 @@ def test_saved_model_in_fresh_process_matches_python_path(classifier, tmp_path):
     model, vocab_file = classifier
     labels = ["a", "b", "c"]
     export_dir = str(tmp_path / "export")
-    export.export_classifier(
+    serving.export_classifier(
         model,
-        export.make_preprocessor(vocab_file, True, SEQ),
+        serving.make_preprocessor(vocab_file, True, SEQ),
         export_dir,
         is_regression=False,
         has_text_b=False,
@@ -129,7 +128,7 @@ def test_features_signature_and_regression_outputs(tiny_config_dict):
         "segment_ids": tf.constant([[0, 0, 1, 0], [0, 1, 1, 1]]),
     }
     logits = model(batch, training=False).numpy()
-    server = export.ClassifierServer(
+    server = serving.ClassifierServer(
         model, preprocessor=None, is_regression=True, has_text_b=True
     )
     names = ("input_ids", "input_mask", "segment_ids")
@@ -138,7 +137,7 @@ def test_features_signature_and_regression_outputs(tiny_config_dict):
     np.testing.assert_allclose(out["score"], logits[:, 0], atol=1e-6)
     model = models.BertClassifier(config, num_labels=3)
     logits = model(batch, training=False).numpy()
-    server = export.ClassifierServer(model, None, False, True)
+    server = serving.ClassifierServer(model, None, False, True)
     out = server.serve_features(*(batch[n] for n in names))
     assert sorted(out) == ["logits", "probabilities"]
     np.testing.assert_allclose(

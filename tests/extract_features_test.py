@@ -12,9 +12,8 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import convert
 from modeling import encoder
-from modeling import extract
-from modeling import tokenization
-
+from modeling.tasks import extract
+from modeling.text import tokenization
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LINES = [
     "The dog is hairy.",

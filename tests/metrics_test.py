@@ -1,13 +1,11 @@
-"""Tests for modeling.metrics against hand-computed values."""
+"""Tests for modeling.tasks.metrics against hand-computed values."""
 
 import math
 
 import numpy as np
 import pytest
 
-from modeling import metrics
-
-
+from modeling.tasks import metrics
 def test_accuracy():
     assert metrics.accuracy([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
 

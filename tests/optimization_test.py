@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import optimization
-
-
+from modeling.training import optimization
 def test_schedule_matches_original_formula():
     sched = optimization.WarmupLinearDecay(1e-2, 10, 2)
     got = [float(sched(tf.constant(k, tf.int64))) for k in range(13)]

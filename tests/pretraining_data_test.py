@@ -1,4 +1,4 @@
-"""Unit tests of modeling/pretraining_data*.py on a toy vocabulary.
+"""Unit tests of modeling/pretraining_data/generation*.py on a toy vocabulary.
 
 The exactness oracle is `_reference_instances`: the original's algorithm
 written out plainly on string tokens, from the spec (original_release.md
@@ -13,13 +13,12 @@ import random
 import pytest
 import tensorflow as tf
 
-from modeling import input_pipeline
-from modeling import pretraining_data
-from modeling import pretraining_data_records
-from modeling import pretraining_data_rng
-from modeling import pretraining_data_shards
-from modeling import pretraining_data_text
-
+from modeling.data import input_pipeline
+from modeling.pretraining_data import generation
+from modeling.pretraining_data import records
+from modeling.pretraining_data import rng as rng_lib
+from modeling.pretraining_data import shards as shards_lib
+from modeling.pretraining_data import text as text_lib
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = [f"w{i}" for i in range(150)] + [f"##c{i}" for i in range(20)]
 # A duplicate: the random-word pool keeps the first place, the id the last.
@@ -162,7 +161,7 @@ OPTION_CASES = {
 @pytest.mark.parametrize("name", sorted(OPTION_CASES))
 @pytest.mark.parametrize("num_docs", [1, 2, 12])
 def test_generate_records_equals_reference(name, num_docs):
-    opts = pretraining_data.GenerationOptions(
+    opts = generation.GenerationOptions(
         random_seed=num_docs, **OPTION_CASES[name]
     )
     docs = _toy_documents(seed=num_docs, num_docs=num_docs)
@@ -174,15 +173,15 @@ def test_generate_records_equals_reference(name, num_docs):
         [list(d) for d in docs], opts, TOY_VOCAB, ref_rng
     )
     id_docs = [[tuple(TOY_VOCAB[t] for t in seg) for seg in d] for d in docs]
-    vocab_ids = pretraining_data.VocabIds(TOY_VOCAB)
-    corpus = pretraining_data_text.Corpus.from_documents(
+    vocab_ids = generation.VocabIds(TOY_VOCAB)
+    corpus = text_lib.Corpus.from_documents(
         id_docs, vocab_ids.num_ids
     )
-    store, order = pretraining_data.generate_instances(
+    store, order = generation.generate_instances(
         corpus, opts, vocab_ids, rng
     )
     assert rng.getstate() == ref_rng.getstate()
-    encoder = pretraining_data_records.RecordEncoder(
+    encoder = records.RecordEncoder(
         opts.max_seq_length, opts.max_predictions_per_seq, vocab_ids
     )
     got = list(encoder.encode_stored(corpus, store, order, batch_size=7))
@@ -205,12 +204,12 @@ def test_generate_records_equals_reference(name, num_docs):
 
 def test_one_document_corpus_gives_random_next_from_itself():
     # Audit A5: after 10 misses B comes from the same document, label 1.
-    opts = pretraining_data.GenerationOptions(dupe_factor=1)
-    vocab_ids = pretraining_data.VocabIds(TOY_VOCAB)
-    corpus = pretraining_data_text.Corpus.from_documents(
+    opts = generation.GenerationOptions(dupe_factor=1)
+    vocab_ids = generation.VocabIds(TOY_VOCAB)
+    corpus = text_lib.Corpus.from_documents(
         [[(10, 11, 12)]], vocab_ids.num_ids
     )
-    store, _ = pretraining_data.generate_instances(
+    store, _ = generation.generate_instances(
         corpus, opts, vocab_ids, random.Random(3)
     )
     assert len(store) == 1
@@ -223,9 +222,9 @@ def test_shuffle_and_randbelow_match_cpython(n):
         ref, ours = random.Random(seed), random.Random(seed)
         x, y = list(range(n)), list(range(n))
         ref.shuffle(x)
-        pretraining_data_rng.shuffle(y, ours.getrandbits)
+        rng_lib.shuffle(y, ours.getrandbits)
         assert x == y
-        assert ref.randint(0, n - 1) == pretraining_data_rng.randbelow(
+        assert ref.randint(0, n - 1) == rng_lib.randbelow(
             n, ours.getrandbits
         )
         assert ref.getstate() == ours.getstate()
@@ -256,7 +255,7 @@ def _serialize_like_the_original(
     "seq,preds,num_ids", [(128, 20, 30522), (512, 80, 250000)]
 )
 def test_record_encoder_bytes_equal_serialize_example(seq, preds, num_ids):
-    encoder = pretraining_data_records.RecordEncoder(
+    encoder = records.RecordEncoder(
         seq, preds, _FakeVocabIds(num_ids)
     )
     rng = random.Random(seq)
@@ -282,10 +281,10 @@ class _FakeVocabIds:
 def test_encode_stored_equals_encode(seq, preds, num_ids):
     rng = random.Random(seq)
     docs = [[tuple(rng.randrange(5, num_ids) for _ in range(seq))]]
-    corpus = pretraining_data_text.Corpus.from_documents(docs * 3, num_ids)
-    store = pretraining_data.InstanceStore()
+    corpus = text_lib.Corpus.from_documents(docs * 3, num_ids)
+    store = generation.InstanceStore()
     expected = []
-    encoder = pretraining_data_records.RecordEncoder(
+    encoder = records.RecordEncoder(
         seq, preds, _FakeVocabIds(num_ids)
     )
     tokens = corpus.tokens.tolist()
@@ -295,12 +294,12 @@ def test_encode_stored_equals_encode(seq, preds, num_ids):
         a, b = rng.randrange(2 * seq), rng.randrange(2 * seq)
         ids = [2, *tokens[a : a + len_a], 3, *tokens[b : b + len_b], 3]
         pos = rng.sample([p for p in range(len(ids)) if ids[p] > 3], 3)
-        out = [rng.choice([4, pretraining_data.KEEP, 77]) for _ in pos]
+        out = [rng.choice([4, generation.KEEP, 77]) for _ in pos]
         rand = rng.randint(0, 1)
         store.append(a, len_a, b, len_b, rand, pos, out)
         labels = [ids[p] for p in sorted(pos)]
         for p, o in zip(pos, out):
-            ids[p] = ids[p] if o == pretraining_data.KEEP else o
+            ids[p] = ids[p] if o == generation.KEEP else o
         expected.append(
             encoder.encode(ids, len_a, len_b, sorted(pos), labels, rand)
         )
@@ -323,7 +322,7 @@ def test_encode_stored_equals_encode(seq, preds, num_ids):
     ],
 )
 def test_options_validate_names_the_field(field, value, message):
-    opts = pretraining_data.GenerationOptions(**{field: value})
+    opts = generation.GenerationOptions(**{field: value})
     with pytest.raises(ValueError, match=message):
         opts.validate()
 
@@ -331,11 +330,11 @@ def test_options_validate_names_the_field(field, value, message):
 def test_vocab_without_mask_is_an_error():
     vocab = collections.OrderedDict((t, i) for i, t in enumerate(SPECIAL[:4]))
     with pytest.raises(ValueError, match=r"lacks \[MASK\]"):
-        pretraining_data.VocabIds(vocab)
+        generation.VocabIds(vocab)
 
 
 def test_vocab_ids_keep_the_originals_word_pool():
-    ids = pretraining_data.VocabIds(TOY_VOCAB)
+    ids = generation.VocabIds(TOY_VOCAB)
     # "w3" is listed at its first place but has its last line's id.
     first_place = len(SPECIAL) + 3
     assert ids.random_word_ids[first_place] == TOY_VOCAB["w3"] == 175
@@ -374,8 +373,8 @@ def _read(tmp_path, contents, decode_errors="strict", processes=1, shard=64):
         path = tmp_path / f"in{i}.txt"
         path.write_bytes(data)
         paths.append(str(path))
-    line_tokenizer = pretraining_data_text.LineTokenizer(_SplitTokenizer())
-    corpus, stats = pretraining_data_text.read_corpus(
+    line_tokenizer = text_lib.LineTokenizer(_SplitTokenizer())
+    corpus, stats = text_lib.read_corpus(
         paths, line_tokenizer, 200, decode_errors, processes, shard
     )
     docs = [corpus.segments(d) for d in range(len(corpus.documents))]
@@ -427,7 +426,7 @@ def test_plan_shards_cover_the_file_at_line_starts(tmp_path):
     data = ("\n".join(lines) + "\n").encode()
     path = tmp_path / "corpus.txt"
     path.write_bytes(data)
-    shards = list(pretraining_data_shards.plan_shards([str(path)], 100))
+    shards = list(shards_lib.plan_shards([str(path)], 100))
     assert shards[0].start == 0 and shards[-1].end == len(data)
     for before, after in itertools.pairwise(shards):
         assert before.end == after.start
@@ -439,7 +438,7 @@ def test_plan_shards_cover_the_file_at_line_starts(tmp_path):
 
 
 def test_parsed_records_have_the_pretraining_spec():
-    encoder = pretraining_data_records.RecordEncoder(16, 3, _FakeVocabIds(200))
+    encoder = records.RecordEncoder(16, 3, _FakeVocabIds(200))
     record = encoder.encode([2, 7, 3, 8, 9, 3], 1, 2, [1, 4], [7, 9], True)
     spec = input_pipeline.pretraining_feature_spec(16, 3)
     parsed = tf.io.parse_single_example(record, spec)
@@ -453,7 +452,7 @@ def test_expand_input_files_sorts_globs_and_names_bad_patterns(tmp_path):
     for name in ("b.txt", "a.txt", "c.md"):
         (tmp_path / name).write_text("x\n")
     (tmp_path / "d.txt").mkdir()
-    expand = pretraining_data_shards.expand_input_files
+    expand = shards_lib.expand_input_files
     assert expand(f"{tmp_path}/[ab].txt,{tmp_path}/c.md") == [
         str(tmp_path / "a.txt"),
         str(tmp_path / "b.txt"),

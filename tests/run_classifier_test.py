@@ -19,13 +19,13 @@ import pytest
 import tensorflow as tf
 
 from modeling import checkpoints
-from modeling import classifier_data
-from modeling import classifier_processors
-from modeling import classifier_runner
+from modeling.data import classifier_data
+from modeling.data import glue
+from modeling.tasks import classifier as classifier_lib
 from modeling import config as config_lib
 from modeling import convert
-from modeling import input_pipeline
-from modeling import metrics
+from modeling.data import input_pipeline
+from modeling.tasks import metrics
 from modeling import models
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def _settings(minilm_ckpt, output_dir, **kwargs):
         "max_seq_length": SEQ,
     }
     values.update(kwargs)
-    return classifier_runner.Settings(**values)
+    return classifier_lib.Settings(**values)
 
 
 @pytest.fixture(scope="module")
@@ -119,10 +119,9 @@ def _eval_results(path):
 
 
 def test_records_are_the_converted_examples(mrpc_run, uncased_vocab_file):
-    from modeling import tokenization
-
+    from modeling.text import tokenization
     tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
-    processor = classifier_processors.get_processor("mrpc")
+    processor = glue.get_processor("mrpc")
     data_dir = str(TESTDATA / "cls_mrpc")
     for name, examples in [
         ("train", processor.get_train_examples(data_dir)),
@@ -220,7 +219,7 @@ def test_dynamic_padding_gives_the_padded_numbers(minilm_ckpt, tmp_path):
         max_seq_length=96,
         random_seed=4,
     )
-    results = classifier_runner.run(settings)
+    results = classifier_lib.run(settings)
     assert results["global_step"] == 4
     records = _records(out / "eval.tf_record", seq=96)
     # The records are padded to 96 and the batches cut shorter.
@@ -280,7 +279,7 @@ def test_export_serves_raw_text_like_test_results(mrpc_run):
         (mrpc_run / "export" / "assets.extra" / "bert_export.json").read_text()
     )
     assert info["labels"] == ["0", "1"] and info["max_seq_length"] == SEQ
-    examples = classifier_processors.get_processor("mrpc").get_test_examples(
+    examples = glue.get_processor("mrpc").get_test_examples(
         str(TESTDATA / "cls_mrpc")
     )
     texts = [[e.text_a for e in examples], [e.text_b for e in examples]]
@@ -324,7 +323,7 @@ def test_sts_b_regression(minilm_ckpt, tmp_path):
         glue_submission_dir=str(tmp_path / "glue"),
         random_seed=2,
     )
-    results = classifier_runner.run(settings)
+    results = classifier_lib.run(settings)
     assert sorted(results) == [
         "eval_loss",
         "eval_pearson",
@@ -365,7 +364,7 @@ def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
         "num_train_epochs": 1.0,
         "random_seed": 5,
     }
-    straight = classifier_runner.run(
+    straight = classifier_lib.run(
         _settings(minilm_ckpt, tmp_path / "a", **common)
     )
     resumed_dir = tmp_path / "b"
@@ -373,13 +372,13 @@ def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
     first.run_config = dataclasses.replace(
         first.run_config, save_checkpoints_steps=2
     )
-    classifier_runner.run(first)
+    classifier_lib.run(first)
     # Drop the final checkpoint: the next run resumes from model.ckpt-2.
     for path in resumed_dir.glob("model.ckpt-4.*"):
         path.unlink()
     (resumed_dir / "checkpoint").unlink()
     with caplog.at_level("INFO"):
-        resumed = classifier_runner.run(
+        resumed = classifier_lib.run(
             _settings(minilm_ckpt, resumed_dir, **common)
         )
     assert "model.ckpt-2 at global_step 2" in caplog.text
@@ -391,7 +390,7 @@ def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
     assert resumed["eval_loss"] == pytest.approx(
         straight["eval_loss"], rel=2e-2
     )
-    finished = classifier_runner.run(
+    finished = classifier_lib.run(
         _settings(minilm_ckpt, resumed_dir, **common)
     )
     assert finished["eval_loss"] == pytest.approx(resumed["eval_loss"])
@@ -400,13 +399,13 @@ def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
 def test_loss_fn_is_the_original_cross_entropy_or_squared_error():
     logits = tf.constant([[0.0, np.log(3.0)], [2.0, 2.0]])
     labels = tf.constant([1, 0], tf.int32)
-    logs = classifier_runner.loss_fn(False)({"label_ids": labels}, logits)
+    logs = classifier_lib.loss_fn(False)({"label_ids": labels}, logits)
     want = np.mean([-np.log(0.75), np.log(2.0)])
     assert float(logs["loss"]) == pytest.approx(want, rel=1e-6)
     assert float(logs["accuracy"]) == 1.0  # argmax of a tie is class 0.
     scores = tf.constant([[1.5], [0.0]])
     labels = tf.constant([1.0, 2.0])
-    logs = classifier_runner.loss_fn(True)({"label_ids": labels}, scores)
+    logs = classifier_lib.loss_fn(True)({"label_ids": labels}, scores)
     assert float(logs["loss"]) == pytest.approx((0.25 + 4.0) / 2)
 
 
@@ -421,7 +420,7 @@ def test_classifier_runs_under_mixed_bfloat16(tiny_config_dict):
     }
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
-        model = classifier_runner.build_classifier(config, 2)
+        model = classifier_lib.build_classifier(config, 2)
         logits = model(batch, training=False)
     finally:
         keras.mixed_precision.set_global_policy("float32")
@@ -472,7 +471,7 @@ def test_classifier_runs_under_mixed_bfloat16(tiny_config_dict):
 def test_bad_settings(minilm_ckpt, tmp_path, kwargs, message):
     settings = _settings(minilm_ckpt, tmp_path / "out", **kwargs)
     with pytest.raises(ValueError, match=_literal(message)):
-        classifier_runner.prepare(settings)
+        classifier_lib.prepare(settings)
 
 
 def _literal(text):
@@ -492,7 +491,7 @@ def test_bad_train_file_names_file_and_line(minilm_ckpt, tmp_path):
     )
     want = f"{data / 'train.tsv'} line 4: expected 5 tab-separated columns"
     with pytest.raises(ValueError, match=_literal(want)):
-        classifier_runner.run(settings)
+        classifier_lib.run(settings)
 
 
 def test_eval_without_any_checkpoint(minilm_ckpt, tmp_path):
@@ -500,5 +499,5 @@ def test_eval_without_any_checkpoint(minilm_ckpt, tmp_path):
         minilm_ckpt, tmp_path / "out", do_eval=True, init_checkpoint=None
     )
     with pytest.raises(ValueError, match="nothing to evaluate"):
-        classifier_runner.run(settings)
+        classifier_lib.run(settings)
     assert not os.path.exists(tmp_path / "out" / "eval_results.txt")

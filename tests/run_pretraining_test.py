@@ -16,9 +16,8 @@ import pytest
 import training_helpers as helpers
 
 from modeling import checkpoints
-from modeling import pretraining_task
-from modeling import training
-
+from modeling.tasks import pretraining
+from modeling.training import trainer
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "run_pretraining.py")
 EVAL_KEYS = [
@@ -75,11 +74,11 @@ def test_required_flags_are_enforced():
 
 def test_neither_train_nor_eval_is_an_error(inputs, tmp_path):
     _, config, records = inputs
-    settings = pretraining_task.Settings(
+    settings = pretraining.Settings(
         bert_config_file=config, input_file=records, output_dir=str(tmp_path)
     )
     with pytest.raises(ValueError, match="`do_train` or `do_eval`"):
-        pretraining_task.run(settings)
+        pretraining.run(settings)
 
 
 def test_script_trains_and_writes_eval_results(inputs, tmp_path):
@@ -111,7 +110,7 @@ def test_init_checkpoint_without_slots_starts_from_its_weights(
     after one step the weights still equal the checkpoint's."""
     _, _, records = inputs
     init = golden_dir / "tiny_init" / "bert_model.ckpt"
-    settings = pretraining_task.Settings(
+    settings = pretraining.Settings(
         bert_config_file=str(golden_dir / "tiny_init" / "bert_config.json"),
         input_file=records,
         output_dir=str(tmp_path),
@@ -120,7 +119,7 @@ def test_init_checkpoint_without_slots_starts_from_its_weights(
         max_predictions_per_seq=4,
         do_train=True,
         train_batch_size=8,
-        run_config=training.RunConfig(
+        run_config=trainer.RunConfig(
             output_dir=str(tmp_path),
             num_train_steps=1,
             num_warmup_steps=1,
@@ -128,7 +127,7 @@ def test_init_checkpoint_without_slots_starts_from_its_weights(
             handle_sigterm=False,
         ),
     )
-    pretraining_task.run(settings)
+    pretraining.run(settings)
     after = checkpoints.read_checkpoint(str(tmp_path / "model.ckpt-1"))
     before = checkpoints.read_checkpoint(str(init))
     assert int(after["global_step"]) == 1

@@ -1,13 +1,12 @@
-"""Tests for modeling/text_graph.py: same ids as FullTokenizer, in graph."""
+"""Tests for modeling/text/in_graph.py: same ids as FullTokenizer, in graph."""
 
 import json
 
 import pytest
 import tensorflow as tf
 
-from modeling import text_graph
-from modeling import tokenization
-
+from modeling.text import in_graph as in_graph_lib
+from modeling.text import tokenization
 # Characters where tf-text's defaults and the original disagree, and the
 # rules' corners: controls and zero-width (deleted), odd spaces, NFKC-like
 # folds (ß, ﬁ, ™, full-width), final sigma, dotted İ, Unicode 14 capitals,
@@ -40,7 +39,7 @@ def tokenizers(request, uncased_vocab_file):
     lower = request.param
     return (
         tokenization.FullTokenizer(uncased_vocab_file, lower),
-        text_graph.InGraphTokenizer(uncased_vocab_file, lower),
+        in_graph_lib.InGraphTokenizer(uncased_vocab_file, lower),
     )
 
 
@@ -77,7 +76,7 @@ def test_vocab_with_icu_only_characters_is_refused(tmp_path):
     with pytest.raises(
         ValueError, match=r"vocab.txt: token '##.U000105c9' holds a"
     ):
-        text_graph.InGraphTokenizer(str(path))
+        in_graph_lib.InGraphTokenizer(str(path))
 
 
 def test_invalid_utf8_is_dropped_as_original(tokenizers):
@@ -109,7 +108,7 @@ def test_unicode14_lower_table_is_complete():
     missed = [
         ord(c) for c, got in zip(chars, lowered) if got.decode() != c.lower()
     ]
-    assert missed == text_graph._UNICODE14_UPPER
+    assert missed == in_graph_lib._UNICODE14_UPPER
 
 
 def test_savedmodel_round_trip(tmp_path):
@@ -118,8 +117,8 @@ def test_savedmodel_round_trip(tmp_path):
     vocab_file = tmp_path / "vocab.txt"
     vocab_file.write_text("\n".join(tokens) + "\n", encoding="utf-8")
     module = tf.Module()
-    module.tokenizer = text_graph.InGraphTokenizer(vocab_file)
-    module.packer = text_graph.InputPacker.from_vocab_file(vocab_file, 8)
+    module.tokenizer = in_graph_lib.InGraphTokenizer(vocab_file)
+    module.packer = in_graph_lib.InputPacker.from_vocab_file(vocab_file, 8)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def serve(text):
@@ -142,7 +141,7 @@ def test_duplicates_and_blank_lines_match_full_tokenizer(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
     full = tokenization.FullTokenizer(str(path))
-    in_graph = text_graph.InGraphTokenizer(str(path))
+    in_graph = in_graph_lib.InGraphTokenizer(str(path))
     texts = ["a ab bb abc", "bB"]
     got = in_graph.tokenize(tf.constant(texts)).to_list()
     assert got == [[4, 4, 6, 5, 6, 0], [5, 6]]
@@ -164,13 +163,13 @@ def test_truncated_lengths_equal_the_original_loop():
     len_a = tf.constant([a for a, _ in pairs])
     len_b = tf.constant([b for _, b in pairs])
     for budget in [1, 4, 7, 10]:
-        keep_a, keep_b = text_graph.truncated_lengths(len_a, len_b, budget)
+        keep_a, keep_b = in_graph_lib.truncated_lengths(len_a, len_b, budget)
         want = [_truncate_seq_pair(a, b, budget) for a, b in pairs]
         assert list(zip(keep_a.numpy(), keep_b.numpy())) == want
 
 
 def test_input_packer():
-    packer = text_graph.InputPacker(max_seq_length=8, cls_id=101, sep_id=102)
+    packer = in_graph_lib.InputPacker(max_seq_length=8, cls_id=101, sep_id=102)
     a = tf.ragged.constant([[1, 2, 3, 4, 5], [7]])
     b = tf.ragged.constant([[11, 12], [13, 14, 15, 16, 17, 18]])
     pair = packer(a, b)

@@ -7,10 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from modeling import input_pipeline as ip
-from modeling import tfrecord_io
-
-
+from modeling.data import input_pipeline as ip
+from modeling.data import tfrecord_io
 def _records():
     rng = np.random.default_rng(0)
     out = [b"", b"x"]
@@ -73,7 +71,7 @@ def test_rename_and_remove(tmp_path):
 def test_writing_pretraining_records_does_not_load_tensorflow(tmp_path):
     code = f"""
 import sys
-from modeling import pretraining_data_records as r
+from modeling.pretraining_data import records as r
 with r.AtomicRecordWriters([{str(tmp_path / "o.tfrecord")!r}]) as out:
     out.write(b"abc")
     out.commit()

@@ -1,13 +1,12 @@
-"""Tests for modeling/tokenization.py: the original's cases and the goldens."""
+"""Tests for modeling/text/tokenization.py: the original's cases and the goldens."""
 
 import json
 import logging
 
 import pytest
 
-from modeling import tokenization
-from modeling import vocabulary
-
+from modeling.text import tokenization
+from modeling.text import vocabulary
 # The vocabulary of the original tokenization_test.
 TEST_VOCAB = [
     "[UNK]",
@@ -199,7 +198,7 @@ def test_goldens(golden_dir, uncased_vocab_file, name, do_lower_case):
         assert tokenizer.tokenize(record["text"]) == record["tokens"]
 
 
-# --- Vocabulary checks (modeling/vocabulary.py). ---
+# --- Vocabulary checks (modeling/text/vocabulary.py). ---
 
 
 def test_vocab_not_utf8_names_file_and_line(tmp_path):

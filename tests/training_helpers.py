@@ -4,8 +4,7 @@ import json
 
 import numpy as np
 
-from modeling import input_pipeline
-
+from modeling.data import input_pipeline
 SEQ = 16
 PRED = 4
 VOCAB = 99

@@ -17,10 +17,9 @@ import training_helpers as helpers
 
 from modeling import checkpoints
 from modeling import config as config_lib
-from modeling import input_pipeline
-from modeling import pretraining_task
-from modeling import training
-
+from modeling.data import input_pipeline
+from modeling.tasks import pretraining
+from modeling.training import trainer as trainer_lib
 BATCH = 8
 
 
@@ -55,8 +54,8 @@ def _trainer(bert_config, output_dir, **overrides):
         "iterations_per_loop": 3,
     }
     settings.update(overrides)
-    task = pretraining_task.make_task(bert_config)
-    return training.Trainer(task, training.RunConfig(**settings))
+    task = pretraining.make_task(bert_config)
+    return trainer_lib.Trainer(task, trainer_lib.RunConfig(**settings))
 
 
 def _assert_same_checkpoint(a, b, atol=0.0):
@@ -143,7 +142,7 @@ def test_sigterm_saves_a_checkpoint_mid_loop(data, tmp_path):
     killer = threading.Thread(target=kill_when_training, daemon=True)
     killer.start()
     try:
-        with pytest.raises(training.TrainingInterrupted, match="SIGTERM"):
+        with pytest.raises(trainer_lib.TrainingInterrupted, match="SIGTERM"):
             trainer.train(_dataset_fn(records))
     finally:
         done.set()
@@ -173,7 +172,7 @@ def test_nan_loss_stops_with_the_step_and_keeps_good_checkpoints(
         return logs
 
     trainer.task.loss_fn = poisoned
-    with pytest.raises(training.NonFiniteLossError, match="at global_step 5"):
+    with pytest.raises(trainer_lib.NonFiniteLossError, match="at global_step 5"):
         trainer.train(_dataset_fn(records))
     assert trainer.global_step == 6  # no update ran after the bad one
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-4")

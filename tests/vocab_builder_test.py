@@ -1,13 +1,13 @@
-"""Tests for modeling/vocab_builder.py, vocab/build_vocab.py and vocab/."""
+"""Tests for modeling/text/vocab_builder.py, vocab/build_vocab.py and vocab/."""
 
 import logging
 import time
 
 import pytest
 
-from modeling import tokenization
-from modeling import vocab_builder
-from modeling import vocabulary
+from modeling.text import tokenization
+from modeling.text import vocab_builder
+from modeling.text import vocabulary
 from tests.conftest import REPO_ROOT
 
 BOOKS_VOCAB = REPO_ROOT / "vocab" / "books_uncased_8k.txt"

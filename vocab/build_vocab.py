@@ -20,8 +20,7 @@ from absl import logging
 # Run as a file (python vocab/build_vocab.py) from a checkout.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from modeling import vocab_builder
-
+from modeling.text import vocab_builder
 FLAGS = flags.FLAGS
 
 ## Required parameters

@@ -20,8 +20,7 @@ def main(strategy, num_cpus, config, records, output_dir):
         cpus[0],
         [tf.config.LogicalDeviceConfiguration() for _ in range(int(num_cpus))],
     )
-    from modeling import distribute
-
+    from modeling.training import distribute
     if strategy != "multi_worker_mirrored":  # one MWMS per process
         replicas = distribute.create_strategy(strategy).num_replicas_in_sync
         print(f"replicas={replicas}")
@@ -30,10 +29,9 @@ def main(strategy, num_cpus, config, records, output_dir):
 
 def train(strategy, config, records, output_dir):
     """4 steps of batch 8, seed 5, dropout as in the config."""
-    from modeling import pretraining_task
-    from modeling import training
-
-    run_config = training.RunConfig(
+    from modeling.tasks import pretraining
+    from modeling.training import trainer
+    run_config = trainer.RunConfig(
         output_dir=output_dir,
         num_train_steps=4,
         learning_rate=1e-3,
@@ -42,7 +40,7 @@ def train(strategy, config, records, output_dir):
         iterations_per_loop=2,
         handle_sigterm=False,
     )
-    settings = pretraining_task.Settings(
+    settings = pretraining.Settings(
         bert_config_file=config,
         input_file=records,
         output_dir=output_dir,
@@ -54,7 +52,7 @@ def train(strategy, config, records, output_dir):
         strategy=strategy,
         run_config=run_config,
     )
-    pretraining_task.run(settings)
+    pretraining.run(settings)
 
 
 if __name__ == "__main__":

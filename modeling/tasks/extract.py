@@ -23,12 +23,11 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
-from modeling import classifier_data
+from modeling.data import classifier_data
 from modeling import config as config_lib
-from modeling import distribute
+from modeling.training import distribute
 from modeling import encoder
-from modeling import tokenization
-
+from modeling.text import tokenization
 CLS, SEP = "[CLS]", "[SEP]"
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 

@@ -28,9 +28,8 @@ import dataclasses
 
 from absl import logging
 
-from modeling import pretraining_data_rng
-from modeling import vocabulary
-
+from modeling.pretraining_data import rng as rng_lib
+from modeling.text import vocabulary
 # InstanceStore marks a masked position whose token stays as it is.
 KEEP = -1
 
@@ -200,7 +199,7 @@ class InstanceMaker:
         # The target is drawn once per document and pass, before any chunk.
         target = self.max_num_tokens
         if self.random() < self.short_seq_prob:
-            target = 2 + pretraining_data_rng.randbelow(
+            target = 2 + rng_lib.randbelow(
                 self.max_num_tokens - 1, self.getrandbits
             )
         chunk_start = 0
@@ -226,7 +225,7 @@ class InstanceMaker:
             a_end = (
                 start
                 + 1
-                + pretraining_data_rng.randbelow(
+                + rng_lib.randbelow(
                     num_segments - 1, self.getrandbits
                 )
             )
@@ -264,7 +263,7 @@ class InstanceMaker:
         """
         documents = self.documents
         for _ in range(10):
-            random_index = pretraining_data_rng.randbelow(
+            random_index = rng_lib.randbelow(
                 len(documents), self.getrandbits
             )
             if random_index != document_index:
@@ -272,7 +271,7 @@ class InstanceMaker:
         # After 10 misses B comes from this same document, still labelled
         # random next (audit A5).
         bounds = documents[random_index]
-        j = pretraining_data_rng.randbelow(len(bounds) - 1, self.getrandbits)
+        j = rng_lib.randbelow(len(bounds) - 1, self.getrandbits)
         b_start = bounds[j]
         j += 1
         while j < len(bounds) - 1 and bounds[j] - b_start < target_b_length:
@@ -322,7 +321,7 @@ class InstanceMaker:
 
     def _choose(self, candidates, num_to_predict):
         """Shuffles the candidates and picks the positions to mask."""
-        pretraining_data_rng.shuffle(candidates, self.getrandbits)
+        rng_lib.shuffle(candidates, self.getrandbits)
         if not self.do_whole_word_mask:
             return candidates[:num_to_predict]
         positions = []
@@ -353,7 +352,7 @@ class InstanceMaker:
             else:
                 outputs.append(
                     words[
-                        pretraining_data_rng.randbelow(
+                        rng_lib.randbelow(
                             len(words), self.getrandbits
                         )
                     ]

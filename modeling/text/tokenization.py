@@ -11,7 +11,7 @@ into regular expressions and whole-word results are cached, which is exact
 because every step after the whitespace split depends on the word alone.
 
 Vocabulary files are read as UTF-8 on every platform and checked at load
-(see modeling/vocabulary.py): bad bytes are an error naming the file and
+(see modeling/text/vocabulary.py): bad bytes are an error naming the file and
 line; duplicate tokens, missing special tokens and a casing that disagrees
 with `do_lower_case` are logged as warnings.
 """
@@ -19,8 +19,7 @@ with `do_lower_case` are logged as warnings.
 import re
 import unicodedata
 
-from modeling import vocabulary
-
+from modeling.text import vocabulary
 # Re-exported: the original's module defines load_vocab, and users import it
 # from here.
 load_vocab = vocabulary.load_vocab
@@ -183,7 +182,7 @@ class _CharTables:
 
     Built once per process by one scan of every code point (about 0.5 s),
     from the same rules as the predicates above, so they agree with them by
-    construction. modeling/text_graph.py builds its in-graph regexes from
+    construction. modeling/text/in_graph.py builds its in-graph regexes from
     the same ranges.
 
     Attributes:

@@ -13,8 +13,7 @@ import uuid
 
 import tensorflow as tf
 
-from modeling import input_pipeline
-
+from modeling.data import input_pipeline
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
 
@@ -108,7 +107,7 @@ def convert_single_example(
         whose label is the float score.
       max_seq_length: int, length of the padded sequences.
       tokenizer: an object with `tokenize(text)` and
-        `convert_tokens_to_ids(tokens)` (modeling.tokenization.FullTokenizer).
+        `convert_tokens_to_ids(tokens)` (modeling.text.tokenization.FullTokenizer).
 
     Returns:
       An `InputFeatures`.

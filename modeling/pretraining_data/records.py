@@ -7,7 +7,7 @@ fixed (sorted map keys, packed varints, little-endian floats), and tests
 compare the two byte for byte. `encode_stored` assembles batches of stored
 instance skeletons with numpy (token gather, masks, varints) and leaves
 only the final byte concatenation to Python. Feature names come from
-modeling/features.py. Nothing here imports TensorFlow (see tfrecord_io).
+modeling/data/feature_names.py. Nothing here imports TensorFlow (see tfrecord_io).
 """
 
 import os
@@ -16,10 +16,9 @@ import uuid
 import numpy as np
 from absl import logging
 
-from modeling import features
-from modeling import pretraining_data
-from modeling import tfrecord_io
-
+from modeling.data import feature_names
+from modeling.pretraining_data import generation
+from modeling.data import tfrecord_io
 _FLOAT_ONE = b"\x00\x00\x80\x3f"  # 1.0 as a little-endian float32.
 _FLOAT_ZERO = b"\x00\x00\x00\x00"
 
@@ -52,13 +51,13 @@ class RecordEncoder:
         # Varints of ids, positions and every length a record can hold.
         table_size = max(vocab_ids.num_ids, 8 * max_seq_length + 8 * 64 + 256)
         self._varints = [varint(i) for i in range(table_size)]
-        (ids, mask, segments) = features.PRETRAINING_SEQ_FEATURES
-        (positions, labels) = features.PRETRAINING_PRED_INT_FEATURES
-        (weights,) = features.PRETRAINING_PRED_FLOAT_FEATURES
+        (ids, mask, segments) = feature_names.PRETRAINING_SEQ_FEATURES
+        (positions, labels) = feature_names.PRETRAINING_PRED_INT_FEATURES
+        (weights,) = feature_names.PRETRAINING_PRED_FLOAT_FEATURES
         self._key = {
             name: b"\x0a" + varint(len(name.encode())) + name.encode()
             for name in (ids, mask, segments, positions, labels, weights)
-            + (features.NEXT_SENTENCE_LABELS,)
+            + (feature_names.NEXT_SENTENCE_LABELS,)
         }
         # Entries whose bytes depend on a few small ints are precomputed.
         pad_l, pad_p = max_seq_length, max_predictions_per_seq
@@ -71,13 +70,13 @@ class RecordEncoder:
             for m in range(pad_p + 1)
         ]
         self._label_entries = [
-            self._entry(features.NEXT_SENTENCE_LABELS, bytes([label]))
+            self._entry(feature_names.NEXT_SENTENCE_LABELS, bytes([label]))
             for label in (0, 1)
         ]
         self._segment_entries = {}
         self._headers = {ids: {}, labels: {}, positions: {}}
         self._names = (ids, mask, labels, positions, weights, segments)
-        self._names += (features.NEXT_SENTENCE_LABELS,)
+        self._names += (feature_names.NEXT_SENTENCE_LABELS,)
         # Deterministic serialization writes map entries sorted by key;
         # `_record` gets them in the order of `self._names`.
         self._order = sorted(range(7), key=self._names.__getitem__)
@@ -244,7 +243,7 @@ def _assemble(arrays, indices, seq_len, num_preds):
     positions = np.where(valid, positions, 0)
     row = np.arange(len(indices))[:, None]
     labels = np.where(valid, ids[row, positions], 0)
-    outputs = np.where(outputs == pretraining_data.KEEP, labels, outputs)
+    outputs = np.where(outputs == generation.KEEP, labels, outputs)
     vr, vc = np.nonzero(valid)
     ids[vr, positions[vr, vc]] = outputs[vr, vc]
     return ids, labels, positions, (len_a, len_b, rows[4], num)
@@ -310,15 +309,15 @@ class AtomicRecordWriters:
 def log_instance(record, inv_vocab):
     """Logs one record as the original logs its first 20 instances."""
     feature = tfrecord_io.parse_example(record)
-    seq_len = sum(feature[features.PRETRAINING_SEQ_FEATURES[1]])
-    ids = feature[features.PRETRAINING_SEQ_FEATURES[0]][:seq_len]
+    seq_len = sum(feature[feature_names.PRETRAINING_SEQ_FEATURES[1]])
+    ids = feature[feature_names.PRETRAINING_SEQ_FEATURES[0]][:seq_len]
     logging.info("*** Example ***")
     logging.info("tokens: %s", " ".join(inv_vocab[i] for i in ids))
     names = (
-        *features.PRETRAINING_SEQ_FEATURES,
-        *features.PRETRAINING_PRED_INT_FEATURES,
-        *features.PRETRAINING_PRED_FLOAT_FEATURES,
-        features.NEXT_SENTENCE_LABELS,
+        *feature_names.PRETRAINING_SEQ_FEATURES,
+        *feature_names.PRETRAINING_PRED_INT_FEATURES,
+        *feature_names.PRETRAINING_PRED_FLOAT_FEATURES,
+        feature_names.NEXT_SENTENCE_LABELS,
     )
     for name in names:
         values = feature[name]

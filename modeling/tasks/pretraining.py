@@ -14,12 +14,11 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import config as config_lib
-from modeling import distribute
+from modeling.training import distribute
 from modeling import heads
-from modeling import input_pipeline
+from modeling.data import input_pipeline
 from modeling import models
-from modeling import training
-
+from modeling.training import trainer as trainer_lib
 EVAL_RESULTS_FILE = "eval_results.txt"
 # Input shuffle seed when --random_seed is unset (resuming needs a fixed one).
 DEFAULT_DATA_SEED = 12345
@@ -89,7 +88,7 @@ def make_task(bert_config, init_checkpoint=None, use_one_hot_embeddings=False):
         # slots start at zero and global_step at 0.
         checkpoints.load_weights(model.trainable_variables, init_checkpoint)
 
-    return training.Task(
+    return trainer_lib.Task(
         build_model=lambda: models.BertPretrainer(
             bert_config, use_one_hot_embeddings=use_one_hot_embeddings
         ),
@@ -121,7 +120,7 @@ class Settings:
     tpu_zone: str | None = None
     gcp_project: str | None = None
     master: str | None = None
-    run_config: training.RunConfig = None
+    run_config: trainer_lib.RunConfig = None
 
 
 def write_eval_results(path, results):
@@ -148,7 +147,7 @@ def run(s):
     tf.io.gfile.makedirs(s.output_dir)
     input_files = input_pipeline.expand_input_files(s.input_file)
     logging.info("*** Input Files ***\n%s", "\n".join(input_files))
-    training.set_seed(s.seed)
+    trainer_lib.set_seed(s.seed)
     distribute.set_precision(s.run_config.precision)
     strategy = distribute.create_strategy(
         s.strategy, s.use_tpu, s.tpu_name, s.tpu_zone, s.gcp_project, s.master
@@ -156,7 +155,7 @@ def run(s):
     task = make_task(
         bert_config, s.init_checkpoint, use_one_hot_embeddings=s.use_tpu
     )
-    trainer = training.Trainer(task, s.run_config, strategy)
+    trainer = trainer_lib.Trainer(task, s.run_config, strategy)
 
     def dataset(batch_size, is_training, start_batch=0):
         return input_pipeline.pretraining_dataset(

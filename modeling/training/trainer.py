@@ -34,13 +34,11 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from modeling import checkpoint_manager
+from modeling.training import checkpoint_manager
 from modeling import checkpoints
-from modeling import distribute
-from modeling import optimization
-from modeling import training_steps
-
-
+from modeling.training import distribute
+from modeling.training import optimization
+from modeling.training import steps
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or Inf; training stopped."""
 
@@ -115,7 +113,7 @@ class Trainer:
         self._steps = None
         self._built = False
         self._writer = None
-        self.stop_signal = training_steps.StopSignal()
+        self.stop_signal = steps.StopSignal()
         # Called as fn(global_step, prefix) after each checkpoint (e.g.
         # run_classifier's --eval_during_training).
         self.save_callbacks = []
@@ -145,7 +143,7 @@ class Trainer:
             # One eager call builds lazy layers and names the logged values.
             logs = self.task.loss_fn(dummy, self.model(dummy, training=False))
             self.optimizer.build(self.model.trainable_variables)
-            self._steps = training_steps.StepFunctions(
+            self._steps = steps.StepFunctions(
                 self.model,
                 self.task,
                 self.optimizer,
@@ -254,7 +252,7 @@ class Trainer:
             step = self.global_step
             if done:  # 0 when SIGTERM came before the chunk's first step
                 logs = {k: float(v) / done for k, v in sums.items()}
-                batch_size = logs.pop(training_steps.EXAMPLES_KEY) * replicas
+                batch_size = logs.pop(steps.EXAMPLES_KEY) * replicas
                 self._log(step, logs, done, elapsed, batch_size)
             stopping = self.stop_signal.requested(self.strategy)
             if (

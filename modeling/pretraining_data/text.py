@@ -16,8 +16,7 @@ import array
 import dataclasses
 import itertools
 
-from modeling import pretraining_data_shards
-
+from modeling.pretraining_data import shards as shards_lib
 DECODE_ERRORS = ("strict", "replace", "ignore")
 
 
@@ -235,14 +234,14 @@ def flatten(raw_documents, typecode):
 def read_shard(shard, line_tokenizer, decode_errors, typecode):
     """Tokenizes one shard: (tokens, lengths, stats) for `Corpus.add`."""
     builder = DocumentBuilder(line_tokenizer, decode_errors)
-    data = pretraining_data_shards.read_shard_bytes(shard)
+    data = shards_lib.read_shard_bytes(shard)
     builder.add_bytes(data, shard.path, shard.first_line)
     raw = builder.take_raw_documents()
     return (*flatten(raw, typecode), builder.stats)
 
 
 def _read_shard_in_worker(shard):
-    return read_shard(shard, *pretraining_data_shards.state())
+    return read_shard(shard, *shards_lib.state())
 
 
 def read_corpus(
@@ -264,8 +263,8 @@ def read_corpus(
     corpus = Corpus(num_ids)
     stats = ReadStats()
     state = (line_tokenizer, decode_errors, corpus.tokens.typecode)
-    shards = pretraining_data_shards.plan_shards(input_files, shard_bytes)
-    with pretraining_data_shards.ForkPool(processes, state) as pool:
+    shards = shards_lib.plan_shards(input_files, shard_bytes)
+    with shards_lib.ForkPool(processes, state) as pool:
         for tokens, lengths, shard_stats in pool.imap(
             _read_shard_in_worker, shards
         ):

@@ -13,9 +13,9 @@ of an IndexError or KeyError deep in the conversion.
 
 import os
 
-from modeling.classifier_data import InputExample
-from modeling.classifier_data import data_file
-from modeling.classifier_data import read_tsv
+from modeling.data.classifier_data import InputExample
+from modeling.data.classifier_data import data_file
+from modeling.data.classifier_data import read_tsv
 
 
 class DataProcessor:
@@ -36,7 +36,7 @@ class DataProcessor:
     guid_column = None  # None: guids use the line index, else this column.
     test_index_column = 0  # The id a GLUE submission uses per test row.
     submission_name = None  # The GLUE leaderboard's file name (no .tsv).
-    metric_names = ("accuracy",)  # Keys of modeling.metrics.METRICS.
+    metric_names = ("accuracy",)  # Keys of modeling.tasks.metrics.METRICS.
     main_metric = "eval_accuracy"  # Picks the best checkpoint.
 
     def get_train_examples(self, data_dir):

@@ -20,9 +20,8 @@ import heapq
 import itertools
 import os
 
-from modeling import tokenization
-from modeling import vocabulary
-
+from modeling.text import tokenization
+from modeling.text import vocabulary
 # Ids 1..99 hold [unused0]..[unused98] in the released vocabularies.
 _UNUSED_BEFORE_UNK = 99
 

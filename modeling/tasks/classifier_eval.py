@@ -2,7 +2,7 @@
 
 Metrics need every prediction (F1, Matthews and the correlations are not
 means over batches), so the model's logits over the whole dev/test set are
-gathered in file order and scored with modeling.metrics in numpy.
+gathered in file order and scored with modeling.tasks.metrics in numpy.
 """
 
 import os
@@ -12,13 +12,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import checkpoint_manager
+from modeling.training import checkpoint_manager
 from modeling import checkpoints
-from modeling import classifier_data
-from modeling import distribute
-from modeling import input_pipeline
-from modeling import metrics
-
+from modeling.data import classifier_data
+from modeling.training import distribute
+from modeling.data import input_pipeline
+from modeling.tasks import metrics
 EVAL_RESULTS_FILE = "eval_results.txt"
 EVAL_HISTORY_FILE = "eval_history.txt"
 TEST_RESULTS_FILE = "test_results.tsv"

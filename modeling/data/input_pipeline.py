@@ -1,6 +1,6 @@
 """TFRecord feature names and specs, and the tf.data readers for them.
 
-This module (with modeling/features.py, which holds the bare names so that
+This module (with modeling/data/feature_names.py, which holds the bare names so that
 the data writers need not import TensorFlow) is the only place where feature
 names, dtypes and shapes of the original release's records are written
 down (original_release.md section 1.2).
@@ -12,19 +12,19 @@ import collections
 
 import tensorflow as tf
 
-# The names live in modeling/features.py (importable without TensorFlow);
+# The names live in modeling/data/feature_names.py (importable without TensorFlow);
 # readers and writers use them from here.
-from modeling.features import CLASSIFIER_SEQ_FEATURES
-from modeling.features import END_POSITIONS
-from modeling.features import IS_IMPOSSIBLE  # noqa: F401 (re-export)
-from modeling.features import IS_REAL_EXAMPLE
-from modeling.features import LABEL_IDS
-from modeling.features import NEXT_SENTENCE_LABELS
-from modeling.features import PRETRAINING_PRED_FLOAT_FEATURES
-from modeling.features import PRETRAINING_PRED_INT_FEATURES
-from modeling.features import PRETRAINING_SEQ_FEATURES
-from modeling.features import START_POSITIONS
-from modeling.features import UNIQUE_IDS
+from modeling.data.feature_names import CLASSIFIER_SEQ_FEATURES
+from modeling.data.feature_names import END_POSITIONS
+from modeling.data.feature_names import IS_IMPOSSIBLE  # noqa: F401 (re-export)
+from modeling.data.feature_names import IS_REAL_EXAMPLE
+from modeling.data.feature_names import LABEL_IDS
+from modeling.data.feature_names import NEXT_SENTENCE_LABELS
+from modeling.data.feature_names import PRETRAINING_PRED_FLOAT_FEATURES
+from modeling.data.feature_names import PRETRAINING_PRED_INT_FEATURES
+from modeling.data.feature_names import PRETRAINING_SEQ_FEATURES
+from modeling.data.feature_names import START_POSITIONS
+from modeling.data.feature_names import UNIQUE_IDS
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):

@@ -29,12 +29,11 @@ import time
 import numpy as np
 from absl import logging
 
-from modeling import pretraining_data
-from modeling import pretraining_data_exact
-from modeling import pretraining_data_records
-from modeling import pretraining_data_shards
-from modeling import pretraining_data_text
-
+from modeling.pretraining_data import generation
+from modeling.pretraining_data import exact
+from modeling.pretraining_data import records
+from modeling.pretraining_data import shards as shards_lib
+from modeling.pretraining_data import text
 # Workers are replaced (forked afresh) after this many shards, so memory
 # fragmentation cannot build up over a long run.
 _SHARDS_PER_WORKER = 16
@@ -42,10 +41,10 @@ _SHARDS_PER_WORKER = 16
 
 @dataclasses.dataclass
 class _WorkerState:
-    options: pretraining_data.GenerationOptions
-    vocab_ids: pretraining_data.VocabIds
-    encoder: pretraining_data_records.RecordEncoder
-    line_tokenizer: pretraining_data_text.LineTokenizer
+    options: generation.GenerationOptions
+    vocab_ids: generation.VocabIds
+    encoder: records.RecordEncoder
+    line_tokenizer: text.LineTokenizer
     decode_errors: str
     tmpdir: str | None = None  # Where workers leave their shards' records.
 
@@ -65,9 +64,9 @@ def process_shard(shard):
       sizes; stats a ReadStats. A file, not the pool's pipe: see
       pretraining_data_exact.ConcurrentEncoder.
     """
-    state = pretraining_data_shards.state()
-    corpus = pretraining_data_text.Corpus(state.vocab_ids.num_ids)
-    tokens, lengths, stats = pretraining_data_text.read_shard(
+    state = shards_lib.state()
+    corpus = text.Corpus(state.vocab_ids.num_ids)
+    tokens, lengths, stats = text.read_shard(
         shard, state.line_tokenizer, state.decode_errors, corpus.tokens.typecode
     )
     corpus.add(tokens, lengths)
@@ -80,7 +79,7 @@ def process_shard(shard):
     # Whole-word masking keeps the exact mode's masking; per-token masking
     # is drawn for the whole shard at once with numpy.
     whole_word = state.options.do_whole_word_mask
-    store, order = pretraining_data.generate_instances(
+    store, order = generation.generate_instances(
         corpus,
         state.options,
         state.vocab_ids,
@@ -117,7 +116,7 @@ def mask_in_bulk(store, options, vocab_ids, seed, chunk=8192):
     """
     gen = np.random.default_rng(seed)
     words = np.asarray(vocab_ids.random_word_ids, np.int64)
-    budget = np.array(pretraining_data.num_to_predict_table(options))
+    budget = np.array(generation.num_to_predict_table(options))
     meta = np.frombuffer(store.meta, np.int64).reshape(-1, 6).copy()
     positions, outputs = array.array("H"), array.array("i")
     for start in range(0, len(meta), chunk):
@@ -135,7 +134,7 @@ def mask_in_bulk(store, options, vocab_ids, seed, chunk=8192):
         out = np.where(
             coin < 0.8,
             vocab_ids.mask_id,
-            np.where(side < 0.5, pretraining_data.KEEP, random_words),
+            np.where(side < 0.5, generation.KEEP, random_words),
         )
         positions.frombytes(pos[picked].astype(np.uint16).tobytes())
         outputs.frombytes(out[picked].astype(np.int32).tobytes())
@@ -187,16 +186,16 @@ def _check_scale_args(num_workers, shard_bytes, decode_errors):
         raise ValueError(
             f"shard size {shard_bytes} bytes: must be > 0 (--shard_size_mb)"
         )
-    if decode_errors not in pretraining_data_text.DECODE_ERRORS:
+    if decode_errors not in text.DECODE_ERRORS:
         raise ValueError(f"decode_errors={decode_errors!r}: unknown policy")
 
 
 def _worker_state(tokenizer, options, decode_errors):
-    vocab_ids = pretraining_data.VocabIds(tokenizer.vocab)
-    encoder = pretraining_data_records.RecordEncoder(
+    vocab_ids = generation.VocabIds(tokenizer.vocab)
+    encoder = records.RecordEncoder(
         options.max_seq_length, options.max_predictions_per_seq, vocab_ids
     )
-    line_tokenizer = pretraining_data_text.LineTokenizer(tokenizer)
+    line_tokenizer = text.LineTokenizer(tokenizer)
     return _WorkerState(
         options, vocab_ids, encoder, line_tokenizer, decode_errors
     )
@@ -208,9 +207,9 @@ def _write_shard(out, path, lengths, inv_vocab):
     with open(path, "rb") as f:
         data = f.read()
     os.remove(path)
-    for record in pretraining_data_exact.split_records(data, lengths):
+    for record in exact.split_records(data, lengths):
         if out.num_written < 20:
-            pretraining_data_records.log_instance(record, inv_vocab)
+            records.log_instance(record, inv_vocab)
         out.write(record)
 
 
@@ -243,23 +242,23 @@ def create_scaled(
     """
     options.validate()
     _check_scale_args(num_workers, shard_bytes, decode_errors)
-    pretraining_data_shards.check_output_files(output_files, input_files)
+    shards_lib.check_output_files(output_files, input_files)
     state = _worker_state(tokenizer, options, decode_errors)
-    stats = pretraining_data_text.ReadStats()
+    stats = text.ReadStats()
     progress = _Progress(
-        sum(pretraining_data_shards.file_size(f) for f in input_files)
+        sum(shards_lib.file_size(f) for f in input_files)
     )
-    shards = pretraining_data_shards.plan_shards(input_files, shard_bytes)
-    pretraining_data_shards.release_large_blocks_to_os()  # Workers inherit it.
+    shards = shards_lib.plan_shards(input_files, shard_bytes)
+    shards_lib.release_large_blocks_to_os()  # Workers inherit it.
     # The pool forks before the writers open; one worker runs in-process.
     with (
         tempfile.TemporaryDirectory(prefix="bert_shards_") as tmpdir,
-        pretraining_data_shards.ForkPool(
+        shards_lib.ForkPool(
             num_workers,
             dataclasses.replace(state, tmpdir=tmpdir),
             max_tasks=_SHARDS_PER_WORKER,
         ) as pool,
-        pretraining_data_records.AtomicRecordWriters(output_files) as out,
+        records.AtomicRecordWriters(output_files) as out,
     ):
         for shard, path, lengths, shard_stats in pool.imap(
             process_shard, shards
@@ -268,9 +267,9 @@ def create_scaled(
             _write_shard(out, path, lengths, tokenizer.inv_vocab)
             progress.update(shard, out.num_written)
         progress.log(out.num_written)
-        pretraining_data_exact.log_read_stats(stats, input_files)
+        exact.log_read_stats(stats, input_files)
         if not stats.documents:
-            pretraining_data_exact.check_documents([], input_files)
+            exact.check_documents([], input_files)
         out.commit()
     logging.info("Wrote %d total instances", out.num_written)
     return {

@@ -18,12 +18,11 @@ import tempfile
 
 from absl import logging
 
-from modeling import pretraining_data
-from modeling import pretraining_data_records
-from modeling import pretraining_data_rng
-from modeling import pretraining_data_shards
-from modeling import pretraining_data_text
-
+from modeling.pretraining_data import generation
+from modeling.pretraining_data import records as records_lib
+from modeling.pretraining_data import rng as rng_lib
+from modeling.pretraining_data import shards
+from modeling.pretraining_data import text
 # Instances per chunk sent to the encoder process while generation goes on.
 _ENCODE_CHUNK = 4096
 
@@ -33,8 +32,8 @@ def _encode_chunk(task):
     worker. Returns the records back to back (or writes them to `path`,
     when given, and returns None) and their lengths."""
     payload, path = task
-    encoder, corpus = pretraining_data_shards.state()
-    store = pretraining_data.InstanceStore.from_bytes(*payload)
+    encoder, corpus = shards.state()
+    store = generation.InstanceStore.from_bytes(*payload)
     records = list(encoder.encode_stored(corpus, store, range(len(store))))
     blob = b"".join(records)
     if path is not None:
@@ -149,10 +148,10 @@ def write_records(records, output_files, inv_vocab, num_logged=20):
     Returns:
       int, the number of records written.
     """
-    with pretraining_data_records.AtomicRecordWriters(output_files) as out:
+    with records_lib.AtomicRecordWriters(output_files) as out:
         for record in records:
             if out.num_written < num_logged:
-                pretraining_data_records.log_instance(record, inv_vocab)
+                records_lib.log_instance(record, inv_vocab)
             out.write(record)
         if not out.num_written:
             raise ValueError("No instance was made; no output written")
@@ -189,33 +188,33 @@ def create_exact(
         file is left behind.
     """
     options.validate()
-    pretraining_data_shards.check_output_files(output_files, input_files)
-    vocab_ids = pretraining_data.VocabIds(tokenizer.vocab)
-    pretraining_data_shards.release_large_blocks_to_os()
+    shards.check_output_files(output_files, input_files)
+    vocab_ids = generation.VocabIds(tokenizer.vocab)
+    shards.release_large_blocks_to_os()
     if processes is None:
         processes = default_processes()
-    corpus, stats = pretraining_data_text.read_corpus(
+    corpus, stats = text.read_corpus(
         input_files,
-        pretraining_data_text.LineTokenizer(tokenizer),
+        text.LineTokenizer(tokenizer),
         vocab_ids.num_ids,
         decode_errors,
         processes,
     )
     log_read_stats(stats, input_files)
     check_documents(corpus.documents, input_files)
-    encoder = pretraining_data_records.RecordEncoder(
+    encoder = records_lib.RecordEncoder(
         options.max_seq_length, options.max_predictions_per_seq, vocab_ids
     )
-    rng = pretraining_data_rng.make_rng(options.random_seed)
+    rng = rng_lib.make_rng(options.random_seed)
     # Encoding runs in processes - 1 forked workers beside the generation
     # (which is sequential), or here at the end with one process.
     with (
-        pretraining_data_shards.ForkPool(
+        shards.ForkPool(
             max(1, processes - 1), (encoder, corpus), fork=processes > 1
         ) as pool,
         ConcurrentEncoder(pool) as concurrent,
     ):
-        store, order = pretraining_data.generate_instances(
+        store, order = generation.generate_instances(
             corpus, options, vocab_ids, rng, on_document=concurrent
         )
         concurrent(store, final=True)

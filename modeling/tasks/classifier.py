@@ -7,7 +7,7 @@ written to output_dir (train/eval/predict.tf_record), training for
 `int(len(train_examples) / train_batch_size * num_train_epochs)` steps with
 `int(num_train_steps * warmup_proportion)` warmup steps, eval_results.txt and
 test_results.tsv. Training, checkpoints and resuming are the shared
-modeling.training loop's.
+modeling.training.trainer loop's.
 """
 
 import dataclasses
@@ -17,16 +17,15 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
-from modeling import classifier_data
-from modeling import classifier_eval
-from modeling import classifier_processors
+from modeling.data import classifier_data
+from modeling.tasks import classifier_eval
+from modeling.data import glue
 from modeling import config as config_lib
-from modeling import distribute
-from modeling import input_pipeline
+from modeling.training import distribute
+from modeling.data import input_pipeline
 from modeling import models
-from modeling import tokenization
-from modeling import training
-
+from modeling.text import tokenization
+from modeling.training import trainer as trainer_lib
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
 HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
 # Shuffle seed of the training records when --random_seed is unset; fixed so
@@ -70,11 +69,11 @@ class Settings:
     glue_submission_dir: str | None = None
     export_dir: str | None = None
     dynamic_padding: bool = False
-    run_config: training.RunConfig | None = None
+    run_config: trainer_lib.RunConfig | None = None
 
     def __post_init__(self):
         if self.run_config is None:
-            self.run_config = training.RunConfig(self.output_dir, 0)
+            self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
 
 
 @dataclasses.dataclass
@@ -83,7 +82,7 @@ class ClassifierTask:
 
     settings: Settings
     bert_config: config_lib.BertConfig
-    processor: classifier_processors.DataProcessor
+    processor: glue.DataProcessor
     label_list: list | None
     tokenizer: tokenization.FullTokenizer
     strategy: tf.distribute.Strategy
@@ -157,13 +156,13 @@ def prepare(settings):
             "recompile for; leave it off with --use_tpu."
         )
     checkpoints.check_vocab_size(s.vocab_file, bert_config)
-    processor = classifier_processors.get_processor(s.task_name)
+    processor = glue.get_processor(s.task_name)
     if s.glue_submission_dir and processor.submission_name is None:
         raise ValueError(
             f"--glue_submission_dir: {s.task_name} is not a GLUE task"
         )
     tf.io.gfile.makedirs(s.output_dir)
-    training.set_seed(s.random_seed)
+    trainer_lib.set_seed(s.random_seed)
     distribute.set_precision(s.run_config.precision)
     strategy = distribute.create_strategy(
         s.strategy, s.use_tpu, s.tpu_name, s.tpu_zone, s.gcp_project, s.master
@@ -217,7 +216,7 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
             model, s.init_checkpoint, ignore_missing=HEAD_VARIABLES
         )
 
-    training_task = training.Task(
+    training_task = trainer_lib.Task(
         build_model=lambda: build_classifier(
             task.bert_config, task.num_labels, use_one_hot_embeddings=s.use_tpu
         ),
@@ -230,7 +229,7 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
         num_train_steps=num_train_steps,
         num_warmup_steps=num_warmup_steps,
     )
-    return training.Trainer(training_task, config, task.strategy)
+    return trainer_lib.Trainer(training_task, config, task.strategy)
 
 
 def train(task):
@@ -299,8 +298,7 @@ def restore_for_inference(task, trainer, element_spec):
 
 def export(task, model):
     """Writes the serving SavedModel to --export_dir."""
-    from modeling import export as export_lib
-
+    from modeling.export import serving as export_lib
     s = task.settings
     export_lib.export_classifier(
         model,

@@ -10,7 +10,7 @@ its uncased normalizer is NFKC-like with case folding ("ß" -> "ss", "™" ->
 "tm", full-width letters -> ASCII, "…" -> "..."), it splits on control and
 zero-width characters that the original deletes, it ignores the 200-char
 word limit and uses its ICU's Unicode tables. So the basic steps here are
-regexes built from the very code point tables of modeling/tokenization.py
+regexes built from the very code point tables of modeling/text/tokenization.py
 (the running Python's Unicode 14 data), in the original's order:
 
   1. drop invalid UTF-8 bytes (as `convert_to_unicode`);
@@ -39,9 +39,8 @@ them is refused). tests/text_graph_test.py checks every code point.
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from modeling import tokenization
-from modeling import vocabulary
-
+from modeling.text import tokenization
+from modeling.text import vocabulary
 # One UTF-8 code point takes at most 4 bytes, so words of at most 200
 # code points stay below FastWordpieceTokenizer's byte limit.
 _BYTES_PER_CHAR = 4

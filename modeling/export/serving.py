@@ -23,8 +23,7 @@ import os
 
 import tensorflow as tf
 
-from modeling import text_graph
-
+from modeling.text import in_graph
 SERVING_DEFAULT = "serving_default"
 SERVING_FEATURES = "serving_features"
 EXPORT_INFO_FILE = "bert_export.json"
@@ -44,8 +43,8 @@ class TextPreprocessor(tf.Module):
 
     def __init__(self, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="text_preprocessor")
-        self.tokenizer = text_graph.InGraphTokenizer(vocab_file, do_lower_case)
-        self.packer = text_graph.InputPacker.from_vocab_file(
+        self.tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
+        self.packer = in_graph.InputPacker.from_vocab_file(
             vocab_file, max_seq_length
         )
 

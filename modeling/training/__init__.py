@@ -1,0 +1,2 @@
+"""Training: the Trainer loop, compiled steps, optimizers, distribution and
+the checkpoint manager."""
