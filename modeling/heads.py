@@ -1,4 +1,5 @@
-"""Output heads and the pre-training losses (run_pretraining.py, run_classifier).
+"""Output heads (run_pretraining.py, run_classifier.py, run_squad.py); their
+losses are in losses.py.
 
 Layer names follow the original scopes: the pre-training heads live in a
 layer `cls` (`cls/predictions/...`, `cls/seq_relationship/...`). The
@@ -14,10 +15,6 @@ import keras
 from keras import ops
 
 from modeling import layers
-
-# The MLM loss denominator is sum(weights) + this, so that a batch with no
-# real predictions gives 0 and not NaN (run_pretraining.py).
-MLM_LOSS_EPSILON = 1e-5
 
 # run_classifier.py applies dropout with keep_prob 0.9 on the pooled output,
 # hard-coded: config.hidden_dropout_prob does not change it.
@@ -332,69 +329,3 @@ class SquadHeads(keras.layers.Layer):
             initializer_range=self.initializer_range,
         )
         return config
-
-
-def span_loss(start_logits, end_logits, start_positions, end_positions):
-    """run_squad's loss: mean of the start and end softmax cross-entropies.
-
-    Args:
-        start_logits, end_logits: float Tensors [B, T].
-        start_positions, end_positions: int Tensors [B] (or [B, 1]).
-
-    Returns:
-        float32 scalar.
-    """
-
-    def cross_entropy(logits, positions):
-        logits = ops.cast(logits, "float32")
-        positions = ops.reshape(ops.cast(positions, "int32"), (-1,))
-        one_hot = ops.one_hot(positions, ops.shape(logits)[-1], dtype="float32")
-        log_probs = ops.log_softmax(logits, axis=-1)
-        return -ops.mean(ops.sum(one_hot * log_probs, axis=-1))
-
-    start = cross_entropy(start_logits, start_positions)
-    end = cross_entropy(end_logits, end_positions)
-    return (start + end) / 2.0
-
-
-def pretraining_losses(outputs, features):
-    """The original pre-training losses, in float32.
-
-    Args:
-        outputs: dict from BertPretrainer with "masked_lm_log_probs" float32
-            [B * P, V] and "next_sentence_log_probs" float32 [B, 2].
-        features: dict with "masked_lm_ids" int [B, P], "masked_lm_weights"
-            float [B, P] and "next_sentence_labels" int [B, 1] or [B].
-
-    Returns:
-        dict of float32 Tensors: "masked_lm_example_loss" [B * P] (unweighted
-        NLL per prediction), "masked_lm_loss" sum(w * nll) / (sum(w) + 1e-5),
-        "next_sentence_example_loss" [B], "next_sentence_loss" (mean) and
-        "total_loss" = masked_lm_loss + next_sentence_loss.
-    """
-    mlm_log_probs = ops.cast(outputs["masked_lm_log_probs"], "float32")
-    vocab_size = ops.shape(mlm_log_probs)[-1]
-    label_ids = ops.reshape(ops.cast(features["masked_lm_ids"], "int32"), (-1,))
-    label_weights = ops.reshape(
-        ops.cast(features["masked_lm_weights"], "float32"), (-1,)
-    )
-    one_hot = ops.one_hot(label_ids, vocab_size, dtype="float32")
-    mlm_example_loss = -ops.sum(mlm_log_probs * one_hot, axis=-1)
-    mlm_loss = ops.sum(label_weights * mlm_example_loss) / (
-        ops.sum(label_weights) + MLM_LOSS_EPSILON
-    )
-
-    nsp_log_probs = ops.cast(outputs["next_sentence_log_probs"], "float32")
-    nsp_labels = ops.reshape(
-        ops.cast(features["next_sentence_labels"], "int32"), (-1,)
-    )
-    nsp_one_hot = ops.one_hot(nsp_labels, 2, dtype="float32")
-    nsp_example_loss = -ops.sum(nsp_log_probs * nsp_one_hot, axis=-1)
-    nsp_loss = ops.mean(nsp_example_loss)
-    return {
-        "masked_lm_example_loss": mlm_example_loss,
-        "masked_lm_loss": mlm_loss,
-        "next_sentence_example_loss": nsp_example_loss,
-        "next_sentence_loss": nsp_loss,
-        "total_loss": mlm_loss + nsp_loss,
-    }

@@ -8,6 +8,7 @@ import pytest
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import heads
+from modeling import losses as losses_lib
 from modeling import models
 
 FEATURES = (
@@ -51,7 +52,7 @@ def pretrainer(golden_dir):
 def _run(model, golden, training=False):
     features = {k: golden[k] for k in FEATURES}
     outputs = model(features, training=training)
-    outputs.update(heads.pretraining_losses(outputs, features))
+    outputs.update(losses_lib.pretraining_losses(outputs, features))
     return outputs
 
 
@@ -105,12 +106,12 @@ def test_mlm_loss_denominator_and_empty_batch():
         "masked_lm_weights": np.array([[1.0, 1.0], [1.0, 0.0]], np.float32),
         "next_sentence_labels": np.array([[0], [1]]),
     }
-    losses = heads.pretraining_losses(outputs, features)
+    losses = losses_lib.pretraining_losses(outputs, features)
     nll = -np.log(0.2)
     np.testing.assert_allclose(losses["masked_lm_loss"], 3 * nll / (3 + 1e-5))
     np.testing.assert_allclose(losses["next_sentence_loss"], np.log(2.0))
     features["masked_lm_weights"] = np.zeros([2, 2], np.float32)
-    losses = heads.pretraining_losses(outputs, features)
+    losses = losses_lib.pretraining_losses(outputs, features)
     assert float(losses["masked_lm_loss"]) == 0.0
 
 
@@ -170,7 +171,7 @@ def test_span_labeler_names_logits_and_loss(tiny_config_dict):
     )
     start = np.log(np.array([[0.7, 0.1, 0.1, 0.1]], np.float32))
     end = np.log(np.array([[0.25, 0.25, 0.25, 0.25]], np.float32))
-    loss = heads.span_loss(start, end, np.array([0]), np.array([[3]]))
+    loss = losses_lib.span_loss(start, end, np.array([0]), np.array([[3]]))
     np.testing.assert_allclose(
         loss, (-np.log(0.7) - np.log(0.25)) / 2, rtol=1e-6
     )

@@ -142,7 +142,7 @@ class _TinyRun:
 
     def __init__(self, golden_dir, checkpoint):
         from modeling import config as config_lib
-        from modeling import heads
+        from modeling import losses
         from modeling import models
 
         cfg = config_lib.BertConfig.from_json_file(
@@ -158,7 +158,7 @@ class _TinyRun:
                 var.assign(reader.get_tensor(name))
         data = np.load(golden_dir / "tiny_outputs.npz")
         self.features = {k: tf.constant(data[k]) for k in FEATURE_NAMES}
-        self._losses = heads.pretraining_losses
+        self._losses = losses.pretraining_losses
 
     def variables(self):
         out = {

@@ -23,6 +23,7 @@ from modeling.data import glue
 from modeling import config as config_lib
 from modeling.training import distribute
 from modeling.data import input_pipeline
+from modeling import losses
 from modeling import models
 from modeling.text import tokenization
 from modeling.training import trainer as trainer_lib
@@ -180,13 +181,9 @@ def loss_fn(is_regression):
 
     def compute(features, logits):
         labels = features[input_pipeline.LABEL_IDS]
-        logits = tf.cast(logits, tf.float32)
+        loss = losses.classifier_loss(logits, labels, is_regression)
         if is_regression:
-            per_example = tf.square(logits[:, 0] - tf.cast(labels, tf.float32))
-            return {"loss": tf.reduce_mean(per_example)}
-        log_probs = tf.nn.log_softmax(logits, axis=-1)
-        one_hot = tf.one_hot(labels, depth=tf.shape(logits)[-1])
-        loss = tf.reduce_mean(-tf.reduce_sum(one_hot * log_probs, axis=-1))
+            return {"loss": loss}
         correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels)
         return {
             "loss": loss,

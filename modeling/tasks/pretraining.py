@@ -1,6 +1,6 @@
 """What run_pretraining.py does, as a `training.Task` plus a `run` function.
 
-The losses are the original's (`heads.pretraining_losses`); the eval metrics
+The losses are the original's (`losses.pretraining_losses`); the eval metrics
 are its `metric_fn`: masked-LM accuracy and loss weighted by
 `masked_lm_weights`, next-sentence accuracy and loss unweighted, and "loss"
 the mean over batches of total_loss (the Estimator's loss; audit D4).
@@ -15,8 +15,8 @@ from absl import logging
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling.training import distribute
-from modeling import heads
 from modeling.data import input_pipeline
+from modeling import losses
 from modeling import models
 from modeling.training import trainer as trainer_lib
 EVAL_RESULTS_FILE = "eval_results.txt"
@@ -45,12 +45,12 @@ def _predictions(outputs, features):
 
 def loss_fn(features, outputs):
     """Training loss ("loss" = total_loss) and the logged components."""
-    losses = heads.pretraining_losses(outputs, features)
+    terms = losses.pretraining_losses(outputs, features)
     mlm_correct, mlm_weights, nsp_correct = _predictions(outputs, features)
     return {
-        "loss": losses["total_loss"],
-        "masked_lm_loss": losses["masked_lm_loss"],
-        "next_sentence_loss": losses["next_sentence_loss"],
+        "loss": terms["total_loss"],
+        "masked_lm_loss": terms["masked_lm_loss"],
+        "next_sentence_loss": terms["next_sentence_loss"],
         "masked_lm_accuracy": tf.reduce_sum(mlm_correct * mlm_weights)
         / tf.maximum(tf.reduce_sum(mlm_weights), 1e-5),
         "next_sentence_accuracy": tf.reduce_mean(nsp_correct),
@@ -59,7 +59,7 @@ def loss_fn(features, outputs):
 
 def eval_metrics_fn(features, outputs):
     """The original metric_fn as (sum, weight) pairs."""
-    losses = heads.pretraining_losses(outputs, features)
+    terms = losses.pretraining_losses(outputs, features)
     mlm_correct, mlm_weights, nsp_correct = _predictions(outputs, features)
     count = tf.cast(tf.size(nsp_correct), tf.float32)
     return {
@@ -68,15 +68,15 @@ def eval_metrics_fn(features, outputs):
             tf.reduce_sum(mlm_weights),
         ),
         "masked_lm_loss": (
-            tf.reduce_sum(losses["masked_lm_example_loss"] * mlm_weights),
+            tf.reduce_sum(terms["masked_lm_example_loss"] * mlm_weights),
             tf.reduce_sum(mlm_weights),
         ),
         "next_sentence_accuracy": (tf.reduce_sum(nsp_correct), count),
         "next_sentence_loss": (
-            tf.reduce_sum(losses["next_sentence_example_loss"]),
+            tf.reduce_sum(terms["next_sentence_example_loss"]),
             count,
         ),
-        "loss": (losses["total_loss"], tf.constant(1.0)),
+        "loss": (terms["total_loss"], tf.constant(1.0)),
     }
 
 
