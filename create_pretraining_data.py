@@ -11,11 +11,12 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from modeling.pretraining_data import generation
 from modeling.pretraining_data import exact
+from modeling.pretraining_data import generation
 from modeling.pretraining_data import shards
 from modeling.pretraining_data import text
 from modeling.text import tokenization
+
 FLAGS = flags.FLAGS
 
 ## Required parameters
@@ -144,6 +145,7 @@ def main(_):
         # Imported here: it loads TensorFlow, which the exact mode loads in
         # the background instead.
         from modeling.pretraining_data import scale
+
         scale.create_scaled(
             input_files,
             output_files,

@@ -14,8 +14,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from modeling.training import distribute
 from modeling.tasks import extract
+from modeling.training import distribute
+
 FLAGS = flags.FLAGS
 
 flags.DEFINE_string("input_file", None, "")

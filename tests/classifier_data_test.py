@@ -13,6 +13,8 @@ from modeling.data import classifier_data
 from modeling.data import glue
 from modeling.data import input_pipeline
 from modeling.text import tokenization
+
+
 @pytest.fixture(scope="module")
 def tokenizer(uncased_vocab_file):
     return tokenization.FullTokenizer(uncased_vocab_file, do_lower_case=True)

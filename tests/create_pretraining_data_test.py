@@ -14,10 +14,11 @@ import sys
 import pytest
 import tensorflow as tf
 
-from modeling.pretraining_data import generation
 from modeling.pretraining_data import exact
+from modeling.pretraining_data import generation
 from modeling.pretraining_data import scale
 from modeling.text import tokenization
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 GOLDEN_RUNS = {
     "pretraining_readme.tfrecord": (
@@ -114,9 +115,7 @@ def test_exact_mode_is_byte_reproducible_and_round_robin(
     toy_tokenizer, tmp_path
 ):
     corpus = _corpus(tmp_path)
-    options = generation.GenerationOptions(
-        max_seq_length=32, dupe_factor=3
-    )
+    options = generation.GenerationOptions(max_seq_length=32, dupe_factor=3)
     paths = [tmp_path / f"{n}.tfrecord" for n in ("a", "b", "c1", "c2")]
     for outputs in ([paths[0]], [paths[1]], paths[2:]):
         exact.create_exact(
@@ -287,9 +286,7 @@ def test_scale_mode_is_deterministic_whatever_the_worker_count(
     toy_tokenizer, tmp_path, monkeypatch
 ):
     corpus = _corpus(tmp_path, num_docs=60)
-    options = generation.GenerationOptions(
-        max_seq_length=32, dupe_factor=2
-    )
+    options = generation.GenerationOptions(max_seq_length=32, dupe_factor=2)
     outputs = {}
     runs = ((1, "w1"), (2, "w2"), (3, "w3"), (2, "w2_recycled"))
     for workers, name in runs:
@@ -407,9 +404,7 @@ def test_scale_mode_error_in_a_late_shard_removes_partial_output(
             [str(corpus)],
             [str(out)],
             toy_tokenizer,
-            generation.GenerationOptions(
-                max_seq_length=32, dupe_factor=1
-            ),
+            generation.GenerationOptions(max_seq_length=32, dupe_factor=1),
             num_workers=2,
             shard_bytes=500,
         )

@@ -12,9 +12,10 @@ import pytest
 import training_helpers as helpers
 
 from modeling import checkpoints
-from modeling.training import distribute
 from modeling import flags as shared_flags
+from modeling.training import distribute
 from modeling.training import optimization
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "testdata", "train_distribute_worker.py")
 

@@ -15,12 +15,13 @@ import pytest
 import tensorflow as tf
 
 from modeling import checkpoints
-from modeling.data import classifier_data
 from modeling import config as config_lib
 from modeling import convert
-from modeling.export import serving
 from modeling import models
+from modeling.data import classifier_data
+from modeling.export import serving
 from modeling.text import tokenization
+
 SEQ = 24
 TEXTS = [
     "The sailors rode the breeze clear of the rocks.",

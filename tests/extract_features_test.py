@@ -14,6 +14,7 @@ from modeling import convert
 from modeling import encoder
 from modeling.tasks import extract
 from modeling.text import tokenization
+
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LINES = [
     "The dog is hairy.",

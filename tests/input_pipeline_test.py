@@ -4,6 +4,8 @@ import pytest
 import tensorflow as tf
 
 from modeling.data import input_pipeline as ip
+
+
 def _pretraining_features(seq=8, preds=3):
     return {
         "input_ids": ip.int_feature([2, 5, 7, 3] + [0] * (seq - 4)),

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from modeling.tasks import metrics
+
+
 def test_accuracy():
     assert metrics.accuracy([0, 1, 1, 0], [0, 1, 0, 0]) == 0.75
 

@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 
 from modeling.training import optimization
+
+
 def test_schedule_matches_original_formula():
     sched = optimization.WarmupLinearDecay(1e-2, 10, 2)
     got = [float(sched(tf.constant(k, tf.int64))) for k in range(13)]

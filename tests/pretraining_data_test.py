@@ -19,6 +19,7 @@ from modeling.pretraining_data import records
 from modeling.pretraining_data import rng as rng_lib
 from modeling.pretraining_data import shards as shards_lib
 from modeling.pretraining_data import text as text_lib
+
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = [f"w{i}" for i in range(150)] + [f"##c{i}" for i in range(20)]
 # A duplicate: the random-word pool keeps the first place, the id the last.
@@ -174,12 +175,8 @@ def test_generate_records_equals_reference(name, num_docs):
     )
     id_docs = [[tuple(TOY_VOCAB[t] for t in seg) for seg in d] for d in docs]
     vocab_ids = generation.VocabIds(TOY_VOCAB)
-    corpus = text_lib.Corpus.from_documents(
-        id_docs, vocab_ids.num_ids
-    )
-    store, order = generation.generate_instances(
-        corpus, opts, vocab_ids, rng
-    )
+    corpus = text_lib.Corpus.from_documents(id_docs, vocab_ids.num_ids)
+    store, order = generation.generate_instances(corpus, opts, vocab_ids, rng)
     assert rng.getstate() == ref_rng.getstate()
     encoder = records.RecordEncoder(
         opts.max_seq_length, opts.max_predictions_per_seq, vocab_ids
@@ -206,9 +203,7 @@ def test_one_document_corpus_gives_random_next_from_itself():
     # Audit A5: after 10 misses B comes from the same document, label 1.
     opts = generation.GenerationOptions(dupe_factor=1)
     vocab_ids = generation.VocabIds(TOY_VOCAB)
-    corpus = text_lib.Corpus.from_documents(
-        [[(10, 11, 12)]], vocab_ids.num_ids
-    )
+    corpus = text_lib.Corpus.from_documents([[(10, 11, 12)]], vocab_ids.num_ids)
     store, _ = generation.generate_instances(
         corpus, opts, vocab_ids, random.Random(3)
     )
@@ -224,9 +219,7 @@ def test_shuffle_and_randbelow_match_cpython(n):
         ref.shuffle(x)
         rng_lib.shuffle(y, ours.getrandbits)
         assert x == y
-        assert ref.randint(0, n - 1) == rng_lib.randbelow(
-            n, ours.getrandbits
-        )
+        assert ref.randint(0, n - 1) == rng_lib.randbelow(n, ours.getrandbits)
         assert ref.getstate() == ours.getstate()
 
 
@@ -255,9 +248,7 @@ def _serialize_like_the_original(
     "seq,preds,num_ids", [(128, 20, 30522), (512, 80, 250000)]
 )
 def test_record_encoder_bytes_equal_serialize_example(seq, preds, num_ids):
-    encoder = records.RecordEncoder(
-        seq, preds, _FakeVocabIds(num_ids)
-    )
+    encoder = records.RecordEncoder(seq, preds, _FakeVocabIds(num_ids))
     rng = random.Random(seq)
     for _ in range(200):
         len_a = rng.randint(1, seq - 4)
@@ -284,9 +275,7 @@ def test_encode_stored_equals_encode(seq, preds, num_ids):
     corpus = text_lib.Corpus.from_documents(docs * 3, num_ids)
     store = generation.InstanceStore()
     expected = []
-    encoder = records.RecordEncoder(
-        seq, preds, _FakeVocabIds(num_ids)
-    )
+    encoder = records.RecordEncoder(seq, preds, _FakeVocabIds(num_ids))
     tokens = corpus.tokens.tolist()
     for _ in range(60):
         len_a = rng.randint(1, seq - 4)

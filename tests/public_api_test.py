@@ -21,7 +21,9 @@ def test_unknown_name_is_an_attribute_error():
 
 
 def test_tokenization_import_does_not_load_keras():
-    code = "import sys, modeling.text.tokenization; print('keras' in sys.modules)"
+    code = (
+        "import sys, modeling.text.tokenization; print('keras' in sys.modules)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )

@@ -19,14 +19,14 @@ import pytest
 import tensorflow as tf
 
 from modeling import checkpoints
-from modeling.data import classifier_data
-from modeling.data import glue
-from modeling.tasks import classifier as classifier_lib
 from modeling import config as config_lib
 from modeling import convert
-from modeling.data import input_pipeline
-from modeling.tasks import metrics
 from modeling import models
+from modeling.data import classifier_data
+from modeling.data import glue
+from modeling.data import input_pipeline
+from modeling.tasks import classifier as classifier_lib
+from modeling.tasks import metrics
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TESTDATA = REPO / "tests" / "testdata"
@@ -120,6 +120,7 @@ def _eval_results(path):
 
 def test_records_are_the_converted_examples(mrpc_run, uncased_vocab_file):
     from modeling.text import tokenization
+
     tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
     processor = glue.get_processor("mrpc")
     data_dir = str(TESTDATA / "cls_mrpc")
@@ -390,9 +391,7 @@ def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
     assert resumed["eval_loss"] == pytest.approx(
         straight["eval_loss"], rel=2e-2
     )
-    finished = classifier_lib.run(
-        _settings(minilm_ckpt, resumed_dir, **common)
-    )
+    finished = classifier_lib.run(_settings(minilm_ckpt, resumed_dir, **common))
     assert finished["eval_loss"] == pytest.approx(resumed["eval_loss"])
 
 

@@ -18,6 +18,7 @@ import training_helpers as helpers
 from modeling import checkpoints
 from modeling.tasks import pretraining
 from modeling.training import trainer
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "run_pretraining.py")
 EVAL_KEYS = [

@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from modeling.text import in_graph as in_graph_lib
 from modeling.text import tokenization
+
 # Characters where tf-text's defaults and the original disagree, and the
 # rules' corners: controls and zero-width (deleted), odd spaces, NFKC-like
 # folds (ß, ﬁ, ™, full-width), final sigma, dotted İ, Unicode 14 capitals,

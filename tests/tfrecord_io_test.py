@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from modeling.data import input_pipeline as ip
 from modeling.data import tfrecord_io
+
+
 def _records():
     rng = np.random.default_rng(0)
     out = [b"", b"x"]

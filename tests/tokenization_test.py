@@ -7,6 +7,7 @@ import pytest
 
 from modeling.text import tokenization
 from modeling.text import vocabulary
+
 # The vocabulary of the original tokenization_test.
 TEST_VOCAB = [
     "[UNK]",

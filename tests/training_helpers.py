@@ -5,6 +5,7 @@ import json
 import numpy as np
 
 from modeling.data import input_pipeline
+
 SEQ = 16
 PRED = 4
 VOCAB = 99

@@ -20,6 +20,7 @@ from modeling import config as config_lib
 from modeling.data import input_pipeline
 from modeling.tasks import pretraining
 from modeling.training import trainer as trainer_lib
+
 BATCH = 8
 
 
@@ -172,7 +173,9 @@ def test_nan_loss_stops_with_the_step_and_keeps_good_checkpoints(
         return logs
 
     trainer.task.loss_fn = poisoned
-    with pytest.raises(trainer_lib.NonFiniteLossError, match="at global_step 5"):
+    with pytest.raises(
+        trainer_lib.NonFiniteLossError, match="at global_step 5"
+    ):
         trainer.train(_dataset_fn(records))
     assert trainer.global_step == 6  # no update ran after the bad one
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-4")

@@ -21,6 +21,7 @@ from absl import logging
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from modeling.text import vocab_builder
+
 FLAGS = flags.FLAGS
 
 ## Required parameters

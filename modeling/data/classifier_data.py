@@ -14,6 +14,7 @@ import uuid
 import tensorflow as tf
 
 from modeling.data import input_pipeline
+
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
 

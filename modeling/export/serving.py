@@ -24,6 +24,7 @@ import os
 import tensorflow as tf
 
 from modeling.text import in_graph
+
 SERVING_DEFAULT = "serving_default"
 SERVING_FEATURES = "serving_features"
 EXPORT_INFO_FILE = "bert_export.json"

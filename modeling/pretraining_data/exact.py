@@ -23,6 +23,7 @@ from modeling.pretraining_data import records as records_lib
 from modeling.pretraining_data import rng as rng_lib
 from modeling.pretraining_data import shards
 from modeling.pretraining_data import text
+
 # Instances per chunk sent to the encoder process while generation goes on.
 _ENCODE_CHUNK = 4096
 

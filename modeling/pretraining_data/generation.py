@@ -30,6 +30,7 @@ from absl import logging
 
 from modeling.pretraining_data import rng as rng_lib
 from modeling.text import vocabulary
+
 # InstanceStore marks a masked position whose token stays as it is.
 KEEP = -1
 
@@ -225,9 +226,7 @@ class InstanceMaker:
             a_end = (
                 start
                 + 1
-                + rng_lib.randbelow(
-                    num_segments - 1, self.getrandbits
-                )
+                + rng_lib.randbelow(num_segments - 1, self.getrandbits)
             )
         a_start, len_a = bounds[start], bounds[a_end] - bounds[start]
         # No coin is drawn for a one-segment chunk (audit E1).
@@ -263,9 +262,7 @@ class InstanceMaker:
         """
         documents = self.documents
         for _ in range(10):
-            random_index = rng_lib.randbelow(
-                len(documents), self.getrandbits
-            )
+            random_index = rng_lib.randbelow(len(documents), self.getrandbits)
             if random_index != document_index:
                 break
         # After 10 misses B comes from this same document, still labelled
@@ -351,11 +348,7 @@ class InstanceMaker:
                 outputs.append(KEEP)  # 10% of the time: unchanged.
             else:
                 outputs.append(
-                    words[
-                        rng_lib.randbelow(
-                            len(words), self.getrandbits
-                        )
-                    ]
+                    words[rng_lib.randbelow(len(words), self.getrandbits)]
                 )
         # Positions stay in draw order; records sort them.
         self._masked = (positions, outputs)

@@ -17,8 +17,9 @@ import numpy as np
 from absl import logging
 
 from modeling.data import feature_names
-from modeling.pretraining_data import generation
 from modeling.data import tfrecord_io
+from modeling.pretraining_data import generation
+
 _FLOAT_ONE = b"\x00\x00\x80\x3f"  # 1.0 as a little-endian float32.
 _FLOAT_ZERO = b"\x00\x00\x00\x00"
 

@@ -29,11 +29,12 @@ import time
 import numpy as np
 from absl import logging
 
-from modeling.pretraining_data import generation
 from modeling.pretraining_data import exact
+from modeling.pretraining_data import generation
 from modeling.pretraining_data import records
 from modeling.pretraining_data import shards as shards_lib
 from modeling.pretraining_data import text
+
 # Workers are replaced (forked afresh) after this many shards, so memory
 # fragmentation cannot build up over a long run.
 _SHARDS_PER_WORKER = 16
@@ -245,9 +246,7 @@ def create_scaled(
     shards_lib.check_output_files(output_files, input_files)
     state = _worker_state(tokenizer, options, decode_errors)
     stats = text.ReadStats()
-    progress = _Progress(
-        sum(shards_lib.file_size(f) for f in input_files)
-    )
+    progress = _Progress(sum(shards_lib.file_size(f) for f in input_files))
     shards = shards_lib.plan_shards(input_files, shard_bytes)
     shards_lib.release_large_blocks_to_os()  # Workers inherit it.
     # The pool forks before the writers open; one worker runs in-process.

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 
 from modeling.data import tfrecord_io
+
 # Blank-line search window past a nominal cut (a document boundary there
 # keeps documents whole; without one the cut falls at the next line end).
 _BOUNDARY_WINDOW = 1 << 16

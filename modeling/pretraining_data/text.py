@@ -17,6 +17,7 @@ import dataclasses
 import itertools
 
 from modeling.pretraining_data import shards as shards_lib
+
 DECODE_ERRORS = ("strict", "replace", "ignore")
 
 

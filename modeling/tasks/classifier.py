@@ -17,16 +17,17 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
-from modeling.data import classifier_data
-from modeling.tasks import classifier_eval
-from modeling.data import glue
 from modeling import config as config_lib
-from modeling.training import distribute
-from modeling.data import input_pipeline
 from modeling import losses
 from modeling import models
+from modeling.data import classifier_data
+from modeling.data import glue
+from modeling.data import input_pipeline
+from modeling.tasks import classifier_eval
 from modeling.text import tokenization
+from modeling.training import distribute
 from modeling.training import trainer as trainer_lib
+
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
 HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
 # Shuffle seed of the training records when --random_seed is unset; fixed so
@@ -296,6 +297,7 @@ def restore_for_inference(task, trainer, element_spec):
 def export(task, model):
     """Writes the serving SavedModel to --export_dir."""
     from modeling.export import serving as export_lib
+
     s = task.settings
     export_lib.export_classifier(
         model,

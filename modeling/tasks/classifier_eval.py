@@ -12,12 +12,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling.training import checkpoint_manager
 from modeling import checkpoints
 from modeling.data import classifier_data
-from modeling.training import distribute
 from modeling.data import input_pipeline
 from modeling.tasks import metrics
+from modeling.training import checkpoint_manager
+from modeling.training import distribute
+
 EVAL_RESULTS_FILE = "eval_results.txt"
 EVAL_HISTORY_FILE = "eval_history.txt"
 TEST_RESULTS_FILE = "test_results.tsv"

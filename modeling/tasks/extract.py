@@ -23,11 +23,12 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
-from modeling.data import classifier_data
 from modeling import config as config_lib
-from modeling.training import distribute
 from modeling import encoder
+from modeling.data import classifier_data
 from modeling.text import tokenization
+from modeling.training import distribute
+
 CLS, SEP = "[CLS]", "[SEP]"
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 

@@ -14,11 +14,12 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import config as config_lib
-from modeling.training import distribute
-from modeling.data import input_pipeline
 from modeling import losses
 from modeling import models
+from modeling.data import input_pipeline
+from modeling.training import distribute
 from modeling.training import trainer as trainer_lib
+
 EVAL_RESULTS_FILE = "eval_results.txt"
 # Input shuffle seed when --random_seed is unset (resuming needs a fixed one).
 DEFAULT_DATA_SEED = 12345

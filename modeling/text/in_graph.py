@@ -41,6 +41,7 @@ import tensorflow_text as tf_text
 
 from modeling.text import tokenization
 from modeling.text import vocabulary
+
 # One UTF-8 code point takes at most 4 bytes, so words of at most 200
 # code points stay below FastWordpieceTokenizer's byte limit.
 _BYTES_PER_CHAR = 4

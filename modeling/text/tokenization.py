@@ -20,6 +20,7 @@ import re
 import unicodedata
 
 from modeling.text import vocabulary
+
 # Re-exported: the original's module defines load_vocab, and users import it
 # from here.
 load_vocab = vocabulary.load_vocab

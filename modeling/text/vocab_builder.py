@@ -22,6 +22,7 @@ import os
 
 from modeling.text import tokenization
 from modeling.text import vocabulary
+
 # Ids 1..99 hold [unused0]..[unused98] in the released vocabularies.
 _UNUSED_BEFORE_UNK = 99
 

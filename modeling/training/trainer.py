@@ -34,11 +34,13 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from modeling.training import checkpoint_manager
 from modeling import checkpoints
+from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
 from modeling.training import steps
+
+
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or Inf; training stopped."""
 

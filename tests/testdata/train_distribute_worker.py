@@ -21,6 +21,7 @@ def main(strategy, num_cpus, config, records, output_dir):
         [tf.config.LogicalDeviceConfiguration() for _ in range(int(num_cpus))],
     )
     from modeling.training import distribute
+
     if strategy != "multi_worker_mirrored":  # one MWMS per process
         replicas = distribute.create_strategy(strategy).num_replicas_in_sync
         print(f"replicas={replicas}")
@@ -31,6 +32,7 @@ def train(strategy, config, records, output_dir):
     """4 steps of batch 8, seed 5, dropout as in the config."""
     from modeling.tasks import pretraining
     from modeling.training import trainer
+
     run_config = trainer.RunConfig(
         output_dir=output_dir,
         num_train_steps=4,
