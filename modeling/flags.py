@@ -132,10 +132,11 @@ def _define_training_flags():
 
 
 def run_config(output_dir, num_train_steps, num_warmup_steps, learning_rate):
-    """A training.RunConfig from the shared and per-script flags."""
-    from modeling import training  # TensorFlow only once flags are parsed.
+    """A trainer.RunConfig from the shared and per-script flags."""
+    # TensorFlow only once flags are parsed.
+    from modeling.training import trainer
 
-    return training.RunConfig(
+    return trainer.RunConfig(
         output_dir=output_dir,
         num_train_steps=num_train_steps,
         learning_rate=learning_rate,

@@ -110,7 +110,7 @@ def expand_input_files(input_file):
       FileNotFoundError: naming the pattern that matched nothing.
     """
     if tfrecord_io.is_remote(input_file):
-        from modeling import input_pipeline  # Loads TensorFlow.
+        from modeling.data import input_pipeline  # Loads TensorFlow.
 
         return input_pipeline.expand_input_files(input_file)
     files = []
