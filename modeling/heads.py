@@ -14,6 +14,7 @@ H = hidden size, V = vocab size, L = number of labels.
 import keras
 from keras import ops
 
+from modeling import config as config_lib
 from modeling import layers
 
 # run_classifier.py applies dropout with keep_prob 0.9 on the pooled output,
@@ -126,6 +127,12 @@ class MaskedLMHead(keras.layers.Layer):
         config["config"] = self.config.to_dict()
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
+
 
 @keras.saving.register_keras_serializable(package="bert")
 class NextSentenceHead(keras.layers.Layer):
@@ -214,6 +221,12 @@ class PretrainingHeads(keras.layers.Layer):
         config = super().get_config()
         config["config"] = self.config.to_dict()
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
 
 
 @keras.saving.register_keras_serializable(package="bert")

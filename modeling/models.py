@@ -15,6 +15,7 @@ from modeling import encoder
 from modeling import heads
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class BertPretrainer(keras.Model):
     """BERT with the masked-LM and next-sentence heads (run_pretraining).
 
@@ -81,6 +82,7 @@ class BertPretrainer(keras.Model):
         return cls(bert_config, **config)
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class BertClassifier(keras.Model):
     """BERT with run_classifier's head on the pooled output.
 
@@ -141,6 +143,7 @@ class BertClassifier(keras.Model):
         return cls(bert_config, **config)
 
 
+@keras.saving.register_keras_serializable(package="bert")
 class BertSpanLabeler(keras.Model):
     """BERT with run_squad's span head on every token.
 
