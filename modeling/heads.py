@@ -241,7 +241,11 @@ class ClassifierHead(keras.layers.Layer):
 
     def __init__(self, num_labels, hidden_size, initializer_range, **kwargs):
         # No autocast: call() casts output_weights to the compute dtype
-        # itself and adds the float32 output_bias to float32 logits.
+        # itself and adds the float32 output_bias to float32 logits. The
+        # variables are made with autocast=False too: called outside any
+        # other layer under a mixed policy, Keras opens an autocast scope
+        # even for a layer with autocast=False, and would read them as
+        # bfloat16.
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.num_labels = num_labels
@@ -250,9 +254,12 @@ class ClassifierHead(keras.layers.Layer):
         self.output_weights = keras.Variable(
             layers.initializer(initializer_range)((num_labels, hidden_size)),
             name="output_weights",
+            autocast=False,
         )
         self.output_bias = keras.Variable(
-            keras.initializers.Zeros()((num_labels,)), name="output_bias"
+            keras.initializers.Zeros()((num_labels,)),
+            name="output_bias",
+            autocast=False,
         )
         self.dropout = keras.layers.Dropout(CLASSIFIER_DROPOUT, name="dropout")
         self.built = True
@@ -285,7 +292,8 @@ class SpanHead(keras.layers.Layer):
 
     def __init__(self, hidden_size, initializer_range, **kwargs):
         # No autocast: call() casts output_weights itself and adds the
-        # float32 output_bias to float32 logits.
+        # float32 output_bias to float32 logits (variables not autocast
+        # either, as in ClassifierHead).
         kwargs.setdefault("autocast", False)
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
@@ -296,9 +304,13 @@ class SpanHead(keras.layers.Layer):
             name="output_weights",
             shape=(2, self.hidden_size),
             initializer=layers.initializer(self.initializer_range),
+            autocast=False,
         )
         self.output_bias = self.add_weight(
-            name="output_bias", shape=(2,), initializer="zeros"
+            name="output_bias",
+            shape=(2,),
+            initializer="zeros",
+            autocast=False,
         )
         self.built = True
 
