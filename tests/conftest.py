@@ -11,8 +11,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import pytest  # noqa: E402
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+from constants import REPO_ROOT  # noqa: E402
+from constants import TINY_CONFIG  # noqa: E402
 
 
 def pytest_addoption(parser):
@@ -77,17 +77,5 @@ def uncased_vocab_file(minilm_dir):
 
 @pytest.fixture
 def tiny_config_dict():
-    """The original modeling_test sizes (2 layers, as HF's tester)."""
-    return {
-        "vocab_size": 99,
-        "hidden_size": 32,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "intermediate_size": 37,
-        "hidden_act": "gelu",
-        "hidden_dropout_prob": 0.1,
-        "attention_probs_dropout_prob": 0.1,
-        "max_position_embeddings": 64,
-        "type_vocab_size": 2,
-        "initializer_range": 0.02,
-    }
+    """A copy of constants.TINY_CONFIG (the original modeling_test sizes)."""
+    return dict(TINY_CONFIG)

@@ -3,29 +3,22 @@
 import json
 
 import numpy as np
+from constants import TINY_CONFIG
 
 from modeling.data import input_pipeline
 
 SEQ = 16
 PRED = 4
-VOCAB = 99
+VOCAB = TINY_CONFIG["vocab_size"]
 
 
 def tiny_config(path, dropout=0.0):
     """Writes the golden tiny bert_config.json (dropout off by default)."""
-    config = {
-        "vocab_size": VOCAB,
-        "hidden_size": 32,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "intermediate_size": 37,
-        "hidden_act": "gelu",
-        "hidden_dropout_prob": dropout,
-        "attention_probs_dropout_prob": dropout,
-        "max_position_embeddings": 64,
-        "type_vocab_size": 2,
-        "initializer_range": 0.02,
-    }
+    config = dict(
+        TINY_CONFIG,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     path.write_text(json.dumps(config))
     return str(path)
 

@@ -4,11 +4,11 @@ import logging
 import time
 
 import pytest
+from constants import REPO_ROOT
 
 from modeling.text import tokenization
 from modeling.text import vocab_builder
 from modeling.text import vocabulary
-from tests.conftest import REPO_ROOT
 
 BOOKS_VOCAB = REPO_ROOT / "vocab" / "books_uncased_8k.txt"
 
