@@ -1,0 +1,340 @@
+"""The harness (tests/harness.py) over every layer, head and model class.
+
+Each class of modeling.layers, modeling.encoder, modeling.heads and
+modeling.models has a case below; `test_every_layer_class_has_a_case` fails
+when a new Layer subclass is added without one.
+"""
+
+import inspect
+
+import constants
+import harness
+import keras
+import numpy as np
+import pytest
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import encoder
+from modeling import heads
+from modeling import layers
+from modeling import models
+
+B, T, P, L = 2, 8, 3, 3  # batch, sequence, predictions, labels
+F32, BF16 = "float32", "bfloat16"
+
+
+def _inputs(config):
+    rng = np.random.default_rng(0)
+    h = config.hidden_size
+    ids = rng.integers(0, config.vocab_size, (B, T)).astype("int32")
+    mask = np.ones((B, T), "int32")
+    mask[1, 5:] = 0
+    features = {
+        "input_ids": ids,
+        "input_mask": mask,
+        "segment_ids": (np.arange(T) >= T // 2).astype("int32")[None] * mask,
+        "masked_lm_positions": np.array([[1, 2, 4], [0, 3, 4]], "int32"),
+    }
+
+    def floats(*shape):
+        return rng.normal(size=shape).astype("float32")
+
+    return {
+        "features": features,
+        "hidden": floats(B, T, h),
+        "wide": floats(B, T, config.intermediate_size),
+        "pooled": floats(B, h),
+        "gathered": floats(B * P, h),
+        "table": floats(config.vocab_size, h),
+    }
+
+
+def _encoder_outputs(config, dtype):
+    """BertModel's output structure: shapes, or one dtype everywhere."""
+    h = config.hidden_size
+
+    def leaf(shape):
+        return shape if dtype is None else dtype
+
+    return {
+        "sequence_output": leaf((B, T, h)),
+        "pooled_output": leaf((B, h)),
+        "all_encoder_layers": [leaf((B, T, h))] * config.num_hidden_layers,
+        "embedding_output": leaf((B, T, h)),
+    }
+
+
+def _layer_cases(c):
+    """{class: Case} for the blocks, encoder pieces and heads."""
+    x = _inputs(c)
+    f = x["features"]
+    h, r = c.hidden_size, c.initializer_range
+    drop = c.hidden_dropout_prob
+    hidden = (B, T, h)
+    Case = harness.Case
+    return {
+        layers.BertEmbeddings: Case(
+            layers.BertEmbeddings,
+            dict(
+                vocab_size=c.vocab_size,
+                hidden_size=h,
+                type_vocab_size=c.type_vocab_size,
+                max_position_embeddings=c.max_position_embeddings,
+                initializer_range=r,
+                dropout_rate=drop,
+                name="embeddings",
+            ),
+            (f["input_ids"], f["segment_ids"]),
+            output_shape=hidden,
+        ),
+        layers.SelfAttention: Case(
+            layers.SelfAttention,
+            dict(
+                num_heads=c.num_attention_heads,
+                hidden_size=h,
+                initializer_range=r,
+                dropout_rate=drop,
+                name="self",
+            ),
+            (x["hidden"], f["input_mask"]),
+            output_shape=hidden,
+        ),
+        layers.DenseResidual: Case(
+            layers.DenseResidual,
+            dict(
+                hidden_size=h,
+                initializer_range=r,
+                dropout_rate=drop,
+                name="output",
+            ),
+            (x["wide"], x["hidden"]),
+            output_shape=hidden,
+        ),
+        layers.Attention: Case(
+            layers.Attention,
+            dict(
+                num_heads=c.num_attention_heads,
+                hidden_size=h,
+                initializer_range=r,
+                hidden_dropout_prob=drop,
+                attention_probs_dropout_prob=c.attention_probs_dropout_prob,
+                name="attention",
+            ),
+            (x["hidden"], f["input_mask"]),
+            output_shape=hidden,
+        ),
+        layers.Intermediate: Case(
+            layers.Intermediate,
+            dict(
+                intermediate_size=c.intermediate_size,
+                hidden_act=c.hidden_act,
+                initializer_range=r,
+                name="intermediate",
+            ),
+            (x["hidden"],),
+            output_shape=(B, T, c.intermediate_size),
+        ),
+        layers.TransformerBlock: Case(
+            layers.TransformerBlock,
+            dict(config=c, name="layer_0"),
+            (x["hidden"], f["input_mask"]),
+            output_shape=hidden,
+        ),
+        encoder.TransformerEncoder: Case(
+            encoder.TransformerEncoder,
+            dict(config=c, name="encoder"),
+            (x["hidden"], f["input_mask"]),
+            output_shape=[hidden] * c.num_hidden_layers,
+        ),
+        encoder.Pooler: Case(
+            encoder.Pooler,
+            dict(hidden_size=h, initializer_range=r, name="pooler"),
+            (x["hidden"],),
+            output_shape=(B, h),
+        ),
+        encoder.BertModel: Case(
+            encoder.BertModel,
+            dict(config=c),
+            (f,),
+            output_shape=_encoder_outputs(c, None),
+        ),
+        heads.MaskedLMTransform: Case(
+            heads.MaskedLMTransform,
+            dict(
+                hidden_size=h,
+                hidden_act=c.hidden_act,
+                initializer_range=r,
+                name="transform",
+            ),
+            (x["gathered"],),
+            output_shape=(B * P, h),
+        ),
+        heads.MaskedLMHead: Case(
+            heads.MaskedLMHead,
+            dict(config=c, name="predictions"),
+            (x["gathered"],),
+            dict(embedding_table=x["table"]),
+            output_shape=(B * P, c.vocab_size),
+            mixed_dtype=F32,
+        ),
+        heads.NextSentenceHead: Case(
+            heads.NextSentenceHead,
+            dict(hidden_size=h, initializer_range=r, name="seq_relationship"),
+            (x["pooled"],),
+            output_shape=(B, 2),
+            mixed_dtype=F32,
+        ),
+        heads.PretrainingHeads: Case(
+            heads.PretrainingHeads,
+            dict(config=c, name="cls"),
+            (x["hidden"], x["pooled"], f["masked_lm_positions"]),
+            dict(embedding_table=x["table"]),
+            output_shape=((B * P, c.vocab_size), (B, 2)),
+            mixed_dtype=F32,
+        ),
+        heads.ClassifierHead: Case(
+            heads.ClassifierHead,
+            dict(
+                num_labels=L,
+                hidden_size=h,
+                initializer_range=r,
+                name="classifier",
+            ),
+            (x["pooled"],),
+            output_shape=(B, L),
+            mixed_dtype=F32,
+        ),
+        heads.SpanHead: Case(
+            heads.SpanHead,
+            dict(hidden_size=h, initializer_range=r, name="squad"),
+            (x["hidden"],),
+            output_shape=((B, T), (B, T)),
+            mixed_dtype=F32,
+        ),
+        heads.SquadHeads: Case(
+            heads.SquadHeads,
+            dict(hidden_size=h, initializer_range=r, name="cls"),
+            (x["hidden"],),
+            output_shape=((B, T), (B, T)),
+            mixed_dtype=F32,
+        ),
+    }
+
+
+def _model_cases(c):
+    """{class: (Case, expected {checkpoint name: shape})} for models."""
+    f = _inputs(c)["features"]
+    h = c.hidden_size
+    encoder_names = checkpoints.original_variable_shapes(c, False)
+    Case = harness.Case
+    return {
+        encoder.BertModel: (
+            _layer_cases(c)[encoder.BertModel],
+            encoder_names,
+        ),
+        models.BertPretrainer: (
+            Case(
+                models.BertPretrainer,
+                dict(config=c),
+                (f,),
+                output_shape=dict(
+                    _encoder_outputs(c, None),
+                    masked_lm_log_probs=(B * P, c.vocab_size),
+                    next_sentence_log_probs=(B, 2),
+                ),
+                mixed_dtype=dict(
+                    _encoder_outputs(c, BF16),
+                    masked_lm_log_probs=F32,
+                    next_sentence_log_probs=F32,
+                ),
+            ),
+            checkpoints.original_variable_shapes(c),
+        ),
+        models.BertClassifier: (
+            Case(
+                models.BertClassifier,
+                dict(config=c, num_labels=L),
+                (f,),
+                output_shape=(B, L),
+                mixed_dtype=F32,
+            ),
+            dict(encoder_names, output_weights=(L, h), output_bias=(L,)),
+        ),
+        models.BertSpanLabeler: (
+            Case(
+                models.BertSpanLabeler,
+                dict(config=c),
+                (f,),
+                output_shape={"start_logits": (B, T), "end_logits": (B, T)},
+                mixed_dtype=F32,
+            ),
+            dict(
+                encoder_names,
+                **{
+                    "cls/squad/output_weights": (2, h),
+                    "cls/squad/output_bias": (2,),
+                },
+            ),
+        ),
+    }
+
+
+def _classes(cases_fn):
+    return list(
+        cases_fn(config_lib.BertConfig.from_dict(constants.TINY_CONFIG))
+    )
+
+
+LAYER_CLASSES = _classes(_layer_cases)
+MODEL_CLASSES = _classes(_model_cases)
+
+
+def _name(cls):
+    return cls.__name__
+
+
+@pytest.fixture
+def config(tiny_config_dict):
+    return config_lib.BertConfig.from_dict(tiny_config_dict)
+
+
+@pytest.mark.parametrize("cls", LAYER_CLASSES, ids=_name)
+def test_layer(cls, config, tmp_path):
+    harness.run_layer_test(_layer_cases(config)[cls], tmp_path)
+
+
+@pytest.mark.parametrize("cls", MODEL_CLASSES, ids=_name)
+def test_model(cls, config, tmp_path):
+    case, names = _model_cases(config)[cls]
+    if issubclass(cls, keras.Model):
+        harness.run_model_test(case, names, tmp_path)
+    else:
+        # BertModel is a Layer (no .keras saving of its own): its variable
+        # names; the layer checks ran in test_layer.
+        layer, _ = harness.build_and_call(case)
+        harness.check_variable_names(layer, names)
+
+
+def test_every_layer_class_has_a_case():
+    defined = set()
+    for module in (layers, heads, encoder, models):
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            if (
+                issubclass(obj, keras.layers.Layer)
+                and obj.__module__ == module.__name__
+            ):
+                defined.add(obj)
+    covered = set(LAYER_CLASSES) | set(MODEL_CLASSES)
+    assert sorted(map(_name, defined - covered)) == []
+    assert set(MODEL_CLASSES) >= {
+        c for c in defined if issubclass(c, keras.Model)
+    }
+
+
+def test_dtype_policy_is_restored_on_failure():
+    before = keras.config.dtype_policy().name
+    with pytest.raises(RuntimeError):
+        with harness.dtype_policy("mixed_bfloat16"):
+            raise RuntimeError("boom")
+    assert keras.config.dtype_policy().name == before
