@@ -30,6 +30,10 @@ class Case:
         (a tuple of ints for one tensor; a dict / tuple / list of them).
     mixed_dtype: output dtype(s) under `mixed_bfloat16`: one str for every
         output, or a structure like `output_shape`.
+    variables: {original checkpoint name: shape} of the layer's variables,
+        or None to skip the check; `scope` + a variable's path must be one
+        of these names (scope: the layer's parent scope in the model, e.g.
+        "bert/encoder/" for a TransformerBlock named "layer_0").
     """
 
     cls: type
@@ -38,6 +42,8 @@ class Case:
     kwargs: dict = dataclasses.field(default_factory=dict)
     output_shape: Any = None
     mixed_dtype: Any = "bfloat16"
+    variables: dict = None
+    scope: str = ""
 
 
 @contextlib.contextmanager
@@ -143,6 +149,8 @@ def run_layer_test(case, tmp_path, mixed_precision=True):
     layer, outputs = build_and_call(case)
     check_output_shapes(case, outputs)
     check_variable_paths_unique(layer)
+    if case.variables is not None:
+        check_variable_names(layer, case.variables, case.scope)
     check_config_round_trip(case, layer, outputs)
     check_serialization(case, layer)
     check_weights_round_trip(case, layer, outputs, tmp_path)
@@ -151,11 +159,12 @@ def run_layer_test(case, tmp_path, mixed_precision=True):
     return layer, outputs
 
 
-def check_variable_names(layer, expected_shapes):
+def check_variable_names(layer, expected_shapes, scope=""):
     """Every variable path is an original checkpoint name:
-    {variable_name(v): shape} equals `expected_shapes` exactly."""
+    {scope + variable_name(v): shape} equals `expected_shapes` exactly."""
     actual = {
-        checkpoints.variable_name(v): tuple(v.shape) for v in layer.weights
+        scope + checkpoints.variable_name(v): tuple(v.shape)
+        for v in layer.weights
     }
     assert len(actual) == len(layer.weights)
     missing = sorted(set(expected_shapes) - set(actual))
@@ -177,10 +186,9 @@ def check_model_saving(case, model, outputs, tmp_path):
     assert_same_outputs(loaded(*case.args, **case.kwargs), outputs)
 
 
-def run_model_test(case, expected_shapes, tmp_path, save_keras=True):
-    """run_layer_test plus original variable names and `.keras` saving."""
+def run_model_test(case, tmp_path, save_keras=True):
+    """run_layer_test plus `.keras` saving."""
     model, outputs = run_layer_test(case, tmp_path)
-    check_variable_names(model, expected_shapes)
     if save_keras:
         check_model_saving(case, model, outputs, tmp_path)
     return model, outputs

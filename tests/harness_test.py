@@ -66,7 +66,67 @@ def _encoder_outputs(config, dtype):
 
 
 def _layer_cases(c):
-    """{class: Case} for the blocks, encoder pieces and heads."""
+    """{class: Case} for the blocks, encoder pieces and heads, each with the
+    checkpoint names its variables have inside a task model."""
+    cases = _layer_cases_without_names(c)
+    tables = _checkpoint_tables(c)
+    for cls, (task, scope) in SCOPES.items():
+        case = cases[cls]
+        case.scope = scope
+        prefix = scope + case.init_kwargs["name"] + "/"
+        case.variables = {
+            k: v for k, v in tables[task].items() if k.startswith(prefix)
+        }
+    # The classifier's variables sit at the root scope, outside its name.
+    cases[heads.ClassifierHead].variables = {
+        "output_weights": (L, c.hidden_size),
+        "output_bias": (L,),
+    }
+    return cases
+
+
+# (task, scope): the task model a layer is checked in, and the scope the
+# layer sits in there (its parent's path).
+SCOPES = {
+    layers.BertEmbeddings: ("pretraining", "bert/"),
+    layers.SelfAttention: ("pretraining", "bert/encoder/layer_0/attention/"),
+    layers.DenseResidual: ("pretraining", "bert/encoder/layer_0/"),
+    layers.Attention: ("pretraining", "bert/encoder/layer_0/"),
+    layers.Intermediate: ("pretraining", "bert/encoder/layer_0/"),
+    layers.TransformerBlock: ("pretraining", "bert/encoder/"),
+    encoder.TransformerEncoder: ("pretraining", "bert/"),
+    encoder.Pooler: ("pretraining", "bert/"),
+    encoder.BertModel: ("pretraining", ""),
+    heads.MaskedLMTransform: ("pretraining", "cls/predictions/"),
+    heads.MaskedLMHead: ("pretraining", "cls/"),
+    heads.NextSentenceHead: ("pretraining", "cls/"),
+    heads.PretrainingHeads: ("pretraining", ""),
+    heads.SpanHead: ("squad", "cls/"),
+    heads.SquadHeads: ("squad", ""),
+}
+
+
+def _checkpoint_tables(c):
+    """{task: {name: shape}}, the variables of each task's original
+    checkpoint: run_pretraining's, run_classifier's and run_squad's."""
+    h = c.hidden_size
+    encoder_names = checkpoints.original_variable_shapes(c, False)
+    return {
+        "pretraining": checkpoints.original_variable_shapes(c),
+        "classifier": dict(
+            encoder_names, output_weights=(L, h), output_bias=(L,)
+        ),
+        "squad": dict(
+            encoder_names,
+            **{
+                "cls/squad/output_weights": (2, h),
+                "cls/squad/output_bias": (2,),
+            },
+        ),
+    }
+
+
+def _layer_cases_without_names(c):
     x = _inputs(c)
     f = x["features"]
     h, r = c.hidden_size, c.initializer_range
@@ -155,7 +215,7 @@ def _layer_cases(c):
         ),
         encoder.BertModel: Case(
             encoder.BertModel,
-            dict(config=c),
+            dict(config=c, name="bert"),
             (f,),
             output_shape=_encoder_outputs(c, None),
         ),
@@ -223,59 +283,43 @@ def _layer_cases(c):
 
 
 def _model_cases(c):
-    """{class: (Case, expected {checkpoint name: shape})} for models."""
+    """{class: Case} for the task models; `variables` is the full table of
+    the original checkpoint of that task."""
     f = _inputs(c)["features"]
-    h = c.hidden_size
-    encoder_names = checkpoints.original_variable_shapes(c, False)
+    tables = _checkpoint_tables(c)
     Case = harness.Case
     return {
-        encoder.BertModel: (
-            _layer_cases(c)[encoder.BertModel],
-            encoder_names,
+        models.BertPretrainer: Case(
+            models.BertPretrainer,
+            dict(config=c),
+            (f,),
+            output_shape=dict(
+                _encoder_outputs(c, None),
+                masked_lm_log_probs=(B * P, c.vocab_size),
+                next_sentence_log_probs=(B, 2),
+            ),
+            mixed_dtype=dict(
+                _encoder_outputs(c, BF16),
+                masked_lm_log_probs=F32,
+                next_sentence_log_probs=F32,
+            ),
+            variables=tables["pretraining"],
         ),
-        models.BertPretrainer: (
-            Case(
-                models.BertPretrainer,
-                dict(config=c),
-                (f,),
-                output_shape=dict(
-                    _encoder_outputs(c, None),
-                    masked_lm_log_probs=(B * P, c.vocab_size),
-                    next_sentence_log_probs=(B, 2),
-                ),
-                mixed_dtype=dict(
-                    _encoder_outputs(c, BF16),
-                    masked_lm_log_probs=F32,
-                    next_sentence_log_probs=F32,
-                ),
-            ),
-            checkpoints.original_variable_shapes(c),
+        models.BertClassifier: Case(
+            models.BertClassifier,
+            dict(config=c, num_labels=L),
+            (f,),
+            output_shape=(B, L),
+            mixed_dtype=F32,
+            variables=tables["classifier"],
         ),
-        models.BertClassifier: (
-            Case(
-                models.BertClassifier,
-                dict(config=c, num_labels=L),
-                (f,),
-                output_shape=(B, L),
-                mixed_dtype=F32,
-            ),
-            dict(encoder_names, output_weights=(L, h), output_bias=(L,)),
-        ),
-        models.BertSpanLabeler: (
-            Case(
-                models.BertSpanLabeler,
-                dict(config=c),
-                (f,),
-                output_shape={"start_logits": (B, T), "end_logits": (B, T)},
-                mixed_dtype=F32,
-            ),
-            dict(
-                encoder_names,
-                **{
-                    "cls/squad/output_weights": (2, h),
-                    "cls/squad/output_bias": (2,),
-                },
-            ),
+        models.BertSpanLabeler: Case(
+            models.BertSpanLabeler,
+            dict(config=c),
+            (f,),
+            output_shape={"start_logits": (B, T), "end_logits": (B, T)},
+            mixed_dtype=F32,
+            variables=tables["squad"],
         ),
     }
 
@@ -306,14 +350,7 @@ def test_layer(cls, config, tmp_path):
 
 @pytest.mark.parametrize("cls", MODEL_CLASSES, ids=_name)
 def test_model(cls, config, tmp_path):
-    case, names = _model_cases(config)[cls]
-    if issubclass(cls, keras.Model):
-        harness.run_model_test(case, names, tmp_path)
-    else:
-        # BertModel is a Layer (no .keras saving of its own): its variable
-        # names; the layer checks ran in test_layer.
-        layer, _ = harness.build_and_call(case)
-        harness.check_variable_names(layer, names)
+    harness.run_model_test(_model_cases(config)[cls], tmp_path)
 
 
 def test_every_layer_class_has_a_case():
@@ -327,7 +364,11 @@ def test_every_layer_class_has_a_case():
                 defined.add(obj)
     covered = set(LAYER_CLASSES) | set(MODEL_CLASSES)
     assert sorted(map(_name, defined - covered)) == []
-    assert set(MODEL_CLASSES) >= {
+    # Every layer case checks its checkpoint names (ClassifierHead's are
+    # set apart: root scope).
+    assert set(SCOPES) | {heads.ClassifierHead} == set(LAYER_CLASSES)
+    # Models also need the .keras round trip of test_model.
+    assert set(MODEL_CLASSES) == {
         c for c in defined if issubclass(c, keras.Model)
     }
 
