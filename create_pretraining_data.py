@@ -7,15 +7,10 @@ the scale mode instead: N processes over input shards, bounded memory,
 records deterministic for a seed but NOT those of the original.
 """
 
-from absl import app
 from absl import flags
-from absl import logging
 
-from modeling.pretraining_data import exact
-from modeling.pretraining_data import generation
-from modeling.pretraining_data import shards
+from modeling import flags as shared_flags
 from modeling.pretraining_data import text
-from modeling.text import tokenization
 
 FLAGS = flags.FLAGS
 
@@ -105,71 +100,18 @@ flags.DEFINE_float(
 )
 
 
-def _output_files(value):
-    files = [f.strip() for f in value.split(",")]
-    if not all(files):
-        raise ValueError(f"--output_file={value!r} has an empty entry")
-    return files
-
-
 def main(_):
-    logging.set_verbosity(logging.INFO)
-    if FLAGS.num_workers < 0:
-        raise ValueError(f"--num_workers={FLAGS.num_workers}: must be >= 0")
-    input_files = shards.expand_input_files(FLAGS.input_file)
-    output_files = _output_files(FLAGS.output_file)
-    options = generation.GenerationOptions(
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        masked_lm_prob=FLAGS.masked_lm_prob,
-        short_seq_prob=FLAGS.short_seq_prob,
-        dupe_factor=FLAGS.dupe_factor,
-        do_whole_word_mask=FLAGS.do_whole_word_mask,
-        random_seed=FLAGS.random_seed,
-    )
-    options.validate()
-    tokenizer = tokenization.FullTokenizer(
-        vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case
-    )
-    logging.info("*** Reading from input files ***")
-    for input_file in input_files:
-        logging.info("  %s", input_file)
-    logging.info("*** Writing to output files ***")
-    for output_file in output_files:
-        logging.info("  %s", output_file)
-    if FLAGS.num_workers == 0:
-        exact.create_exact(
-            input_files, output_files, tokenizer, options, FLAGS.decode_errors
-        )
-    else:
-        # Imported here: it loads TensorFlow, which the exact mode loads in
-        # the background instead.
-        from modeling.pretraining_data import scale
+    from modeling.pretraining_data import create
 
-        scale.create_scaled(
-            input_files,
-            output_files,
-            tokenizer,
-            options,
-            num_workers=FLAGS.num_workers,
-            shard_bytes=int(FLAGS.shard_size_mb * 1e6),
-            decode_errors=FLAGS.decode_errors,
-        )
-
-
-def _mark_required():
-    for name in ("input_file", "output_file", "vocab_file"):
-        flags.mark_flag_as_required(name)
+    create.run(shared_flags.settings_from_flags(create.Settings))
 
 
 def run():
-    """Console entry point (setup.py: create_pretraining_data:run)."""
-    _mark_required()
-    app.run(main)
+    """Console entry point (setup.py: bert-create-pretraining-data)."""
+    shared_flags.run_script(
+        main, required=("input_file", "output_file", "vocab_file")
+    )
 
 
 if __name__ == "__main__":
-    flags.mark_flag_as_required("input_file")
-    flags.mark_flag_as_required("output_file")
-    flags.mark_flag_as_required("vocab_file")
-    app.run(main)
+    run()

@@ -10,26 +10,31 @@ One JSON object per input line, as the original writes it (about 15 kB per
 token with the default four layers). The logic lives in modeling/tasks/extract.py.
 """
 
-from absl import app
 from absl import flags
-from absl import logging
 
-from modeling.tasks import extract
-from modeling.training import distribute
+from modeling import flags as shared_flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "")
-
-flags.DEFINE_string("output_file", None, "")
-
-flags.DEFINE_string("layers", "-1,-2,-3,-4", "")
+flags.DEFINE_string(
+    "input_file",
+    None,
+    "Input text file: one example per line, a single text or a pair "
+    "written `text_a ||| text_b`.",
+)
 
 flags.DEFINE_string(
-    "bert_config_file",
+    "output_file",
     None,
-    "The config json file corresponding to the pre-trained BERT model. "
-    "This specifies the model architecture.",
+    "Output JSON lines file: per input line, the tokens and their vectors "
+    "from each layer of --layers.",
+)
+
+flags.DEFINE_string(
+    "layers",
+    "-1,-2,-3,-4",
+    "Comma-separated indexes of the encoder layers to output; negative "
+    "indexes count from the last layer (-1).",
 )
 
 flags.DEFINE_integer(
@@ -38,12 +43,6 @@ flags.DEFINE_integer(
     "The maximum total input sequence length after WordPiece tokenization. "
     "Sequences longer than this will be truncated, and sequences shorter "
     "than this will be padded.",
-)
-
-flags.DEFINE_string(
-    "init_checkpoint",
-    None,
-    "Initial checkpoint (usually from a pre-trained BERT model).",
 )
 
 flags.DEFINE_string(
@@ -61,19 +60,6 @@ flags.DEFINE_bool(
 
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 
-flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
-
-flags.DEFINE_string(
-    "master", None, "If using a TPU, the address of the master."
-)
-
-flags.DEFINE_integer(
-    "num_tpu_cores",
-    8,
-    "Only used if `use_tpu` is True. Total number of TPU cores to use. "
-    "(TPUStrategy uses every core of the TPU named by --master.)",
-)
-
 flags.DEFINE_bool(
     "use_one_hot_embeddings",
     False,
@@ -82,44 +68,31 @@ flags.DEFINE_bool(
     "since it is much faster.",
 )
 
-_REQUIRED = (
-    "input_file",
-    "vocab_file",
-    "bert_config_file",
-    "init_checkpoint",
-    "output_file",
+shared_flags.define_flags(
+    "bert_config_file", "init_checkpoint", "use_tpu", "master", "num_tpu_cores"
 )
 
 
 def main(_):
-    logging.set_verbosity(logging.INFO)
-    strategy = distribute.create_strategy(
-        use_tpu=FLAGS.use_tpu, master=FLAGS.master
-    )
-    count = extract.run_extraction(
-        input_file=FLAGS.input_file,
-        output_file=FLAGS.output_file,
-        bert_config_file=FLAGS.bert_config_file,
-        init_checkpoint=FLAGS.init_checkpoint,
-        vocab_file=FLAGS.vocab_file,
-        do_lower_case=FLAGS.do_lower_case,
-        layers=FLAGS.layers,
-        max_seq_length=FLAGS.max_seq_length,
-        batch_size=FLAGS.batch_size,
-        use_one_hot_embeddings=FLAGS.use_one_hot_embeddings,
-        strategy=strategy,
-    )
-    logging.info("Wrote %d lines to %s", count, FLAGS.output_file)
+    # Imported here so that `--help` does not load TensorFlow.
+    from modeling.tasks import extract
+
+    extract.run(shared_flags.settings_from_flags(extract.Settings))
 
 
 def run():
-    """Console entry point (setup.py: extract_features:run)."""
-    for name in _REQUIRED:
-        flags.mark_flag_as_required(name)
-    app.run(main)
+    """Console entry point (setup.py: bert-extract-features)."""
+    shared_flags.run_script(
+        main,
+        required=(
+            "input_file",
+            "vocab_file",
+            "bert_config_file",
+            "init_checkpoint",
+            "output_file",
+        ),
+    )
 
 
 if __name__ == "__main__":
-    for name in _REQUIRED:
-        flags.mark_flag_as_required(name)
-    app.run(main)
+    run()

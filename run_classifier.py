@@ -15,12 +15,7 @@ output_dir/best/), --glue_submission_dir, --export_dir (serving SavedModel
 on raw text) and the shared speed/distribution flags of modeling/flags.py.
 """
 
-import dataclasses
-import os
-
-from absl import app
 from absl import flags
-from absl import logging
 
 from modeling import flags as shared_flags
 
@@ -123,41 +118,26 @@ flags.DEFINE_bool(
 shared_flags.define_common_flags()
 
 
-def settings_from_flags():
-    """classifier_runner.Settings from the parsed flags."""
-    from modeling.tasks import classifier
-
-    names = [
-        f.name
-        for f in dataclasses.fields(classifier.Settings)
-        if f.name != "run_config"
-    ]
-    run_config = shared_flags.run_config(
-        FLAGS.output_dir,
-        num_train_steps=0,  # Set from the train set's size.
-        num_warmup_steps=0,
-        learning_rate=FLAGS.learning_rate,
-    )
-    values = {name: FLAGS[name].value for name in names}
-    return classifier.Settings(**values, run_config=run_config)
-
-
 def main(_):
     # Imported here so that `--help` does not load TensorFlow.
     from modeling.tasks import classifier
 
-    classifier.run(settings_from_flags())
+    classifier.run(shared_flags.settings_from_flags(classifier.Settings))
 
 
 def run():
     """Console entry point (setup.py: bert-run-classifier)."""
-    for name in ("data_dir", "task_name", "vocab_file", "bert_config_file"):
-        flags.mark_flag_as_required(name)
-    flags.mark_flag_as_required("output_dir")
-    app.run(main)
+    shared_flags.run_script(
+        main,
+        required=(
+            "data_dir",
+            "task_name",
+            "vocab_file",
+            "bert_config_file",
+            "output_dir",
+        ),
+    )
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    logging.set_verbosity(logging.INFO)
     run()

@@ -15,12 +15,7 @@ checkpoint in output_dir. Added: the shared flags of modeling/flags.py
 random_seed).
 """
 
-import os
-import sys
-
-from absl import app
 from absl import flags
-from absl import logging
 
 from modeling import flags as shared_flags
 
@@ -65,57 +60,20 @@ flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 
 shared_flags.define_common_flags()
 
-# Exit status after SIGTERM (a checkpoint was saved): 128 + 15, as if killed.
-SIGTERM_EXIT_CODE = 143
-
 
 def main(_):
     # Imported here so that `--help` does not load TensorFlow.
     from modeling.tasks import pretraining
-    from modeling.training import trainer
 
-    settings = pretraining.Settings(
-        bert_config_file=FLAGS.bert_config_file,
-        input_file=FLAGS.input_file,
-        output_dir=FLAGS.output_dir,
-        init_checkpoint=FLAGS.init_checkpoint,
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        do_train=FLAGS.do_train,
-        do_eval=FLAGS.do_eval,
-        train_batch_size=FLAGS.train_batch_size,
-        eval_batch_size=FLAGS.eval_batch_size,
-        max_eval_steps=FLAGS.max_eval_steps,
-        seed=FLAGS.random_seed,
-        strategy=FLAGS.strategy,
-        use_tpu=FLAGS.use_tpu,
-        tpu_name=FLAGS.tpu_name,
-        tpu_zone=FLAGS.tpu_zone,
-        gcp_project=FLAGS.gcp_project,
-        master=FLAGS.master,
-        run_config=shared_flags.run_config(
-            FLAGS.output_dir,
-            FLAGS.num_train_steps,
-            FLAGS.num_warmup_steps,
-            FLAGS.learning_rate,
-        ),
-    )
-    try:
-        pretraining.run(settings)
-    except trainer.TrainingInterrupted as e:
-        logging.warning("%s", e)
-        sys.exit(SIGTERM_EXIT_CODE)
+    pretraining.run(shared_flags.settings_from_flags(pretraining.Settings))
 
 
 def run():
     """Console entry point (setup.py: bert-run-pretraining)."""
-    flags.mark_flag_as_required("input_file")
-    flags.mark_flag_as_required("bert_config_file")
-    flags.mark_flag_as_required("output_dir")
-    app.run(main)
+    shared_flags.run_script(
+        main, required=("input_file", "bert_config_file", "output_dir")
+    )
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    logging.set_verbosity(logging.INFO)
     run()

@@ -1,11 +1,26 @@
-"""absl flags shared by the training scripts (run_pretraining, run_classifier,
-run_squad). The only module under modeling/ that touches absl flags.
+"""absl flags shared by the scripts, and the runner pattern's flag side
+(modeling/tasks/common.py describes the pattern). The only module under
+modeling/ that touches absl flags.
+
+- define_common_flags(): the shared flags of the training scripts
+  (run_pretraining, run_classifier, run_squad); define_flags(*names): some
+  of them (extract_features).
+- settings_from_flags(Settings): a task's Settings from the parsed flags.
+- run_script(main, required): every script's entry point and exit status.
 
 The original's TPU flags (use_tpu, tpu_name, tpu_zone, gcp_project, master,
 num_tpu_cores) keep their names and defaults; the rest are new.
 """
 
+import dataclasses
+import os
+import sys
+
+from absl import app
 from absl import flags
+from absl import logging
+
+from modeling.tasks import common
 
 FLAGS = flags.FLAGS
 
@@ -16,68 +31,86 @@ STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZER_TYPES = ("adamw", "lamb")
 
+# === Flag definitions ===
+
 
 def define_common_flags():
     """Defines the shared flags (idempotent: safe to call twice)."""
     if "strategy" in FLAGS:
         return
-    _define_model_flags()
-    _define_tpu_flags()
+    define_flags(*_SHARED)
     _define_training_flags()
 
 
-def _define_model_flags():
-    """The original's model, checkpoint and mode flags that every training
-    script defines with the same meaning."""
-    flags.DEFINE_string(
+def define_flags(*names):
+    """Defines the named shared model/TPU flags that are not defined yet,
+    for a script that needs only some of them (extract_features).
+
+    Raises:
+      KeyError: a name that is not one of them.
+    """
+    for name in names:
+        if name not in FLAGS:
+            _SHARED[name]()
+
+
+# The original's model, checkpoint, mode and TPU flags: same names, defaults
+# and meaning in every script that has them.
+_SHARED = {
+    "bert_config_file": lambda: flags.DEFINE_string(
         "bert_config_file",
         None,
         "The config json file corresponding to the pre-trained BERT model. "
         "This specifies the model architecture.",
-    )
-    flags.DEFINE_string(
+    ),
+    "output_dir": lambda: flags.DEFINE_string(
         "output_dir",
         None,
         "The output directory where the model checkpoints will be written.",
-    )
-    flags.DEFINE_string(
+    ),
+    "init_checkpoint": lambda: flags.DEFINE_string(
         "init_checkpoint",
         None,
         "Initial checkpoint (usually from a pre-trained BERT model).",
-    )
-    flags.DEFINE_bool("do_train", False, "Whether to run training.")
-    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-
-
-def _define_tpu_flags():
-    """The original's TPU flags, same names, defaults and help."""
-    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
-    flags.DEFINE_string(
+    ),
+    "do_train": lambda: flags.DEFINE_bool(
+        "do_train", False, "Whether to run training."
+    ),
+    "do_eval": lambda: flags.DEFINE_bool(
+        "do_eval", False, "Whether to run eval on the dev set."
+    ),
+    "use_tpu": lambda: flags.DEFINE_bool(
+        "use_tpu", False, "Whether to use TPU or GPU/CPU."
+    ),
+    "tpu_name": lambda: flags.DEFINE_string(
         "tpu_name",
         None,
         "The Cloud TPU to use for training. This should be either the name "
         "used when creating the Cloud TPU, or a grpc://ip.address.of.tpu:8470 "
         "url.",
-    )
-    flags.DEFINE_string(
+    ),
+    "tpu_zone": lambda: flags.DEFINE_string(
         "tpu_zone",
         None,
         "[Optional] GCE zone where the Cloud TPU is located in. If not "
         "specified, we will attempt to automatically detect it.",
-    )
-    flags.DEFINE_string(
+    ),
+    "gcp_project": lambda: flags.DEFINE_string(
         "gcp_project",
         None,
         "[Optional] Project name for the Cloud TPU-enabled project. If not "
         "specified, we will attempt to automatically detect it.",
-    )
-    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
-    flags.DEFINE_integer(
+    ),
+    "master": lambda: flags.DEFINE_string(
+        "master", None, "[Optional] TensorFlow master URL."
+    ),
+    "num_tpu_cores": lambda: flags.DEFINE_integer(
         "num_tpu_cores",
         8,
         "Only used if `use_tpu` is True. Total number of TPU cores to use "
         "(TPUStrategy uses every core of the TPU it connects to).",
-    )
+    ),
+}
 
 
 def _define_training_flags():
@@ -149,3 +182,141 @@ def run_config(output_dir, num_train_steps, num_warmup_steps, learning_rate):
         precision=FLAGS.precision,
         use_xla=FLAGS.use_xla,
     )
+
+
+# === Settings and entry point (the runner pattern) ===
+
+
+def settings_from_flags(settings_cls, **overrides):
+    """A task's Settings dataclass from the parsed flags, by reflection.
+
+    Each field takes, in this order: its value in `overrides`; for
+    `run_config`, the shared training flags (`run_config` below; the
+    script's num_train_steps / num_warmup_steps when it has them, else 0 for
+    the task to set) when the script defines them; the flag of the same
+    name; else the field's default.
+
+    Raises:
+      TypeError: an override that is not a field, or a field without a
+        default whose flag the script does not define.
+    """
+    fields = [f for f in dataclasses.fields(settings_cls) if f.init]
+    unknown = set(overrides) - {f.name for f in fields}
+    if unknown:
+        raise TypeError(
+            f"{settings_cls.__name__} has no field {sorted(unknown)}"
+        )
+    values = {}
+    for field in fields:
+        name = field.name
+        if name in overrides:
+            values[name] = overrides[name]
+        elif name == "run_config" and "precision" in FLAGS:
+            values[name] = run_config(
+                FLAGS.output_dir,
+                num_train_steps=_flag_or("num_train_steps", 0),
+                num_warmup_steps=_flag_or("num_warmup_steps", 0),
+                learning_rate=_flag_or("learning_rate", 5e-5),
+            )
+        elif name in FLAGS:
+            values[name] = FLAGS[name].value
+    return settings_cls(**values)
+
+
+def _flag_or(name, default):
+    return FLAGS[name].value if name in FLAGS else default
+
+
+def run_script(main, required=()):
+    """Every script's entry point (`run()` and `__main__`): marks the
+    required flags, parses them (absl app.run) and calls main, with INFO
+    logs and TensorFlow's C++ logs quiet unless set otherwise.
+
+    Exit statuses (modeling/tasks/common.py): 0 when main returns;
+    common.EXIT_INTERRUPTED after common.Interrupted (SIGTERM, state saved:
+    a warning says how to resume); common.EXIT_USER_ERROR with one line
+    `error: <message>` on stderr and no traceback (it is logged at debug
+    verbosity, --verbosity=1) for a user error (`is_user_error`); any other
+    exception keeps its traceback.
+    """
+    for name in required:
+        flags.mark_flag_as_required(name)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    logging.set_verbosity(logging.INFO)
+    app.run(_guarded(main))
+
+
+def _guarded(main):
+    def guarded(argv):
+        try:
+            return main(argv)
+        except common.Interrupted as e:
+            logging.warning("%s", e)
+            sys.exit(common.EXIT_INTERRUPTED)
+        except Exception as e:
+            if not is_user_error(e, script_module=main.__module__):
+                raise
+            logging.debug("The error below came from:", exc_info=True)
+            print(f"error: {_one_line(e)}", file=sys.stderr, flush=True)
+            sys.exit(common.EXIT_USER_ERROR)
+
+    return guarded
+
+
+# The user-error rule. An exception is a mistake in the flags or inputs,
+# reported as one `error:` line without a traceback, when it is:
+# - a common.UserError, wherever it was raised;
+# - a ValueError (or subclass) raised by this repository's own code: the
+#   innermost frame of its traceback is in a modeling.* module or in the
+#   script. The library raises ValueError only to describe bad settings or
+#   data (unknown task, sequence too long, bad line N of a file, no file
+#   matching a pattern, no checkpoint to evaluate, ...), with a message that
+#   says what to change. A ValueError raised inside TensorFlow, Keras or
+#   NumPy (a shape or dtype mismatch) is a bug and keeps its traceback;
+# - a missing or unreadable path, wherever it was raised: FileNotFoundError,
+#   IsADirectoryError, NotADirectoryError, PermissionError, and their
+#   TensorFlow counterparts tf.errors.NotFoundError / PermissionDeniedError
+#   (tf.io.gfile); their message names the path.
+# Everything else (RuntimeError such as a non-finite loss, KeyError,
+# TypeError, other tf.errors) keeps its traceback.
+_PATH_ERRORS = (
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+_TF_PATH_ERRORS = ("NotFoundError", "PermissionDeniedError")
+
+
+def is_user_error(error, script_module="__main__"):
+    """Whether `error` is a user mistake (the rule above).
+
+    Args:
+      error: the exception.
+      script_module: the running script's module name (its own ValueErrors
+        count as the library's).
+    """
+    if isinstance(error, (common.UserError, *_PATH_ERRORS)):
+        return True
+    tf = sys.modules.get("tensorflow")  # Loaded only if the run used it.
+    if tf is not None and isinstance(
+        error, tuple(getattr(tf.errors, n) for n in _TF_PATH_ERRORS)
+    ):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return module.startswith("modeling.") or module in (
+        script_module,
+        "__main__",
+    )
+
+
+def _one_line(error):
+    lines = [line.strip() for line in str(error).splitlines()]
+    return " ".join(line for line in lines if line) or type(error).__name__

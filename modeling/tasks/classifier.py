@@ -24,8 +24,8 @@ from modeling.data import classifier_data
 from modeling.data import glue
 from modeling.data import input_pipeline
 from modeling.tasks import classifier_eval
+from modeling.tasks import common
 from modeling.text import tokenization
-from modeling.training import distribute
 from modeling.training import trainer as trainer_lib
 
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
@@ -36,8 +36,10 @@ DEFAULT_DATA_SEED = 12345
 
 
 @dataclasses.dataclass
-class Settings:
-    """run_classifier's flags (same names and defaults) plus the new ones.
+class Settings(common.CommonSettings):
+    """run_classifier's flags (same names and defaults) plus the new ones;
+    the shared ones (bert_config_file, output_dir, init_checkpoint, modes,
+    random_seed, strategy, TPU) are common.CommonSettings'.
 
     `run_config` carries the shared training flags (modeling/flags.py
     `run_config`); its num_train_steps / num_warmup_steps are replaced here
@@ -45,35 +47,24 @@ class Settings:
     """
 
     data_dir: str
-    bert_config_file: str
     task_name: str
     vocab_file: str
-    output_dir: str
-    init_checkpoint: str | None = None
     do_lower_case: bool = True
     max_seq_length: int = 128
-    do_train: bool = False
-    do_eval: bool = False
     do_predict: bool = False
     train_batch_size: int = 32
     eval_batch_size: int = 8
     predict_batch_size: int = 8
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
-    use_tpu: bool = False
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
-    master: str | None = None
-    strategy: str = "default"
-    random_seed: int | None = None
     eval_during_training: bool = False
     glue_submission_dir: str | None = None
     export_dir: str | None = None
     dynamic_padding: bool = False
-    run_config: trainer_lib.RunConfig | None = None
 
     def __post_init__(self):
+        if not self.output_dir:
+            raise ValueError("output_dir is required")
         if self.run_config is None:
             self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
 
@@ -163,12 +154,7 @@ def prepare(settings):
         raise ValueError(
             f"--glue_submission_dir: {s.task_name} is not a GLUE task"
         )
-    tf.io.gfile.makedirs(s.output_dir)
-    trainer_lib.set_seed(s.random_seed)
-    distribute.set_precision(s.run_config.precision)
-    strategy = distribute.create_strategy(
-        s.strategy, s.use_tpu, s.tpu_name, s.tpu_zone, s.gcp_project, s.master
-    )
+    strategy = common.set_up(s)
     tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
     return ClassifierTask(
         s, bert_config, processor, processor.get_labels(), tokenizer, strategy
@@ -270,28 +256,26 @@ def train(task):
 
 
 def restore_for_inference(task, trainer, element_spec):
-    """Loads the weights eval/predict/export use when nothing was trained:
-    the newest checkpoint in output_dir (as the Estimator did), else
-    --init_checkpoint (the head stays untrained: a warning says so).
+    """Loads the weights eval/predict/export use when nothing was trained
+    (Trainer.restore_for_inference): the newest checkpoint in output_dir (as
+    the Estimator did), else --init_checkpoint (the head stays untrained: a
+    warning says so).
 
     Raises:
       ValueError: neither exists.
     """
     s = task.settings
-    trainer.build(element_spec)
-    if trainer.manager.restore_latest() is not None:
-        return
-    if not s.init_checkpoint:
-        raise ValueError(
+    trainer.restore_for_inference(
+        element_spec,
+        missing_message=(
             f"No checkpoint in --output_dir={s.output_dir} and no "
             "--init_checkpoint: nothing to evaluate. Train first (--do_train)."
-        )
-    logging.warning(
-        "No checkpoint in %s: using %s, whose classifier head is untrained.",
-        s.output_dir,
-        s.init_checkpoint,
+        ),
+        init_warning=(
+            f"No checkpoint in {s.output_dir}: using {s.init_checkpoint}, "
+            "whose classifier head is untrained."
+        ),
     )
-    trainer.task.init_fn(trainer.model)
 
 
 def export(task, model):

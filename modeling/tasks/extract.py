@@ -26,6 +26,7 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
 from modeling.data import classifier_data
+from modeling.tasks import common
 from modeling.text import tokenization
 from modeling.training import distribute
 
@@ -265,3 +266,44 @@ def run_extraction(
         for feature, values in results
     )
     return write_lines_atomically(output_file, lines)
+
+
+@dataclasses.dataclass
+class Settings(common.CommonSettings):
+    """extract_features' flags (the original's names and defaults); the
+    shared ones (bert_config_file, init_checkpoint, use_tpu, master, ...)
+    are common.CommonSettings'."""
+
+    input_file: str
+    output_file: str
+    vocab_file: str
+    do_lower_case: bool = True
+    layers: str = "-1,-2,-3,-4"
+    max_seq_length: int = 128
+    batch_size: int = 32
+    use_one_hot_embeddings: bool = False
+
+
+def run(settings):
+    """extract_features' main(): writes output_file; returns its line count.
+
+    Raises:
+      ValueError: bad --layers, max_seq_length or vocabulary for the model.
+    """
+    s = settings
+    strategy = common.set_up(s)
+    count = run_extraction(
+        input_file=s.input_file,
+        output_file=s.output_file,
+        bert_config_file=s.bert_config_file,
+        init_checkpoint=s.init_checkpoint,
+        vocab_file=s.vocab_file,
+        do_lower_case=s.do_lower_case,
+        layers=s.layers,
+        max_seq_length=s.max_seq_length,
+        batch_size=s.batch_size,
+        use_one_hot_embeddings=s.use_one_hot_embeddings,
+        strategy=strategy,
+    )
+    logging.info("Wrote %d lines to %s", count, s.output_file)
+    return count

@@ -17,7 +17,7 @@ from modeling import config as config_lib
 from modeling import losses
 from modeling import models
 from modeling.data import input_pipeline
-from modeling.training import distribute
+from modeling.tasks import common
 from modeling.training import trainer as trainer_lib
 
 EVAL_RESULTS_FILE = "eval_results.txt"
@@ -100,28 +100,22 @@ def make_task(bert_config, init_checkpoint=None, use_one_hot_embeddings=False):
 
 
 @dataclasses.dataclass
-class Settings:
-    """run_pretraining's flags (original names and defaults) plus the new ones."""
+class Settings(common.CommonSettings):
+    """run_pretraining's flags (original names and defaults) plus the new
+    ones; the shared ones (bert_config_file, output_dir, init_checkpoint,
+    modes, random_seed, strategy, TPU, run_config) are
+    common.CommonSettings'."""
 
-    bert_config_file: str
     input_file: str
-    output_dir: str
-    init_checkpoint: str | None = None
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
-    do_train: bool = False
-    do_eval: bool = False
     train_batch_size: int = 32
     eval_batch_size: int = 8
     max_eval_steps: int = 100
-    seed: int | None = None
-    strategy: str = "default"
-    use_tpu: bool = False
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
-    master: str | None = None
-    run_config: trainer_lib.RunConfig = None
+
+    def __post_init__(self):
+        if not self.output_dir:
+            raise ValueError("output_dir is required")
 
 
 def write_eval_results(path, results):
@@ -145,14 +139,9 @@ def run(s):
         )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
     checkpoints.check_max_seq_length(s.max_seq_length, bert_config)
-    tf.io.gfile.makedirs(s.output_dir)
     input_files = input_pipeline.expand_input_files(s.input_file)
     logging.info("*** Input Files ***\n%s", "\n".join(input_files))
-    trainer_lib.set_seed(s.seed)
-    distribute.set_precision(s.run_config.precision)
-    strategy = distribute.create_strategy(
-        s.strategy, s.use_tpu, s.tpu_name, s.tpu_zone, s.gcp_project, s.master
-    )
+    strategy = common.set_up(s)
     task = make_task(
         bert_config, s.init_checkpoint, use_one_hot_embeddings=s.use_tpu
     )
@@ -165,7 +154,7 @@ def run(s):
             s.max_seq_length,
             s.max_predictions_per_seq,
             is_training,
-            seed=DEFAULT_DATA_SEED if s.seed is None else s.seed,
+            seed=DEFAULT_DATA_SEED if s.random_seed is None else s.random_seed,
             start_batch=start_batch,
         )
 

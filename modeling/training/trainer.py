@@ -35,6 +35,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
+from modeling.tasks import common
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
@@ -45,8 +46,9 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or Inf; training stopped."""
 
 
-class TrainingInterrupted(RuntimeError):
-    """SIGTERM: a checkpoint was saved and training stopped early."""
+class TrainingInterrupted(common.Interrupted, RuntimeError):
+    """SIGTERM: a checkpoint was saved and training stopped early (the
+    scripts exit with common.EXIT_INTERRUPTED)."""
 
 
 @dataclasses.dataclass
@@ -306,15 +308,35 @@ class Trainer:
 
     # === Evaluation ===
 
-    def _restore_for_eval(self):
+    def restore_for_inference(
+        self, element_spec=None, missing_message=None, init_warning=None
+    ):
+        """Loads the weights to evaluate or predict with, when this Trainer
+        has not trained: the newest checkpoint of output_dir (as the
+        Estimator did), else task.init_fn (e.g. --init_checkpoint).
+
+        Args:
+          element_spec: builds the variables first when given (see `build`).
+          missing_message: the ValueError's message when neither exists.
+          init_warning: logged as a warning when task.init_fn is used (e.g.
+            to say that a new head is untrained).
+
+        Raises:
+          ValueError: no checkpoint in output_dir and no task.init_fn.
+        """
+        if element_spec is not None:
+            self.build(element_spec)
         if self.manager.restore_latest() is not None:
             return
         if self.task.init_fn is None:
             raise ValueError(
-                f"No checkpoint in {self.config.output_dir} and no initial "
-                "checkpoint: nothing to evaluate. Train first (--do_train) "
-                "or give --init_checkpoint."
+                missing_message
+                or f"No checkpoint in {self.config.output_dir} and no "
+                "initial checkpoint: nothing to evaluate. Train first "
+                "(--do_train) or give --init_checkpoint."
             )
+        if init_warning:
+            logging.warning("%s", init_warning)
         self.task.init_fn(self.model)
 
     def evaluate(self, dataset, max_eval_steps=None, restore=True):
@@ -331,7 +353,7 @@ class Trainer:
         """
         self.build(dataset.element_spec)
         if restore and not self._steps.trained:
-            self._restore_for_eval()
+            self.restore_for_inference()
         if max_eval_steps is not None:
             dataset = dataset.take(max_eval_steps)
         totals = {}

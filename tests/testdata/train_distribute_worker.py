@@ -50,7 +50,7 @@ def train(strategy, config, records, output_dir):
         max_predictions_per_seq=4,
         do_train=True,
         train_batch_size=8,
-        seed=5,
+        random_seed=5,
         strategy=strategy,
         run_config=run_config,
     )

@@ -1,0 +1,121 @@
+"""Pieces every task runner shares.
+
+Nothing here imports TensorFlow at import time: create_pretraining_data.py
+and modeling/flags.py import this module before any model is needed.
+"""
+
+# === The runner pattern ===
+#
+# A runner is a script (flag definitions + a short main()) over a task module
+# (modeling/tasks/X.py) with a `Settings` dataclass and a `run(settings)`:
+#
+#     # modeling/tasks/X.py
+#     @dataclasses.dataclass
+#     class Settings(common.CommonSettings):
+#         input_file: str                  # one field per flag, same name
+#         ...
+#
+#     def run(settings):
+#         ...check the settings (ValueError with a message for the user)...
+#         strategy = common.set_up(settings)
+#         ...build, train, evaluate, write...
+#
+#     # X.py (the script)
+#     flags.DEFINE_...(...)                # the script's own flags
+#     shared_flags.define_common_flags()   # or define_flags(names...)
+#
+#     def main(_):
+#         from modeling.tasks import X    # TensorFlow only after parsing
+#         X.run(shared_flags.settings_from_flags(X.Settings))
+#
+#     def run():
+#         shared_flags.run_script(main, required=(...))
+#
+#     if __name__ == "__main__":
+#         run()
+#
+# Exit statuses (shared_flags.run_script): 0 done; EXIT_USER_ERROR with one
+# `error: <message>` line on stderr for a mistake in the flags or inputs;
+# EXIT_INTERRUPTED after SIGTERM once the state is saved (re-run the same
+# command to resume); anything else keeps Python's traceback (status 1).
+
+import dataclasses
+import typing
+
+# A mistake in the flags or the inputs (see modeling/flags.py
+# is_user_error): one line on stderr, no traceback.
+EXIT_USER_ERROR = 1
+# After SIGTERM with the state saved: 128 + 15, as if the signal had killed
+# the process (what schedulers expect from a preempted job).
+EXIT_INTERRUPTED = 143
+
+
+class Interrupted(Exception):
+    """The run stopped early on request (SIGTERM) after saving its state;
+    re-running the same command resumes. training.TrainingInterrupted is
+    one."""
+
+
+class UserError(ValueError):
+    """A mistake the user can fix (a flag, an input file); its message says
+    what and where. Any ValueError raised by this repository's own code is
+    treated the same way by the scripts; this class marks one raised from
+    elsewhere (or deliberately) as such."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class CommonSettings:
+    """The flags every model runner shares (modeling/flags.py), same names.
+
+    Keyword-only, so that a task's Settings can add required fields before
+    them. Fields whose flag a script does not define keep these defaults.
+
+    Attributes:
+      run_config: training.RunConfig from the shared training flags
+        (modeling/flags.py `run_config`), or None for a runner that does
+        not train (extract_features).
+    """
+
+    bert_config_file: str
+    output_dir: str | None = None
+    init_checkpoint: str | None = None
+    do_train: bool = False
+    do_eval: bool = False
+    random_seed: int | None = None
+    strategy: str = "default"
+    use_tpu: bool = False
+    tpu_name: str | None = None
+    tpu_zone: str | None = None
+    gcp_project: str | None = None
+    master: str | None = None
+    num_tpu_cores: int = 8
+    run_config: typing.Any = None
+
+
+def set_up(settings):
+    """The set-up every model runner does once its settings are checked:
+    creates output_dir (when set), seeds Python/NumPy/TF (random_seed), sets
+    the compute precision (run_config.precision) and builds the strategy.
+
+    Returns:
+      The tf.distribute.Strategy.
+    """
+    # TensorFlow only here: importing this module must not load it.
+    import tensorflow as tf
+
+    from modeling.training import distribute
+    from modeling.training import trainer
+
+    if settings.output_dir:
+        tf.io.gfile.makedirs(settings.output_dir)
+    trainer.set_seed(settings.random_seed)
+    if settings.run_config is not None:
+        distribute.set_precision(settings.run_config.precision)
+    return distribute.create_strategy(
+        settings.strategy,
+        settings.use_tpu,
+        settings.tpu_name,
+        settings.tpu_zone,
+        settings.gcp_project,
+        settings.master,
+    )

@@ -1,0 +1,222 @@
+"""The runner pattern (modeling/tasks/common.py, modeling/flags.py): exit
+statuses of the four scripts, the user-error rule, TensorFlow-free imports.
+
+The scripts run in subprocesses (their absl flags clash in one process), on
+a tiny config and vocabulary: each stops at its first check of the inputs.
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from modeling import flags as shared_flags
+from modeling.tasks import common
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TESTDATA = REPO / "tests" / "testdata"
+TINY_CONFIG = (
+    '{"vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, '
+    '"num_attention_heads": 4, "intermediate_size": 37, '
+    '"max_position_embeddings": 64, "type_vocab_size": 2}'
+)
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "a", "is"]
+
+
+@pytest.fixture
+def tiny(tmp_path):
+    """(bert_config.json, vocab.txt) of a 2-layer model."""
+    config = tmp_path / "bert_config.json"
+    config.write_text(TINY_CONFIG)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCAB) + "\n")
+    return config, vocab
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+def _run(script, *args):
+    return subprocess.run(
+        [sys.executable, str(REPO / script), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=_env(),
+        timeout=300,
+    )
+
+
+def _assert_one_line_error(proc, *words):
+    assert proc.returncode == common.EXIT_USER_ERROR, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    lines = proc.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    assert lines[-1] == errors[0], proc.stderr[-3000:]
+    for word in words:
+        assert word in errors[0], errors[0]
+
+
+def test_create_pretraining_data_missing_input(tiny, tmp_path):
+    _, vocab = tiny
+    missing = tmp_path / "no_corpus.txt"
+    proc = _run(
+        "create_pretraining_data.py",
+        f"--input_file={missing}",
+        f"--output_file={tmp_path / 'out.tfrecord'}",
+        f"--vocab_file={vocab}",
+    )
+    _assert_one_line_error(proc, str(missing))
+    assert not (tmp_path / "out.tfrecord").exists()
+
+
+def test_run_pretraining_missing_input(tiny, tmp_path):
+    config, _ = tiny
+    missing = tmp_path / "no_data.tfrecord"
+    proc = _run(
+        "run_pretraining.py",
+        f"--input_file={missing}",
+        f"--bert_config_file={config}",
+        f"--output_dir={tmp_path / 'out'}",
+        "--do_train",
+        "--max_seq_length=16",
+    )
+    _assert_one_line_error(proc, str(missing))
+
+
+def test_run_classifier_missing_train_file(tiny, tmp_path):
+    config, vocab = tiny
+    data = tmp_path / "empty_data"
+    data.mkdir()
+    proc = _run(
+        "run_classifier.py",
+        "--task_name=MRPC",
+        f"--data_dir={data}",
+        f"--vocab_file={vocab}",
+        f"--bert_config_file={config}",
+        f"--output_dir={tmp_path / 'out'}",
+        "--do_train",
+        "--max_seq_length=16",
+    )
+    _assert_one_line_error(proc, str(data / "train.tsv"))
+
+
+def test_extract_features_missing_input(tiny, tmp_path):
+    config, vocab = tiny
+    missing = tmp_path / "no_input.txt"
+    proc = _run(
+        "extract_features.py",
+        f"--input_file={missing}",
+        f"--output_file={tmp_path / 'out.jsonl'}",
+        f"--vocab_file={vocab}",
+        f"--bert_config_file={config}",
+        f"--init_checkpoint={tmp_path / 'no_model.ckpt'}",
+        "--max_seq_length=16",
+        "--layers=-1",
+    )
+    _assert_one_line_error(proc, str(missing))
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_run_classifier_exits_143_on_sigterm(tiny, tmp_path):
+    """SIGTERM while training: a checkpoint, a warning saying how to resume,
+    exit status 143 and no traceback."""
+    config, vocab = tiny
+    out = tmp_path / "out"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "run_classifier.py"),
+            "--task_name=MRPC",
+            f"--data_dir={TESTDATA / 'cls_mrpc'}",
+            f"--vocab_file={vocab}",
+            f"--bert_config_file={config}",
+            f"--output_dir={out}",
+            "--do_train",
+            "--max_seq_length=16",
+            "--train_batch_size=4",
+            "--num_train_epochs=100000",
+            "--iterations_per_loop=1",
+            "--save_checkpoints_steps=1000000",
+        ],
+        cwd=REPO,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    deadline = time.time() + 240
+    try:
+        for line in child.stderr:
+            lines.append(line)
+            if "steps/s" in line:  # The trainer's first step log.
+                child.send_signal(signal.SIGTERM)
+                break
+            assert time.time() < deadline, "no training step logged"
+        lines += child.stderr.readlines()
+        child.wait(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    stderr = "".join(lines)
+    assert child.returncode == common.EXIT_INTERRUPTED, stderr[-3000:]
+    assert "re-run the same command to resume" in stderr
+    assert "Traceback" not in stderr
+    assert (out / "checkpoint").exists()
+
+
+def _raise_in_numpy():
+    np.reshape(np.zeros(3), (2, 2))
+
+
+def test_user_error_rule():
+    from modeling.tasks import extract
+
+    def caught(fn, *args):
+        try:
+            fn(*args)
+        except Exception as e:
+            return e
+        raise AssertionError("no exception")
+
+    # A ValueError of the library: a message for the user.
+    assert shared_flags.is_user_error(caught(extract.parse_layers, "x", 2))
+    # A ValueError from inside NumPy (or TF, Keras): a bug, traceback kept.
+    assert not shared_flags.is_user_error(caught(_raise_in_numpy))
+    assert shared_flags.is_user_error(FileNotFoundError(2, "no", "/x"))
+    assert shared_flags.is_user_error(common.UserError("bad"))
+    assert not shared_flags.is_user_error(RuntimeError("bad"))
+    assert not shared_flags.is_user_error(KeyError("x"))
+
+
+def test_training_interrupted_is_the_common_interruption():
+    from modeling.training import trainer
+
+    assert issubclass(trainer.TrainingInterrupted, common.Interrupted)
+    assert common.EXIT_INTERRUPTED == 143 and common.EXIT_USER_ERROR == 1
+
+
+def test_runner_pieces_do_not_load_tensorflow():
+    code = (
+        "import sys, modeling.flags, modeling.tasks.common, "
+        "modeling.pretraining_data.create; "
+        "print('tensorflow' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env=_env(),
+    )
+    assert out.stdout.strip() == "False"
