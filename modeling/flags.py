@@ -20,6 +20,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from modeling import errors
 from modeling.tasks import common
 
 FLAGS = flags.FLAGS
@@ -233,7 +234,7 @@ def run_script(main, required=()):
     logs and TensorFlow's C++ logs quiet unless set otherwise.
 
     Exit statuses (modeling/tasks/common.py): 0 when main returns;
-    common.EXIT_INTERRUPTED after common.Interrupted (SIGTERM, state saved:
+    common.EXIT_INTERRUPTED after errors.Interrupted (SIGTERM, state saved:
     a warning says how to resume); common.EXIT_USER_ERROR with one line
     `error: <message>` on stderr and no traceback (it is logged at debug
     verbosity, --verbosity=1) for a user error (`is_user_error`); any other
@@ -250,7 +251,7 @@ def _guarded(main):
     def guarded(argv):
         try:
             return main(argv)
-        except common.Interrupted as e:
+        except errors.Interrupted as e:
             logging.warning("%s", e)
             sys.exit(common.EXIT_INTERRUPTED)
         except Exception as e:
@@ -265,7 +266,7 @@ def _guarded(main):
 
 # The user-error rule. An exception is a mistake in the flags or inputs,
 # reported as one `error:` line without a traceback, when it is:
-# - a common.UserError, wherever it was raised;
+# - a errors.UserError, wherever it was raised;
 # - a ValueError (or subclass) raised by this repository's own code: the
 #   innermost frame of its traceback is in a modeling.* module or in the
 #   script. The library raises ValueError only to describe bad settings or
@@ -296,7 +297,7 @@ def is_user_error(error, script_module="__main__"):
       script_module: the running script's module name (its own ValueErrors
         count as the library's).
     """
-    if isinstance(error, (common.UserError, *_PATH_ERRORS)):
+    if isinstance(error, (errors.UserError, *_PATH_ERRORS)):
         return True
     tf = sys.modules.get("tensorflow")  # Loaded only if the run used it.
     if tf is not None and isinstance(

@@ -20,9 +20,19 @@ def test_unknown_name_is_an_attribute_error():
         raise AssertionError("expected AttributeError")
 
 
-def test_tokenization_import_does_not_load_keras():
+def test_the_original_import_paths_keep_working():
+    # The original's users write `import tokenization` and `import modeling`;
+    # code written before the subpackages uses `from modeling import
+    # tokenization`. All three reach the same module, without Keras.
     code = (
-        "import sys, modeling.text.tokenization; print('keras' in sys.modules)"
+        "import sys\n"
+        "import tokenization\n"
+        "from modeling import tokenization as from_package\n"
+        "import modeling\n"
+        "assert tokenization is from_package, (tokenization, from_package)\n"
+        "assert tokenization.FullTokenizer is modeling.FullTokenizer\n"
+        "assert callable(tokenization._is_control)\n"
+        "print('keras' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

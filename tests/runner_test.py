@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from modeling import errors
 from modeling import flags as shared_flags
 from modeling.tasks import common
 
@@ -193,7 +194,7 @@ def test_user_error_rule():
     # A ValueError from inside NumPy (or TF, Keras): a bug, traceback kept.
     assert not shared_flags.is_user_error(caught(_raise_in_numpy))
     assert shared_flags.is_user_error(FileNotFoundError(2, "no", "/x"))
-    assert shared_flags.is_user_error(common.UserError("bad"))
+    assert shared_flags.is_user_error(errors.UserError("bad"))
     assert not shared_flags.is_user_error(RuntimeError("bad"))
     assert not shared_flags.is_user_error(KeyError("x"))
 
@@ -201,7 +202,7 @@ def test_user_error_rule():
 def test_training_interrupted_is_the_common_interruption():
     from modeling.training import trainer
 
-    assert issubclass(trainer.TrainingInterrupted, common.Interrupted)
+    assert issubclass(trainer.TrainingInterrupted, errors.Interrupted)
     assert common.EXIT_INTERRUPTED == 143 and common.EXIT_USER_ERROR == 1
 
 

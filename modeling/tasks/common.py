@@ -42,25 +42,14 @@ and modeling/flags.py import this module before any model is needed.
 import dataclasses
 import typing
 
-# A mistake in the flags or the inputs (see modeling/flags.py
-# is_user_error): one line on stderr, no traceback.
+# The exceptions the scripts map to these statuses are in modeling/errors.py.
+
+# A mistake in the flags or the inputs (errors.UserError, see
+# modeling/flags.py is_user_error): one line on stderr, no traceback.
 EXIT_USER_ERROR = 1
 # After SIGTERM with the state saved: 128 + 15, as if the signal had killed
 # the process (what schedulers expect from a preempted job).
 EXIT_INTERRUPTED = 143
-
-
-class Interrupted(Exception):
-    """The run stopped early on request (SIGTERM) after saving its state;
-    re-running the same command resumes. training.TrainingInterrupted is
-    one."""
-
-
-class UserError(ValueError):
-    """A mistake the user can fix (a flag, an input file); its message says
-    what and where. Any ValueError raised by this repository's own code is
-    treated the same way by the scripts; this class marks one raised from
-    elsewhere (or deliberately) as such."""
 
 
 @dataclasses.dataclass(kw_only=True)

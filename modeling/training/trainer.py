@@ -35,7 +35,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
-from modeling.tasks import common
+from modeling import errors
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
@@ -46,9 +46,9 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or Inf; training stopped."""
 
 
-class TrainingInterrupted(common.Interrupted, RuntimeError):
+class TrainingInterrupted(errors.Interrupted, RuntimeError):
     """SIGTERM: a checkpoint was saved and training stopped early (the
-    scripts exit with common.EXIT_INTERRUPTED)."""
+    scripts exit with tasks.common.EXIT_INTERRUPTED)."""
 
 
 @dataclasses.dataclass

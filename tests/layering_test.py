@@ -1,0 +1,139 @@
+"""The library's layering rules (modeling/README.md), checked on the code.
+
+1. Data generation must not pay for TensorFlow (seconds and ~400 MB to
+   import): text/ (except the in-graph tokenizer), pretraining_data/, the
+   TFRecord and file helpers and the feature names import neither TensorFlow
+   nor Keras, directly or through another module.
+2. The core never imports tasks/: tasks/ use the library, not the reverse.
+   Only the scripts and modeling/flags.py reach into tasks/.
+3. Subpackage __init__ files stay light: importing `modeling.data` must not
+   load a pipeline, so they hold a docstring and nothing else.
+"""
+
+import ast
+import json
+import pathlib
+import subprocess
+import sys
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+LIBRARY = REPO_ROOT / "modeling"
+
+# Modules (dotted names) that must import neither TensorFlow nor Keras.
+TF_FREE_PACKAGES = ("modeling.text", "modeling.pretraining_data")
+TF_FREE_EXCEPTIONS = ("modeling.text.in_graph",)
+TF_FREE_MODULES = (
+    "modeling",
+    "modeling.errors",
+    "modeling.flags",
+    "modeling.data.feature_names",
+    "modeling.data.file_io",
+    "modeling.data.tfrecord_io",
+    "modeling.tasks.common",
+)
+
+
+def _module_name(path):
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _library_modules():
+    return {_module_name(p): p for p in sorted(LIBRARY.rglob("*.py"))}
+
+
+def _imported_modules(path):
+    """Every module an import statement names, at any depth (lazy imports
+    inside functions count too)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            # `from modeling.tasks import common` names modeling.tasks.common.
+            names.update(f"{node.module}.{a.name}" for a in node.names)
+    return names
+
+
+def _tf_free_modules():
+    out = []
+    for name in _library_modules():
+        in_package = any(
+            name == p or name.startswith(p + ".") for p in TF_FREE_PACKAGES
+        )
+        if (
+            in_package and name not in TF_FREE_EXCEPTIONS
+        ) or name in TF_FREE_MODULES:
+            out.append(name)
+    return out
+
+
+def test_the_tf_free_modules_exist():
+    modules = _library_modules()
+    for name in TF_FREE_MODULES + TF_FREE_EXCEPTIONS:
+        assert name in modules, f"{name} moved: update the layering rules"
+    assert len(_tf_free_modules()) >= 15
+
+
+def test_data_modules_import_neither_tensorflow_nor_keras():
+    # A fresh interpreter: this process has TensorFlow loaded already.
+    code = (
+        "import importlib, json, sys\n"
+        f"names = {json.dumps(_tf_free_modules())}\n"
+        "bad = {}\n"
+        "for name in names:\n"
+        "    importlib.import_module(name)\n"
+        "    heavy = [m for m in ('tensorflow', 'keras', 'tensorflow_text')\n"
+        "             if m in sys.modules]\n"
+        "    if heavy:\n"
+        "        bad[name] = heavy\n"
+        "        break\n"
+        "print(json.dumps(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO_ROOT,
+    )
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {}
+
+
+def test_the_core_never_imports_tasks():
+    allowed = {"modeling.flags"}
+    offenders = {}
+    for name, path in _library_modules().items():
+        if name.startswith("modeling.tasks") or name in allowed:
+            continue
+        tasks = sorted(
+            m
+            for m in _imported_modules(path)
+            if m == "modeling.tasks" or m.startswith("modeling.tasks.")
+        )
+        if tasks:
+            offenders[name] = tasks
+    assert offenders == {}
+
+
+def test_subpackage_inits_are_light():
+    for path in sorted(LIBRARY.glob("*/__init__.py")):
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        docstring = (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+        )
+        assert docstring and len(body) == 1, (
+            f"{path.relative_to(REPO_ROOT)} should hold only a docstring"
+        )
+
+
+def test_only_flags_reads_absl_flags():
+    for name, path in _library_modules().items():
+        if name == "modeling.flags":
+            continue
+        assert "absl.flags" not in _imported_modules(path), name
