@@ -31,7 +31,7 @@ Commands: `python bench/pretraining.py --modes=float32,mixed_bfloat16 --steps=4
 --warmup=1` (first two rows) and `python bench/pretraining.py --steps=6
 --warmup=2` (the rest). The VM's matmul peak (35-70 GFLOP/s for both dtypes,
 varying with the other jobs) bounds BERT-base training at about 0.5-1 seq/s,
-well under the seq/s that DESIGN.md section 9 lists; bf16 has no faster
+well under what faster CPUs reach; bf16 has no faster
 matmul kernel here (its peak equals fp32's), so its gain is memory traffic.
 """
 

@@ -2,7 +2,9 @@
 
 Every layer name below is the original variable scope, so a variable's Keras
 `path` is its name in an original checkpoint
-(`bert/encoder/layer_3/attention/self/query/kernel`); see DESIGN.md section 3.
+(`bert/encoder/layer_3/attention/self/query/kernel`): Keras builds a path from
+the names of the layers that own the variable, so loading an original
+checkpoint is a name match with shape checks (modeling/checkpoints.py).
 
 Letter legend for shapes: B = batch size, F = `from` (query) length,
 T = `to` (key) length, N = attention heads, D = size per head, H = hidden size

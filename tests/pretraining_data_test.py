@@ -1,8 +1,8 @@
 """Unit tests of modeling/pretraining_data/generation*.py on a toy vocabulary.
 
 The exactness oracle is `_reference_instances`: the original's algorithm
-written out plainly on string tokens, from the spec (original_release.md
-section 1.2 and the audit's A1-A15). The golden tests against the original
+written out plainly on string tokens, rule by rule as the original does
+it. The golden tests against the original
 release itself are in create_pretraining_data_test.py.
 """
 
@@ -200,7 +200,7 @@ def test_generate_records_equals_reference(name, num_docs):
 
 
 def test_one_document_corpus_gives_random_next_from_itself():
-    # Audit A5: after 10 misses B comes from the same document, label 1.
+    # As the original: after 10 misses B comes from the same document, label 1.
     opts = generation.GenerationOptions(dupe_factor=1)
     vocab_ids = generation.VocabIds(TOY_VOCAB)
     corpus = text_lib.Corpus.from_documents([[(10, 11, 12)]], vocab_ids.num_ids)

@@ -132,7 +132,7 @@ def test_is_punctuation():
     assert not tokenization._is_punctuation(" ")
 
 
-# --- Edge cases the audit verified on the original (B2-B8). ---
+# --- Edge cases, each checked against the original's behaviour. ---
 
 
 def test_deleted_characters_join_words():

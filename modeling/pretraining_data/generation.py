@@ -1,8 +1,8 @@
 """Masked-LM / next-sentence instances, exactly as the original release.
 
-This is google-research/bert `create_pretraining_data.py` (spec:
-../shared/spec/original_release.md section 1.2 and the audit's list A1-A15)
-rebuilt on token ids. For the same documents, options and seed it makes the
+This is google-research/bert `create_pretraining_data.py` rebuilt on token
+ids (tests/create_pretraining_data_test.py compares its records with the
+original's). For the same documents, options and seed it makes the
 same instances as the original: every draw from the one `random.Random`
 comes in the original's order (document shuffle; per document and pass the
 short-sequence draw; per chunk the A/B split, the next-sentence coin, the
@@ -229,7 +229,7 @@ class InstanceMaker:
                 + rng_lib.randbelow(num_segments - 1, self.getrandbits)
             )
         a_start, len_a = bounds[start], bounds[a_end] - bounds[start]
-        # No coin is drawn for a one-segment chunk (audit E1).
+        # No coin is drawn for a one-segment chunk (as in the original).
         if num_segments == 1 or self.random() < 0.5:
             is_random = 1
             b_start, len_b = self._random_next(document_index, target - len_a)
@@ -266,7 +266,7 @@ class InstanceMaker:
             if random_index != document_index:
                 break
         # After 10 misses B comes from this same document, still labelled
-        # random next (audit A5).
+        # random next, as in the original.
         bounds = documents[random_index]
         j = rng_lib.randbelow(len(bounds) - 1, self.getrandbits)
         b_start = bounds[j]
@@ -309,7 +309,7 @@ class InstanceMaker:
             else:
                 token = tokens[b_start + i - len_a - 2]
             # A "##" piece joins the previous group, even across the
-            # [SEP] between A and B (audit A10).
+            # [SEP] between A and B, as in the original.
             if groups and continuation[token]:
                 groups[-1].append(i)
             else:

@@ -1,7 +1,7 @@
 """Reading pre-training text into documents of token ids.
 
 The format is the original's: one sentence per line, a blank line between
-documents. As in the original (audit A13), lines end at "\\n" only, each
+documents. As in the original, lines end at "\\n" only, each
 line is stripped with `str.strip()`, a line that is blank after stripping
 starts a new document, a line that tokenizes to nothing is dropped without
 starting one, a file boundary does not start a new document, and documents

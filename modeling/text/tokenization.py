@@ -3,8 +3,8 @@
 `FullTokenizer` runs `BasicTokenizer` (clean text, space out CJK characters,
 whitespace split, lower-case and strip accents, split punctuation) and then
 `WordpieceTokenizer` (greedy longest-match-first with `##` continuations).
-The rules are those of google-research/bert `tokenization.py`; the spec lists
-them in ../shared/spec/original_release.md section 1.6.
+The rules are those of google-research/bert `tokenization.py`;
+tests/tokenization_test.py checks them on the original's own outputs.
 
 The implementation differs only in speed: character classes are precomputed
 into regular expressions and whole-word results are cached, which is exact

@@ -1,7 +1,7 @@
 """The original release's optimizer: AdamWeightDecay, warmup + linear decay.
 
 `create_optimizer` reproduces google-research/bert `optimization.py` exactly
-(original_release.md section 1.4; audit F1-F7):
+(tests/optimization_test.py compares 3 steps with the original's):
 
 * learning rate: `init_lr * k / num_warmup_steps` while k < num_warmup_steps,
   else `init_lr * (1 - min(k, num_train_steps) / num_train_steps)`, where k is
