@@ -11,9 +11,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from modeling.data import file_io
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
-from modeling.pretraining_data import shards
 from modeling.pretraining_data import text
 from modeling.text import tokenization
 
@@ -116,7 +116,7 @@ def main(_):
     logging.set_verbosity(logging.INFO)
     if FLAGS.num_workers < 0:
         raise ValueError(f"--num_workers={FLAGS.num_workers}: must be >= 0")
-    input_files = shards.expand_input_files(FLAGS.input_file)
+    input_files = file_io.expand_input_files(FLAGS.input_file)
     output_files = _output_files(FLAGS.output_file)
     options = generation.GenerationOptions(
         max_seq_length=FLAGS.max_seq_length,

@@ -35,15 +35,6 @@ def test_decode_roundtrip_casts_ints_to_int32():
     assert parsed["next_sentence_labels"].numpy().tolist() == [1]
 
 
-def test_expand_input_files_names_the_missing_pattern(tmp_path):
-    (tmp_path / "a.txt").write_text("x")
-    (tmp_path / "b.txt").write_text("y")
-    files = ip.expand_input_files(f"{tmp_path}/*.txt")
-    assert [f.rsplit("/", 1)[1] for f in files] == ["a.txt", "b.txt"]
-    with pytest.raises(FileNotFoundError, match="nothing_here"):
-        ip.expand_input_files(f"{tmp_path}/a.txt,{tmp_path}/nothing_here*")
-
-
 def test_trim_padding_cuts_to_the_longest_row_rounded_up():
     mask = tf.constant([[1] * 5 + [0] * 11, [1] * 9 + [0] * 7])
     batch = {

@@ -16,6 +16,7 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import losses
 from modeling import models
+from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.training import distribute
 from modeling.training import trainer as trainer_lib
@@ -146,7 +147,7 @@ def run(s):
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
     checkpoints.check_max_seq_length(s.max_seq_length, bert_config)
     tf.io.gfile.makedirs(s.output_dir)
-    input_files = input_pipeline.expand_input_files(s.input_file)
+    input_files = file_io.expand_input_files(s.input_file)
     logging.info("*** Input Files ***\n%s", "\n".join(input_files))
     trainer_lib.set_seed(s.seed)
     distribute.set_precision(s.run_config.precision)
