@@ -1,6 +1,5 @@
 """Feature specs and deterministic serialization."""
 
-import pytest
 import tensorflow as tf
 
 from modeling.data import input_pipeline as ip

@@ -42,7 +42,8 @@ def publish(temp, final):
     """Renames `temp` over `final` (atomic for local paths)."""
     temp, final = os.fspath(temp), os.fspath(final)
     if is_remote(temp) or is_remote(final):
-        _gfile().rename(temp, final, overwrite=True)
+        gfile = _gfile()
+        gfile.rename(temp, final, overwrite=True)
     else:
         os.replace(temp, final)
 
@@ -114,6 +115,12 @@ def atomic_write(final, mode="w", encoding="utf-8"):
     except BaseException:
         remove_if_exists(temp)
         raise
+
+
+def write_text(path, text):
+    """Writes the str `text` to `path` atomically (see `atomic_write`)."""
+    with atomic_write(path) as f:
+        f.write(text)
 
 
 def expand_input_files(input_file):

@@ -18,12 +18,9 @@ from modeling import losses
 from modeling import models
 from modeling.data import file_io
 from modeling.data import input_pipeline
+from modeling.tasks import common
 from modeling.training import distribute
 from modeling.training import trainer as trainer_lib
-
-EVAL_RESULTS_FILE = "eval_results.txt"
-# Input shuffle seed when --random_seed is unset (resuming needs a fixed one).
-DEFAULT_DATA_SEED = 12345
 
 
 def _predictions(outputs, features):
@@ -125,15 +122,6 @@ class Settings:
     run_config: trainer_lib.RunConfig = None
 
 
-def write_eval_results(path, results):
-    """`key = value` lines, sorted by key, as the original; atomic."""
-    text = "".join(f"{k} = {results[k]}\n" for k in sorted(results))
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
 def run(s):
     """Trains and/or evaluates as the original's main(); returns eval results.
 
@@ -145,7 +133,7 @@ def run(s):
             "At least one of `do_train` or `do_eval` must be True."
         )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
-    checkpoints.check_max_seq_length(s.max_seq_length, bert_config)
+    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
     tf.io.gfile.makedirs(s.output_dir)
     input_files = file_io.expand_input_files(s.input_file)
     logging.info("*** Input Files ***\n%s", "\n".join(input_files))
@@ -166,7 +154,7 @@ def run(s):
             s.max_seq_length,
             s.max_predictions_per_seq,
             is_training,
-            seed=DEFAULT_DATA_SEED if s.seed is None else s.seed,
+            seed=common.DEFAULT_DATA_SEED if s.seed is None else s.seed,
             start_batch=start_batch,
         )
 
@@ -182,7 +170,7 @@ def run(s):
         "\n".join(f"  {k} = {results[k]}" for k in sorted(results)),
     )
     if trainer.is_chief:
-        write_eval_results(
-            os.path.join(s.output_dir, EVAL_RESULTS_FILE), results
+        common.write_eval_results(
+            os.path.join(s.output_dir, common.EVAL_RESULTS_FILE), results
         )
     return results
