@@ -191,18 +191,3 @@ def test_missing_variables_error_unless_ignored(tiny_config, golden_dir):
     )
     assert report.missing == ["output_weights", "output_bias"]
     assert "cls/predictions/output_bias" in report.unexpected
-
-
-def test_vocab_and_sequence_length_checks(tiny_config, tmp_path):
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("".join(f"tok{i}\n" for i in range(100)))
-    with pytest.raises(ValueError) as info:
-        config_lib.check_vocab_size(str(vocab), tiny_config)
-    assert str(info.value).startswith(
-        f"vocab_file {vocab} has 100 tokens but the BERT config's vocab_size "
-        "is 99"
-    )
-    config_lib.check_vocab_size(99, tiny_config)
-    with pytest.raises(ValueError, match="Cannot use sequence length 65 "):
-        config_lib.check_max_seq_length(65, tiny_config)
-    config_lib.check_max_seq_length(64, tiny_config)
