@@ -79,7 +79,7 @@ def test_load_and_resave_keeps_everything(tiny_config, golden_dir, tmp_path):
         'model_checkpoint_path: "model.ckpt-3"\n'
         'all_model_checkpoint_paths: "model.ckpt-3"\n'
     )
-    assert not [p for p in os.listdir(tmp_path) if p.startswith(".tmp")]
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
 def test_keep_max_deletes_the_oldest(tmp_path):
@@ -191,3 +191,15 @@ def test_missing_variables_error_unless_ignored(tiny_config, golden_dir):
     )
     assert report.missing == ["output_weights", "output_bias"]
     assert "cls/predictions/output_bias" in report.unexpected
+
+
+def test_a_failed_write_leaves_no_temporary_files(tmp_path, monkeypatch):
+    def fail(temp, final):
+        raise OSError("rename failed")
+
+    monkeypatch.setattr(checkpoints.file_io, "publish", fail)
+    with pytest.raises(OSError, match="rename failed"):
+        checkpoints.write_checkpoint(
+            str(tmp_path / "model.ckpt-1"), {"a": np.zeros(2, np.float32)}
+        )
+    assert os.listdir(tmp_path) == []
