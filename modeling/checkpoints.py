@@ -20,7 +20,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import config as config_lib
+from modeling.data import file_io
 
 CHECKPOINT_STATE_FILE = "checkpoint"
 DEFAULT_PREFIX = "bert_model.ckpt"
@@ -328,52 +328,6 @@ def load_weights(model_or_variables, path, ignore_missing=()):
     return report
 
 
-def vocab_size_of(vocab_file):
-    """Number of entries of a vocab file, counted as the original does
-    (one per line)."""
-    with tf.io.gfile.GFile(vocab_file, "r") as f:
-        return sum(1 for _ in f)
-
-
-def check_vocab_size(vocab_file_or_size, config):
-    """Fails when the vocabulary has more ids than `word_embeddings` rows.
-
-    Args:
-        vocab_file_or_size: path of vocab.txt, or its size as an int.
-        config: BertConfig.
-
-    Raises:
-        ValueError: the vocabulary is larger than config.vocab_size.
-    """
-    if isinstance(vocab_file_or_size, int):
-        size, source = vocab_file_or_size, "the vocabulary"
-    else:
-        size = vocab_size_of(vocab_file_or_size)
-        source = f"vocab_file {vocab_file_or_size}"
-    if size > config.vocab_size:
-        raise ValueError(
-            f"{source} has {size} tokens but the BERT config's vocab_size is "
-            f"{config.vocab_size}: ids >= {config.vocab_size} have no "
-            "embedding. Use the vocab.txt that came with the checkpoint."
-        )
-
-
-def check_max_seq_length(max_seq_length, config):
-    """Fails when max_seq_length exceeds max_position_embeddings.
-
-    Raises:
-        ValueError: with the original run_classifier.py message.
-    """
-    if max_seq_length > config.max_position_embeddings:
-        raise ValueError(
-            f"Cannot use sequence length {max_seq_length} because the BERT "
-            "model was only trained up to sequence length "
-            f"{config.max_position_embeddings}"
-        )
-    if max_seq_length < 1:
-        raise ValueError(f"max_seq_length must be positive: {max_seq_length}")
-
-
 def _to_tensor(value):
     # keras.Variable and tf.Variable (mirrored too) convert to their value.
     return tf.convert_to_tensor(value)
@@ -387,7 +341,7 @@ def _write_state(directory, newest, all_paths):
     """Writes the `checkpoint` state file (relative paths) atomically."""
     lines = [f"model_checkpoint_path: {_quote(newest)}"]
     lines += [f"all_model_checkpoint_paths: {_quote(p)}" for p in all_paths]
-    config_lib.write_text_atomically(
+    file_io.write_text(
         os.path.join(directory, CHECKPOINT_STATE_FILE), "\n".join(lines) + "\n"
     )
 
@@ -428,20 +382,22 @@ def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
             raise ValueError("global_step given both in arrays and as argument")
         tensors[GLOBAL_STEP] = tf.constant(int(global_step), tf.int64)
     names = sorted(tensors)
-    tmp_prefix = os.path.join(
-        directory, f".tmp-{os.path.basename(prefix)}-{os.getpid()}"
-    )
-    tf.raw_ops.SaveV2(
-        prefix=tmp_prefix,
-        tensor_names=names,
-        shape_and_slices=[""] * len(names),
-        tensors=[tensors[n] for n in names],
-    )
-    # Data first, index last: the index is what marks a checkpoint present.
-    for data_file in tf.io.gfile.glob(tmp_prefix + ".data-?????-of-?????"):
-        suffix = data_file[len(tmp_prefix) :]
-        tf.io.gfile.rename(data_file, prefix + suffix, overwrite=True)
-    tf.io.gfile.rename(tmp_prefix + ".index", prefix + ".index", overwrite=True)
+    tmp_prefix = file_io.temp_name(prefix)
+    try:
+        tf.raw_ops.SaveV2(
+            prefix=tmp_prefix,
+            tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=[tensors[n] for n in names],
+        )
+        # Data first, index last: the index marks a checkpoint present.
+        for data_file in tf.io.gfile.glob(tmp_prefix + ".data-?????-of-?????"):
+            file_io.publish(data_file, prefix + data_file[len(tmp_prefix) :])
+        file_io.publish(tmp_prefix + ".index", prefix + ".index")
+    except BaseException:
+        for leftover in tf.io.gfile.glob(tmp_prefix + ".*"):
+            file_io.remove_if_exists(leftover)
+        raise
     _update_state(directory, prefix, keep_max)
     return prefix
 

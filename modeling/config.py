@@ -11,10 +11,10 @@ default.
 import copy
 import json
 import logging
-import os
-import tempfile
 
 import tensorflow as tf
+
+from modeling.data import file_io
 
 _LOG = logging.getLogger(__name__)
 
@@ -189,7 +189,7 @@ class BertConfig:
 
     def to_json_file(self, path):
         """Writes the JSON atomically (temporary file, then rename)."""
-        write_text_atomically(path, self.to_json_string())
+        file_io.write_text(path, self.to_json_string())
 
     def __eq__(self, other):
         return isinstance(other, BertConfig) and (
@@ -216,28 +216,50 @@ FIELDS = (
 )
 
 
-def write_text_atomically(path, text):
-    """Writes `text` to `path` so that readers see the old or the new file.
+# === Checks of a vocabulary and a sequence length against a config ===
 
-    Local paths are written to a temporary file in the same folder and then
-    renamed over `path` (atomic on POSIX); other tf.io.gfile paths (gs://)
-    are written aside and renamed with overwrite.
+
+def vocab_size_of(vocab_file):
+    """Number of entries of a vocab file, counted as the original does
+    (one per line)."""
+    with tf.io.gfile.GFile(vocab_file, "r") as f:
+        return sum(1 for _ in f)
+
+
+def check_vocab_size(vocab_file_or_size, config):
+    """Fails when the vocabulary has more ids than `word_embeddings` rows.
+
+    Args:
+        vocab_file_or_size: path of vocab.txt, or its size as an int.
+        config: BertConfig.
+
+    Raises:
+        ValueError: the vocabulary is larger than config.vocab_size.
     """
-    path = os.fspath(path)
-    if "://" in path:
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(text)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-        return
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        os.chmod(tmp, 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    if isinstance(vocab_file_or_size, int):
+        size, source = vocab_file_or_size, "the vocabulary"
+    else:
+        size = vocab_size_of(vocab_file_or_size)
+        source = f"vocab_file {vocab_file_or_size}"
+    if size > config.vocab_size:
+        raise ValueError(
+            f"{source} has {size} tokens but the BERT config's vocab_size is "
+            f"{config.vocab_size}: ids >= {config.vocab_size} have no "
+            "embedding. Use the vocab.txt that came with the checkpoint."
+        )
+
+
+def check_max_seq_length(max_seq_length, config):
+    """Fails when max_seq_length exceeds max_position_embeddings.
+
+    Raises:
+        ValueError: with the original run_classifier.py message.
+    """
+    if max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"Cannot use sequence length {max_seq_length} because the BERT "
+            "model was only trained up to sequence length "
+            f"{config.max_position_embeddings}"
+        )
+    if max_seq_length < 1:
+        raise ValueError(f"max_seq_length must be positive: {max_seq_length}")

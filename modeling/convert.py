@@ -31,12 +31,12 @@ import logging
 import os
 import re
 import shutil
-import tempfile
 
 import numpy as np
 
 from modeling import checkpoints
 from modeling import config as config_lib
+from modeling.data import file_io
 
 _LOG = logging.getLogger(__name__)
 
@@ -167,15 +167,8 @@ def _require_files(folder, names):
 
 
 def _copy_atomically(src, dst):
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(dst))
-    os.close(fd)
-    try:
+    with file_io.atomic_path(dst) as tmp:
         shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, dst)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 def _check_encoder_arrays(arrays, config, source):
@@ -237,7 +230,7 @@ def hf_to_original(hf_dir, out_dir):
         )
     _check_encoder_arrays(arrays, config, weights_file)
     vocab = os.path.join(hf_dir, VOCAB)
-    checkpoints.check_vocab_size(vocab, config)
+    config_lib.check_vocab_size(vocab, config)
     os.makedirs(out_dir, exist_ok=True)
     config.to_json_file(os.path.join(out_dir, BERT_CONFIG))
     _copy_atomically(vocab, os.path.join(out_dir, VOCAB))
@@ -284,7 +277,7 @@ def original_to_hf(ckpt_dir, out_dir):
     architecture = "BertForPreTraining" if has_heads else "BertModel"
     os.makedirs(out_dir, exist_ok=True)
     hf_config = original_config_to_hf(config, architecture)
-    config_lib.write_text_atomically(
+    file_io.write_text(
         os.path.join(out_dir, HF_CONFIG),
         json.dumps(hf_config, indent=2, sort_keys=True) + "\n",
     )
@@ -292,15 +285,8 @@ def original_to_hf(ckpt_dir, out_dir):
         os.path.join(ckpt_dir, VOCAB), os.path.join(out_dir, VOCAB)
     )
     target = os.path.join(out_dir, HF_WEIGHTS)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=out_dir)
-    os.close(fd)
-    try:
+    with file_io.atomic_path(target) as tmp:
         safetensors_numpy.save_file(tensors, tmp, metadata={"format": "pt"})
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return target
 
 

@@ -112,3 +112,21 @@ def test_bad_files_name_the_file(tmp_path, tiny_config_dict):
     no_vocab.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="no_vocab.json: .*vocab_size"):
         config_lib.BertConfig.from_json_file(str(no_vocab))
+
+
+def test_vocab_and_sequence_length_checks(tiny_config_dict, tmp_path):
+    tiny_config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    assert tiny_config.vocab_size == 99
+    assert tiny_config.max_position_embeddings == 64
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"tok{i}\n" for i in range(100)))
+    with pytest.raises(ValueError) as info:
+        config_lib.check_vocab_size(str(vocab), tiny_config)
+    assert str(info.value).startswith(
+        f"vocab_file {vocab} has 100 tokens but the BERT config's vocab_size "
+        "is 99"
+    )
+    config_lib.check_vocab_size(99, tiny_config)
+    with pytest.raises(ValueError, match="Cannot use sequence length 65 "):
+        config_lib.check_max_seq_length(65, tiny_config)
+    config_lib.check_max_seq_length(64, tiny_config)

@@ -1,6 +1,5 @@
 """Feature specs and deterministic serialization."""
 
-import pytest
 import tensorflow as tf
 
 from modeling.data import input_pipeline as ip
@@ -33,15 +32,6 @@ def test_decode_roundtrip_casts_ints_to_int32():
     assert parsed["masked_lm_weights"].dtype == tf.float32
     assert parsed["input_ids"].numpy().tolist() == [2, 5, 7, 3, 0, 0, 0, 0]
     assert parsed["next_sentence_labels"].numpy().tolist() == [1]
-
-
-def test_expand_input_files_names_the_missing_pattern(tmp_path):
-    (tmp_path / "a.txt").write_text("x")
-    (tmp_path / "b.txt").write_text("y")
-    files = ip.expand_input_files(f"{tmp_path}/*.txt")
-    assert [f.rsplit("/", 1)[1] for f in files] == ["a.txt", "b.txt"]
-    with pytest.raises(FileNotFoundError, match="nothing_here"):
-        ip.expand_input_files(f"{tmp_path}/a.txt,{tmp_path}/nothing_here*")
 
 
 def test_trim_padding_cuts_to_the_longest_row_rounded_up():

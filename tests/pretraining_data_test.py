@@ -435,19 +435,3 @@ def test_parsed_records_have_the_pretraining_spec():
     assert parsed["segment_ids"].numpy().tolist()[:7] == [0, 0, 0, 1, 1, 1, 0]
     assert parsed["masked_lm_weights"].numpy().tolist() == [1.0, 1.0, 0.0]
     assert parsed["next_sentence_labels"].numpy().tolist() == [1]
-
-
-def test_expand_input_files_sorts_globs_and_names_bad_patterns(tmp_path):
-    for name in ("b.txt", "a.txt", "c.md"):
-        (tmp_path / name).write_text("x\n")
-    (tmp_path / "d.txt").mkdir()
-    expand = shards_lib.expand_input_files
-    assert expand(f"{tmp_path}/[ab].txt,{tmp_path}/c.md") == [
-        str(tmp_path / "a.txt"),
-        str(tmp_path / "b.txt"),
-        str(tmp_path / "c.md"),
-    ]
-    with pytest.raises(FileNotFoundError, match="nope"):
-        expand(f"{tmp_path}/a.txt,{tmp_path}/nope*")
-    with pytest.raises(IsADirectoryError, match="d.txt"):
-        expand(f"{tmp_path}/*.txt")

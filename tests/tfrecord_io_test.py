@@ -58,17 +58,6 @@ def test_parse_example_equals_protobuf():
     }
 
 
-def test_rename_and_remove(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.write_bytes(b"new")
-    b.write_bytes(b"old")
-    tfrecord_io.rename(str(a), str(b))
-    assert b.read_bytes() == b"new" and not a.exists()
-    tfrecord_io.remove_if_exists(str(b))
-    tfrecord_io.remove_if_exists(str(b))  # Absent: no error.
-    assert not b.exists()
-
-
 @pytest.mark.skipif(tfrecord_io._CRC32C is None, reason="no C crc32c")
 def test_writing_pretraining_records_does_not_load_tensorflow(tmp_path):
     code = f"""

@@ -236,13 +236,6 @@ def test_missing_special_tokens_warn_and_require_raises(tmp_path, caplog):
         )
 
 
-def test_vocab_size_check(tmp_path):
-    vocab_file = _write_vocab(tmp_path, TEST_VOCAB)
-    assert len(vocabulary.check_vocab(vocab_file, vocab_size=10)) == 10
-    with pytest.raises(ValueError, match="has 10 tokens but vocab_size is 9"):
-        vocabulary.check_vocab(vocab_file, vocab_size=9)
-
-
 def test_casing_mismatch_warns(tmp_path, caplog):
     cased = _write_vocab(tmp_path, TEST_VOCAB + ["Want"], "cased.txt")
     uncased = _write_vocab(tmp_path, TEST_VOCAB, "uncased.txt")

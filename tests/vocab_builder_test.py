@@ -99,7 +99,7 @@ def test_committed_books_vocab(caplog):
     assert tokens[:104] == vocab_builder.special_tokens(99)
     assert vocabulary.upper_case_tokens(tokens) == []
     with caplog.at_level(logging.WARNING):
-        vocabulary.check_vocab(BOOKS_VOCAB, do_lower_case=True, vocab_size=8000)
+        vocabulary.check_vocab(BOOKS_VOCAB, do_lower_case=True)
     assert caplog.text == ""
 
 

@@ -9,14 +9,13 @@ Regression tasks (STS-B) carry a float label and write it as a float feature.
 
 import csv
 import os
-import uuid
 
 import tensorflow as tf
 
+from modeling.data import file_io
 from modeling.data import input_pipeline
-
-CLS_TOKEN = "[CLS]"
-SEP_TOKEN = "[SEP]"
+from modeling.text.vocabulary import CLS_TOKEN
+from modeling.text.vocabulary import SEP_TOKEN
 
 
 class InputExample:
@@ -199,14 +198,15 @@ def file_based_convert_examples_to_features(
     The file is written under a temporary name and renamed when complete, so
     a crash never leaves a truncated `train.tf_record` behind.
     """
-    tmp_file = _tmp_name(output_file)
-    with tf.io.TFRecordWriter(tmp_file) as writer:
+    with (
+        file_io.atomic_path(output_file) as tmp_file,
+        tf.io.TFRecordWriter(tmp_file) as writer,
+    ):
         for ex_index, example in enumerate(examples):
             feature = convert_single_example(
                 ex_index, example, label_list, max_seq_length, tokenizer
             )
             writer.write(features_to_example_bytes(feature))
-    tf.io.gfile.rename(tmp_file, output_file, overwrite=True)
 
 
 def pad_examples(examples, batch_size):
@@ -257,21 +257,7 @@ def write_glue_submission(path, examples, predictions, label_list):
         else:
             value = label_list[int(prediction)]
         lines.append(f"{example.index}\t{value}\n")
-    write_text_atomic(path, "".join(lines))
-
-
-def write_text_atomic(path, text):
-    """Writes `text` to `path` through a temporary file and a rename."""
-    tmp_path = _tmp_name(path)
-    with tf.io.gfile.GFile(tmp_path, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp_path, path, overwrite=True)
-
-
-def _tmp_name(path):
-    """A temporary name next to `path`, unique per writer (several workers
-    of a multi-worker run may write the same file at once)."""
-    return f"{path}.tmp-{uuid.uuid4().hex}"
+    file_io.write_text(path, "".join(lines))
 
 
 def data_file(data_dir, *names):

@@ -104,28 +104,6 @@ def decode_record(record, spec):
     }
 
 
-def expand_input_files(input_file):
-    """A comma-separated list of globs -> sorted list of existing files.
-
-    Raises:
-      FileNotFoundError: naming the pattern that matched nothing.
-    """
-    files = []
-    for pattern in input_file.split(","):
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        matched = sorted(tf.io.gfile.glob(pattern))
-        if not matched:
-            raise FileNotFoundError(
-                f"No file matches input pattern {pattern!r}"
-            )
-        files.extend(matched)
-    if not files:
-        raise FileNotFoundError(f"No input files given in {input_file!r}")
-    return files
-
-
 def trim_padding(features, multiple=8, seq_features=CLASSIFIER_SEQ_FEATURES):
     """Cuts a batch's sequence features to its longest real sequence.
 
@@ -182,7 +160,7 @@ def pretraining_dataset(
     (the original's eval also dropped the remainder; audit D3).
 
     Args:
-      input_files: list of TFRecord paths (see `expand_input_files`).
+      input_files: list of TFRecord paths (see `file_io.expand_input_files`).
       batch_size: global batch size.
       max_seq_length, max_predictions_per_seq: must match the records.
       is_training: bool.

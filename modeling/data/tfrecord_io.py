@@ -9,8 +9,9 @@ missing C extension fall back to tf.io.TFRecordWriter; the bytes are the same
 (tests compare them).
 """
 
-import os
 import struct
+
+from modeling.data import file_io
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -68,41 +69,21 @@ class _LocalWriter:
     def close(self):
         if self._file.closed:
             return
-        self.flush()
-        self._file.close()
-
-
-def is_remote(path):
-    return "://" in str(path)
+        try:
+            self.flush()
+        finally:
+            # Closed even when the flush fails (a full disk): a second
+            # close() is then a no-op instead of the same error again.
+            self._file.close()
 
 
 def open_writer(path):
     """A TFRecord writer (write/flush/close) for a local or remote path."""
-    if is_remote(path) or _CRC32C is None:
+    if file_io.is_remote(path) or _CRC32C is None:
         import tensorflow as tf
 
         return tf.io.TFRecordWriter(str(path))
     return _LocalWriter(path)
-
-
-def rename(source, target):
-    """Renames a file over `target` (atomic for local paths)."""
-    if is_remote(source) or is_remote(target):
-        import tensorflow as tf
-
-        tf.io.gfile.rename(source, target, overwrite=True)
-    else:
-        os.replace(source, target)
-
-
-def remove_if_exists(path):
-    if is_remote(path):
-        import tensorflow as tf
-
-        if tf.io.gfile.exists(path):
-            tf.io.gfile.remove(path)
-    elif os.path.exists(path):
-        os.remove(path)
 
 
 # === Reading serialized tf.train.Examples (for logging) ===

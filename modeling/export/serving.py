@@ -23,6 +23,7 @@ import os
 
 import tensorflow as tf
 
+from modeling.data import file_io
 from modeling.text import in_graph
 
 SERVING_DEFAULT = "serving_default"
@@ -144,8 +145,9 @@ def export_classifier(
 ):
     """Writes the serving SavedModel (atomically) to `export_dir`.
 
-    The SavedModel is written to `<export_dir>.tmp` and renamed, so a reader
-    never sees half an export. `bert_export.json` in assets.extra records the
+    The SavedModel is written under a temporary name beside `export_dir`
+    (`file_io.atomic_path`) and renamed, so a reader never sees half an
+    export. `bert_export.json` in assets.extra records the
     labels (in output order), the task kind and the sequence length.
 
     Args:
@@ -161,10 +163,6 @@ def export_classifier(
       export_dir.
     """
     server = ClassifierServer(model, preprocessor, is_regression, has_text_b)
-    tmp_dir = export_dir.rstrip("/") + ".tmp"
-    if tf.io.gfile.exists(tmp_dir):
-        tf.io.gfile.rmtree(tmp_dir)
-    tf.saved_model.save(server, tmp_dir, signatures=server.signatures())
     info = {
         "labels": label_list,
         "is_regression": is_regression,
@@ -172,11 +170,13 @@ def export_classifier(
         "max_seq_length": max_seq_length,
         "outputs": ["score"] if is_regression else ["probabilities", "logits"],
     }
-    extra = os.path.join(tmp_dir, "assets.extra")
-    tf.io.gfile.makedirs(extra)
-    with tf.io.gfile.GFile(os.path.join(extra, EXPORT_INFO_FILE), "w") as f:
-        f.write(json.dumps(info, indent=2) + "\n")
-    if tf.io.gfile.exists(export_dir):
-        tf.io.gfile.rmtree(export_dir)
-    tf.io.gfile.rename(tmp_dir, export_dir)
+    with file_io.atomic_path(export_dir.rstrip("/")) as tmp_dir:
+        tf.saved_model.save(server, tmp_dir, signatures=server.signatures())
+        extra = os.path.join(tmp_dir, "assets.extra")
+        tf.io.gfile.makedirs(extra)
+        with tf.io.gfile.GFile(os.path.join(extra, EXPORT_INFO_FILE), "w") as f:
+            f.write(json.dumps(info, indent=2) + "\n")
+        # A folder is renamed only onto an absent one: the old export goes
+        # just before the complete new one takes its name.
+        file_io.remove_if_exists(export_dir)
     return export_dir

@@ -8,9 +8,9 @@ import dataclasses
 
 from absl import logging
 
+from modeling.data import file_io
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
-from modeling.pretraining_data import shards
 from modeling.text import tokenization
 
 
@@ -69,7 +69,7 @@ def run(settings):
     s = settings
     if s.num_workers < 0:
         raise ValueError(f"--num_workers={s.num_workers}: must be >= 0")
-    input_files = shards.expand_input_files(s.input_file)
+    input_files = file_io.expand_input_files(s.input_file)
     outputs = output_files(s.output_file)
     options = s.options()
     options.validate()

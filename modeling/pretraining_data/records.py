@@ -10,13 +10,11 @@ only the final byte concatenation to Python. Feature names come from
 modeling/data/feature_names.py. Nothing here imports TensorFlow (see tfrecord_io).
 """
 
-import os
-import uuid
-
 import numpy as np
 from absl import logging
 
 from modeling.data import feature_names
+from modeling.data import file_io
 from modeling.data import tfrecord_io
 from modeling.pretraining_data import generation
 
@@ -276,8 +274,7 @@ class AtomicRecordWriters:
 
     def __init__(self, output_files):
         self.output_files = list(output_files)
-        tag = f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._temps = [f + tag for f in self.output_files]
+        self._temps = [file_io.temp_name(f) for f in self.output_files]
         self._writers = []
         self._next = 0
         self.num_written = 0
@@ -292,18 +289,31 @@ class AtomicRecordWriters:
         self._next = (self._next + 1) % len(self._writers)
         self.num_written += 1
 
+    def _close(self):
+        """Closes every writer once (even after one fails); raises the
+        first error."""
+        writers, self._writers = self._writers, []
+        error = None
+        for writer in writers:
+            try:
+                writer.close()
+            except BaseException as e:  # noqa: BLE001 (raised below)
+                error = error or e
+        if error is not None:
+            raise error
+
     def commit(self):
-        for writer in self._writers:
-            writer.close()
+        self._close()
         for temp, final in zip(self._temps, self.output_files):
-            tfrecord_io.rename(temp, final)
+            file_io.publish(temp, final)
         self._temps = []
 
     def __exit__(self, exc_type, exc, tb):
-        for writer in self._writers:
-            writer.close()
-        for temp in self._temps:
-            tfrecord_io.remove_if_exists(temp)
+        try:
+            self._close()
+        finally:
+            for temp in self._temps:
+                file_io.remove_if_exists(temp)
         return False
 
 

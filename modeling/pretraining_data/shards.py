@@ -13,11 +13,10 @@ TensorFlow.
 import collections
 import ctypes
 import dataclasses
-import glob
 import multiprocessing
 import os
 
-from modeling.data import tfrecord_io
+from modeling.data import file_io
 
 # Blank-line search window past a nominal cut (a document boundary there
 # keeps documents whole; without one the cut falls at the next line end).
@@ -40,7 +39,7 @@ class Shard:
 
 def open_binary(path):
     """Opens a local or tf.io.gfile path (gs://...) for binary reading."""
-    if tfrecord_io.is_remote(path):
+    if file_io.is_remote(path):
         import tensorflow as tf  # Only remote paths need TF.
 
         return tf.io.gfile.GFile(path, "rb")
@@ -48,7 +47,7 @@ def open_binary(path):
 
 
 def file_size(path):
-    if tfrecord_io.is_remote(path):
+    if file_io.is_remote(path):
         import tensorflow as tf
 
         return tf.io.gfile.stat(path).length
@@ -100,40 +99,6 @@ def read_shard_bytes(shard):
         return f.read(shard.end - shard.start)
 
 
-def expand_input_files(input_file):
-    """A comma-separated list of globs -> the list of files, each sorted.
-
-    Local patterns use Python's glob, so TensorFlow need not load first;
-    remote ones (gs://...) go to `input_pipeline.expand_input_files`.
-
-    Raises:
-      FileNotFoundError: naming the pattern that matched nothing.
-    """
-    if tfrecord_io.is_remote(input_file):
-        from modeling.data import input_pipeline  # Loads TensorFlow.
-
-        return input_pipeline.expand_input_files(input_file)
-    files = []
-    for pattern in input_file.split(","):
-        pattern = pattern.strip()
-        if not pattern:
-            continue
-        matched = sorted(glob.glob(pattern))
-        if not matched:
-            raise FileNotFoundError(
-                f"No file matches input pattern {pattern!r}"
-            )
-        for path in matched:
-            if os.path.isdir(path):
-                raise IsADirectoryError(
-                    f"Input {path} (from pattern {pattern!r}) is a directory"
-                )
-        files.extend(matched)
-    if not files:
-        raise FileNotFoundError(f"No input files given in {input_file!r}")
-    return files
-
-
 def check_output_files(output_files, input_files=()):
     """Raises ValueError for an unusable list of output files."""
     if not output_files:
@@ -147,11 +112,7 @@ def check_output_files(output_files, input_files=()):
         if os.path.isdir(path):
             raise ValueError(f"Output file {path} is a directory")
         parent = os.path.dirname(path)
-        if (
-            parent
-            and not tfrecord_io.is_remote(path)
-            and not os.path.isdir(parent)
-        ):
+        if parent and not file_io.is_remote(path) and not os.path.isdir(parent):
             raise ValueError(f"Directory of output file {path} does not exist")
 
 

@@ -30,9 +30,6 @@ from modeling.training import trainer as trainer_lib
 
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
 HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
-# Shuffle seed of the training records when --random_seed is unset; fixed so
-# that a resumed run sees the same batches as an uninterrupted one.
-DEFAULT_DATA_SEED = 12345
 
 
 @dataclasses.dataclass
@@ -103,7 +100,8 @@ class ClassifierTask:
         """The original's input_fn as a tf.data pipeline.
 
         Training repeats and shuffles with a buffer of 100 (seeded, see
-        DEFAULT_DATA_SEED) and drops the remainder; eval/predict read in order.
+        common.DEFAULT_DATA_SEED) and drops the remainder; eval/predict read
+        in order.
         With --dynamic_padding each batch is cut to its longest sequence.
         """
         label_dtype = tf.float32 if self.label_list is None else tf.int64
@@ -114,7 +112,9 @@ class ClassifierTask:
         if is_training:
             seed = self.settings.random_seed
             d = d.repeat()
-            d = d.shuffle(100, seed=DEFAULT_DATA_SEED if seed is None else seed)
+            d = d.shuffle(
+                100, seed=common.DEFAULT_DATA_SEED if seed is None else seed
+            )
         d = d.map(
             lambda record: input_pipeline.decode_record(record, spec),
             num_parallel_calls=tf.data.AUTOTUNE,
@@ -142,13 +142,13 @@ def prepare(settings):
             "True (or give --export_dir)."
         )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
-    checkpoints.check_max_seq_length(s.max_seq_length, bert_config)
+    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
     if s.dynamic_padding and s.use_tpu:
         raise ValueError(
             "--dynamic_padding gives batches of varying shapes, which TPUs "
             "recompile for; leave it off with --use_tpu."
         )
-    checkpoints.check_vocab_size(s.vocab_file, bert_config)
+    config_lib.check_vocab_size(s.vocab_file, bert_config)
     processor = glue.get_processor(s.task_name)
     if s.glue_submission_dir and processor.submission_name is None:
         raise ValueError(
@@ -318,7 +318,7 @@ def run(settings):
         )
         if trainer.is_chief:
             classifier_eval.write_eval_results(
-                task.path(classifier_eval.EVAL_RESULTS_FILE), results
+                task.path(common.EVAL_RESULTS_FILE), results
             )
     if s.do_predict:
         classifier_eval.predict(task, trainer.model, trainer.is_chief)

@@ -14,12 +14,13 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling.data import classifier_data
+from modeling.data import file_io
 from modeling.data import input_pipeline
+from modeling.tasks import common
 from modeling.tasks import metrics
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 
-EVAL_RESULTS_FILE = "eval_results.txt"
 EVAL_HISTORY_FILE = "eval_history.txt"
 TEST_RESULTS_FILE = "test_results.tsv"
 BEST_DIR = "best"
@@ -107,13 +108,11 @@ def evaluate(task, model, eval_file, global_step):
 
 
 def write_eval_results(path, results):
-    """Writes eval_results.txt (sorted `key = value` lines) atomically."""
+    """Logs the results and writes them to `path` (eval_results.txt)."""
     logging.info(
         "***** Eval results *****\n%s", metrics.format_eval_results(results)
     )
-    classifier_data.write_text_atomic(
-        path, metrics.format_eval_results(results)
-    )
+    common.write_eval_results(path, metrics.as_reported(results))
 
 
 def predict(task, model, write=True):
@@ -146,9 +145,7 @@ def predict(task, model, write=True):
     lines = [
         "\t".join(str(np.float32(v)) for v in row) + "\n" for row in outputs
     ]
-    classifier_data.write_text_atomic(
-        task.path(TEST_RESULTS_FILE), "".join(lines)
-    )
+    file_io.write_text(task.path(TEST_RESULTS_FILE), "".join(lines))
     if s.glue_submission_dir:
         tf.io.gfile.makedirs(s.glue_submission_dir)
         name = f"{task.processor.submission_name}.tsv"
@@ -211,14 +208,14 @@ class BestCheckpointKeeper:
                 keep_max=1,
             )
             write_eval_results(
-                os.path.join(self.best_dir, EVAL_RESULTS_FILE), results
+                os.path.join(self.best_dir, common.EVAL_RESULTS_FILE), results
             )
         return results
 
 
 def _previous_best(best_dir, metric):
     """The main metric of an earlier run's best checkpoint (resume), if any."""
-    path = os.path.join(best_dir, EVAL_RESULTS_FILE)
+    path = os.path.join(best_dir, common.EVAL_RESULTS_FILE)
     if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:

@@ -15,7 +15,6 @@ Shapes: B = batch size, T = max_seq_length, H = hidden size.
 
 import dataclasses
 import json
-import os
 import re
 
 import numpy as np
@@ -26,11 +25,13 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
 from modeling.data import classifier_data
+from modeling.data import file_io
 from modeling.tasks import common
 from modeling.text import tokenization
+from modeling.text import vocabulary
 from modeling.training import distribute
 
-CLS, SEP = "[CLS]", "[SEP]"
+CLS, SEP = vocabulary.CLS_TOKEN, vocabulary.SEP_TOKEN
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
@@ -214,17 +215,11 @@ def write_lines_atomically(output_file, lines):
     """Writes `lines` (each gets a "\n") to a temporary file next to
     `output_file`, then renames it into place: readers never see a partial
     file, and a failure leaves no output behind."""
-    tmp = f"{output_file}.tmp-{os.getpid()}"
     count = 0
-    try:
-        with tf.io.gfile.GFile(tmp, "w") as writer:
-            for line in lines:
-                writer.write(line + "\n")
-                count += 1
-        tf.io.gfile.rename(tmp, output_file, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
+    with file_io.atomic_write(output_file) as writer:
+        for line in lines:
+            writer.write(line + "\n")
+            count += 1
     return count
 
 
@@ -244,8 +239,8 @@ def run_extraction(
     """extract_features.py end to end; returns the number of lines written."""
     config = config_lib.BertConfig.from_json_file(bert_config_file)
     layer_indexes = parse_layers(layers, config.num_hidden_layers)
-    checkpoints.check_max_seq_length(max_seq_length, config)
-    checkpoints.check_vocab_size(vocab_file, config)
+    config_lib.check_max_seq_length(max_seq_length, config)
+    config_lib.check_vocab_size(vocab_file, config)
     tokenizer = tokenization.FullTokenizer(
         vocab_file=vocab_file, do_lower_case=do_lower_case
     )

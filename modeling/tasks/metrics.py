@@ -178,16 +178,18 @@ def classifier_eval_results(
     return results
 
 
-def format_eval_results(results):
-    """eval_results.txt as the original writes it: sorted `key = value` lines.
+def as_reported(results):
+    """The results with floats as the original's float32 metric values, so
+    that `str` prints them as it does (e.g. 0.84558824); integers
+    (global_step) as they are."""
+    return {
+        k: np.float32(v) if isinstance(v, float | np.floating) else v
+        for k, v in results.items()
+    }
 
-    Floats print as the original's float32 metric values do (`str` of a numpy
-    float32, e.g. 0.84558824); integers (global_step) as they are.
-    """
-    lines = []
-    for key in sorted(results):
-        value = results[key]
-        if isinstance(value, float | np.floating):
-            value = str(np.float32(value))
-        lines.append(f"{key} = {value}\n")
-    return "".join(lines)
+
+def format_eval_results(results):
+    """eval_results.txt as the original writes it: sorted `key = value` lines
+    of the `as_reported` values."""
+    reported = as_reported(results)
+    return "".join(f"{k} = {reported[k]!s}\n" for k in sorted(reported))

@@ -16,13 +16,10 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import losses
 from modeling import models
+from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.tasks import common
 from modeling.training import trainer as trainer_lib
-
-EVAL_RESULTS_FILE = "eval_results.txt"
-# Input shuffle seed when --random_seed is unset (resuming needs a fixed one).
-DEFAULT_DATA_SEED = 12345
 
 
 def _predictions(outputs, features):
@@ -118,15 +115,6 @@ class Settings(common.CommonSettings):
             raise ValueError("output_dir is required")
 
 
-def write_eval_results(path, results):
-    """`key = value` lines, sorted by key, as the original; atomic."""
-    text = "".join(f"{k} = {results[k]}\n" for k in sorted(results))
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
-
-
 def run(s):
     """Trains and/or evaluates as the original's main(); returns eval results.
 
@@ -138,8 +126,8 @@ def run(s):
             "At least one of `do_train` or `do_eval` must be True."
         )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
-    checkpoints.check_max_seq_length(s.max_seq_length, bert_config)
-    input_files = input_pipeline.expand_input_files(s.input_file)
+    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
+    input_files = file_io.expand_input_files(s.input_file)
     logging.info("*** Input Files ***\n%s", "\n".join(input_files))
     strategy = common.set_up(s)
     task = make_task(
@@ -154,7 +142,11 @@ def run(s):
             s.max_seq_length,
             s.max_predictions_per_seq,
             is_training,
-            seed=DEFAULT_DATA_SEED if s.random_seed is None else s.random_seed,
+            seed=(
+                common.DEFAULT_DATA_SEED
+                if s.random_seed is None
+                else s.random_seed
+            ),
             start_batch=start_batch,
         )
 
@@ -170,7 +162,7 @@ def run(s):
         "\n".join(f"  {k} = {results[k]}" for k in sorted(results)),
     )
     if trainer.is_chief:
-        write_eval_results(
-            os.path.join(s.output_dir, EVAL_RESULTS_FILE), results
+        common.write_eval_results(
+            os.path.join(s.output_dir, common.EVAL_RESULTS_FILE), results
         )
     return results

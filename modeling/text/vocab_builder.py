@@ -18,8 +18,8 @@ order, and "##" characters last.
 import collections
 import heapq
 import itertools
-import os
 
+from modeling.data import file_io
 from modeling.text import tokenization
 from modeling.text import vocabulary
 
@@ -199,17 +199,7 @@ def write_vocab(tokens, output_file):
     for i, token in enumerate(tokens):
         if not token or token != token.strip() or len(token.split()) != 1:
             raise ValueError(f"token {i} ({token!r}) cannot be written")
-    # A temporary name beside the output (same file system, so the rename
-    # is atomic); opened like any new file, so the umask applies.
-    tmp = f"{output_file}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "x", encoding="utf-8", newline="\n") as f:
-            f.write("".join(t + "\n" for t in tokens))
-        os.replace(tmp, output_file)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    file_io.write_text(output_file, "".join(t + "\n" for t in tokens))
 
 
 def build_vocab(

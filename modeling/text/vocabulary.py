@@ -3,7 +3,8 @@
 The format is the original's: one token per line, the id is the line index.
 `load_vocab` keeps the original's results (a duplicated token keeps its last
 line's id) and adds warnings; `check_vocab` adds the checks a script wants
-before it builds a model (size against `vocab_size`, casing).
+before it builds a model (casing; the size against the model's `vocab_size`
+is `config.check_vocab_size`).
 """
 
 import collections
@@ -151,31 +152,22 @@ def check_vocab_contents(vocab, vocab_file, do_lower_case=None):
         )
 
 
-def check_vocab(vocab_file, do_lower_case=None, vocab_size=None):
+def check_vocab(vocab_file, do_lower_case=None):
     """Loads and checks a vocabulary file for a script.
+
+    The size check against a model is `config.check_vocab_size`.
 
     Args:
       vocab_file: str or path-like.
       do_lower_case: bool, or None to skip the casing check.
-      vocab_size: int, the model's `vocab_size`, or None to skip the size
-        check.
 
     Returns:
       collections.OrderedDict token -> id, as `load_vocab`.
 
     Raises:
-      ValueError: the file is not UTF-8 (names the line) or has more lines
-        than `vocab_size`.
+      ValueError: the file is not UTF-8 (names the line).
     """
     vocab = load_vocab(vocab_file)
-    num_ids = max(vocab.values(), default=-1) + 1
-    if vocab_size is not None and num_ids > vocab_size:
-        raise ValueError(
-            f"{vocab_file} has {num_ids} tokens but vocab_size is "
-            f"{vocab_size}: ids {vocab_size} and above have no embedding "
-            "row. Use the vocab.txt that came with the checkpoint or fix "
-            "vocab_size in bert_config.json."
-        )
     check_vocab_contents(vocab, vocab_file, do_lower_case)
     return vocab
 

@@ -1,0 +1,157 @@
+"""Writing files so that a reader sees the old file or the new one, never
+half of one; and the one expander of `--input_file` globs.
+
+Every writer in `modeling/` writes under a temporary name from `temp_name`
+(hidden, in the same folder as the output, so the rename is on one file
+system and a leftover is easy to recognize) and renames it into place with
+`publish`; on any error the temporary file or folder is removed.
+
+Local paths need only the standard library. Remote paths (anything with a
+"://", e.g. gs://...) go through tf.io.gfile, imported only when one comes
+up: data generation never loads TensorFlow.
+"""
+
+import contextlib
+import glob
+import os
+import uuid
+
+
+def is_remote(path):
+    """Whether `path` is a tf.io.gfile URL (gs://..., ram://...)."""
+    return "://" in str(path)
+
+
+def _gfile():
+    import tensorflow as tf  # Only remote paths need TensorFlow.
+
+    return tf.io.gfile
+
+
+def temp_name(final):
+    """The temporary name `final` is written under before `publish`:
+    `<folder>/.<name>.tmp-<pid>-<8 hex>`, unique per writer (several workers
+    of a multi-worker run may write the same file at once)."""
+    final = os.fspath(final).rstrip("/")
+    folder, name = final.rsplit("/", 1) if "/" in final else ("", final)
+    tag = f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    return f"{folder}/{tag}" if folder else tag
+
+
+def publish(temp, final):
+    """Renames `temp` over `final` (atomic for local paths)."""
+    temp, final = os.fspath(temp), os.fspath(final)
+    if is_remote(temp) or is_remote(final):
+        gfile = _gfile()
+        gfile.rename(temp, final, overwrite=True)
+    else:
+        os.replace(temp, final)
+
+
+def remove_if_exists(path):
+    """Removes a file or a folder (with its contents), if present."""
+    path = os.fspath(path)
+    if is_remote(path):
+        gfile = _gfile()
+        if gfile.isdir(path):
+            gfile.rmtree(path)
+        elif gfile.exists(path):
+            gfile.remove(path)
+    elif os.path.isdir(path) and not os.path.islink(path):
+        import shutil
+
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+@contextlib.contextmanager
+def atomic_path(final):
+    """Yields a temporary path for a writer that takes a path (a TFRecord
+    writer, safetensors, a SavedModel folder); publishes it as `final` when
+    the block succeeds, removes it when the block raises."""
+    temp = temp_name(final)
+    try:
+        yield temp
+    except BaseException:
+        remove_if_exists(temp)
+        raise
+    try:
+        publish(temp, final)
+    except BaseException:
+        remove_if_exists(temp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_write(final, mode="w", encoding="utf-8"):
+    """Yields a file open for writing under a temporary name; closes it once
+    and publishes it as `final` when the block succeeds. On any error, in
+    the block or from close() (a full disk), the temporary file is removed
+    and the error raised.
+
+    Args:
+      final: str or path-like, the output file.
+      mode: "w" (text, "\\n" line ends) or "wb".
+      encoding: of text mode, for local files (tf.io.gfile writes UTF-8).
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"mode must be 'w' or 'wb', not {mode!r}")
+    temp = temp_name(final)
+    try:
+        if is_remote(temp):
+            f = _gfile().GFile(temp, mode)
+        elif mode == "w":
+            f = open(temp, "w", encoding=encoding, newline="\n")  # noqa: SIM115
+        else:
+            f = open(temp, "wb")  # noqa: SIM115
+        try:
+            yield f
+        finally:
+            # Closed here exactly once, whatever happened in the block; an
+            # error from close() goes to the handler below like any other.
+            f.close()
+        publish(temp, final)
+    except BaseException:
+        remove_if_exists(temp)
+        raise
+
+
+def write_text(path, text):
+    """Writes the str `text` to `path` atomically (see `atomic_write`)."""
+    with atomic_write(path) as f:
+        f.write(text)
+
+
+def expand_input_files(input_file):
+    """A comma-separated list of globs -> the list of files, each sorted.
+
+    Local patterns use Python's glob; remote ones (gs://...) tf.io.gfile's.
+    Empty entries are skipped; a file matched twice is listed twice.
+
+    Raises:
+      FileNotFoundError: naming the pattern that matched nothing.
+      IsADirectoryError: a local pattern matched a directory.
+    """
+    files = []
+    for pattern in input_file.split(","):
+        pattern = pattern.strip()
+        if not pattern:
+            continue
+        if is_remote(pattern):
+            matched = sorted(_gfile().glob(pattern))
+        else:
+            matched = sorted(glob.glob(pattern))
+        if not matched:
+            raise FileNotFoundError(
+                f"No file matches input pattern {pattern!r}"
+            )
+        for path in matched:
+            if not is_remote(path) and os.path.isdir(path):
+                raise IsADirectoryError(
+                    f"Input {path} (from pattern {pattern!r}) is a directory"
+                )
+        files.extend(matched)
+    if not files:
+        raise FileNotFoundError(f"No input files given in {input_file!r}")
+    return files

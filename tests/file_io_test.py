@@ -1,0 +1,169 @@
+"""file_io: the temporary-name scheme, publish, the atomic writers and the
+input glob expander, on local paths and TensorFlow's ram:// file system."""
+
+import os
+import uuid
+
+import pytest
+
+from modeling.data import file_io
+
+
+def test_temp_name_is_hidden_and_beside_the_output(tmp_path):
+    final = str(tmp_path / "out.txt")
+    temp = file_io.temp_name(final)
+    assert os.path.dirname(temp) == str(tmp_path)
+    name = os.path.basename(temp)
+    assert name.startswith(".out.txt.tmp-") and name != file_io.temp_name(final)
+    assert file_io.temp_name("out.txt").startswith(".out.txt.tmp-")
+    assert os.path.dirname(file_io.temp_name(str(tmp_path / "d") + "/")) == (
+        str(tmp_path)
+    )
+
+
+def test_publish_overwrites_and_remove_if_exists(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_bytes(b"new")
+    b.write_bytes(b"old")
+    file_io.publish(str(a), str(b))
+    assert b.read_bytes() == b"new" and not a.exists()
+    file_io.remove_if_exists(str(b))
+    file_io.remove_if_exists(str(b))  # Absent: no error.
+    assert not b.exists()
+    folder = tmp_path / "folder"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "f").write_text("x")
+    file_io.remove_if_exists(folder)
+    assert not folder.exists()
+
+
+def test_atomic_write_publishes_text_and_bytes(tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text("old\n")
+    with file_io.atomic_write(out) as f:
+        f.write("caf\u00e9\n")
+        assert out.read_text() == "old\n"  # Not published yet.
+    assert out.read_bytes() == "caf\u00e9\n".encode()
+    with file_io.atomic_write(out, "wb") as f:
+        f.write(b"\x00\x01")
+    assert out.read_bytes() == b"\x00\x01"
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_atomic_writers_leave_no_temp_on_an_error(tmp_path):
+    out = tmp_path / "out.txt"
+    with pytest.raises(RuntimeError), file_io.atomic_write(out) as f:
+        f.write("partial")
+        raise RuntimeError
+    with pytest.raises(RuntimeError), file_io.atomic_path(out) as temp:
+        with open(temp, "w") as f:
+            f.write("partial")
+        raise RuntimeError
+    with pytest.raises(RuntimeError), file_io.atomic_path(out) as temp:
+        os.makedirs(os.path.join(temp, "sub"))  # A SavedModel-like folder.
+        raise RuntimeError
+    assert os.listdir(tmp_path) == []
+
+
+def test_atomic_path_publishes_a_folder(tmp_path):
+    out = tmp_path / "export"
+    with file_io.atomic_path(str(out)) as temp:
+        os.makedirs(os.path.join(temp, "variables"))
+        assert not out.exists()
+    assert (out / "variables").is_dir()
+    assert os.listdir(tmp_path) == ["export"]
+
+
+class _FailingClose:
+    """A file whose close() fails, as on a full disk."""
+
+    def __init__(self, path):
+        self._file = open(path, "w")  # noqa: SIM115
+        self.closes = 0
+
+    def write(self, text):
+        self._file.write(text)
+
+    def close(self):
+        self.closes += 1
+        self._file.close()
+        raise OSError(28, "No space left on device")
+
+
+def test_a_failing_close_removes_the_temp_and_raises_once(
+    tmp_path, monkeypatch
+):
+    files = []
+
+    def fake_open(path, mode="r", **kwargs):
+        files.append(_FailingClose(path))
+        return files[-1]
+
+    # file_io's own `open` (a module global shadows the builtin).
+    monkeypatch.setattr(file_io, "open", fake_open, raising=False)
+    with (
+        pytest.raises(OSError, match="No space"),
+        file_io.atomic_write(tmp_path / "out.txt") as f,
+    ):
+        f.write("data")
+    assert [f.closes for f in files] == [1]
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.fixture
+def ram_dir():
+    tf = pytest.importorskip("tensorflow")
+    folder = f"ram://file_io_test_{uuid.uuid4().hex}"
+    tf.io.gfile.makedirs(folder)
+    yield folder
+    tf.io.gfile.rmtree(folder)
+
+
+def test_remote_paths_go_through_gfile(ram_dir):
+    import tensorflow as tf
+
+    out = f"{ram_dir}/out.txt"
+    assert file_io.is_remote(out) and not file_io.is_remote("/a/b")
+    with file_io.atomic_write(out) as f:
+        f.write("one\n")
+    with file_io.atomic_write(out) as f:  # Published over the old file.
+        f.write("two\n")
+    with tf.io.gfile.GFile(out) as f:
+        assert f.read() == "two\n"
+    with pytest.raises(RuntimeError), file_io.atomic_write(out) as f:
+        f.write("partial")
+        raise RuntimeError
+    assert tf.io.gfile.listdir(ram_dir) == ["out.txt"]
+    with file_io.atomic_path(f"{ram_dir}/b.txt") as temp:
+        assert temp.startswith(f"{ram_dir}/.b.txt.tmp-")
+        with tf.io.gfile.GFile(temp, "w") as f:
+            f.write("b")
+    assert file_io.expand_input_files(f"{ram_dir}/*.txt") == [
+        f"{ram_dir}/b.txt",
+        f"{ram_dir}/out.txt",
+    ]
+    file_io.remove_if_exists(out)
+    file_io.remove_if_exists(out)
+    assert not tf.io.gfile.exists(out)
+
+
+def test_expand_input_files_sorts_globs_and_names_bad_patterns(tmp_path):
+    for name in ("b.txt", "a.txt", "c.md"):
+        (tmp_path / name).write_text("x\n")
+    expand = file_io.expand_input_files
+    assert expand(f"{tmp_path}/*.txt") == [
+        str(tmp_path / "a.txt"),
+        str(tmp_path / "b.txt"),
+    ]
+    assert expand(f"{tmp_path}/[ab].txt, ,{tmp_path}/c.md") == [
+        str(tmp_path / "a.txt"),
+        str(tmp_path / "b.txt"),
+        str(tmp_path / "c.md"),
+    ]
+    with pytest.raises(FileNotFoundError, match="nope"):
+        expand(f"{tmp_path}/a.txt,{tmp_path}/nope*")
+    with pytest.raises(FileNotFoundError, match="No input files"):
+        expand(" , ")
+    (tmp_path / "d.txt").mkdir()
+    with pytest.raises(IsADirectoryError, match="d.txt"):
+        expand(f"{tmp_path}/*.txt")
