@@ -1,7 +1,7 @@
 """Original-format (TF1 name-based) checkpoints: resolve, read, load, write.
 
-A model variable's Keras path IS its original checkpoint name (DESIGN.md
-section 3), so loading is a direct name match with shape checks and no
+A model variable's Keras path IS its original checkpoint name (the layers are
+named after the original scopes, modeling/layers.py), so loading is a direct name match with shape checks and no
 translation table. The table of names is the model itself; the test
 `checkpoints_test.py` asserts that BertPretrainer's (name, shape) set equals
 the original's.

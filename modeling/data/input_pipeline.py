@@ -1,9 +1,9 @@
 """TFRecord feature names and specs, and the tf.data readers for them.
 
-This module (with modeling/data/feature_names.py, which holds the bare names so that
-the data writers need not import TensorFlow) is the only place where feature
-names, dtypes and shapes of the original release's records are written
-down (original_release.md section 1.2).
+This module (with modeling/data/feature_names.py, which holds the bare names
+so that the data writers need not import TensorFlow) is the only place where
+the feature names, dtypes and shapes of the original release's records are
+written down.
 Writers (pretraining_data, classifier_data, squad) and readers (the training
 scripts) both import from here.
 """
@@ -157,7 +157,7 @@ def pretraining_dataset(
     skip the `start_batch` batches already consumed (raw records are skipped
     before parsing, which is cheap) and see exactly what an uninterrupted run
     would. Eval: files in order, repeated, no shuffle, drop_remainder=True
-    (the original's eval also dropped the remainder; audit D3).
+    (the original's eval also dropped the remainder).
 
     Args:
       input_files: list of TFRecord paths (see `file_io.expand_input_files`).

@@ -1,9 +1,10 @@
-"""What run_pretraining.py does, as a `training.Task` plus a `run` function.
+"""What run_pretraining.py does, as a `trainer.Task` plus a `run` function.
 
 The losses are the original's (`losses.pretraining_losses`); the eval metrics
 are its `metric_fn`: masked-LM accuracy and loss weighted by
 `masked_lm_weights`, next-sentence accuracy and loss unweighted, and "loss"
-the mean over batches of total_loss (the Estimator's loss; audit D4).
+the mean over batches of total_loss (what the original's Estimator reported as
+"loss").
 """
 
 import dataclasses
