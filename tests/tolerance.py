@@ -33,26 +33,36 @@ import numpy as np
 FLOAT32_REL = 1e-5
 
 
-def float32_atol(desired, rounding=0.0, rel=FLOAT32_REL):
-    """rounding + rel * max(|desired|): see the module docstring."""
-    desired = np.asarray(desired, dtype=np.float64)
-    scale = float(np.max(np.abs(desired))) if desired.size else 0.0
+def magnitude(values):
+    """max |values| (0 for an empty array)."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.max(np.abs(values))) if values.size else 0.0
+
+
+def float32_atol(desired, rounding=0.0, rel=FLOAT32_REL, scale=None):
+    """rounding + rel * scale (default max |desired|): see the docstring."""
+    if scale is None:
+        scale = magnitude(desired)
     return rounding + rel * scale
 
 
 def assert_float32_close(
-    actual, desired, rounding=0.0, rel=FLOAT32_REL, err_msg=""
+    actual, desired, rounding=0.0, rel=FLOAT32_REL, scale=None, err_msg=""
 ):
-    """Asserts |actual - desired| <= rounding + rel * max(|desired|).
+    """Asserts |actual - desired| <= rounding + rel * scale.
 
     Args:
       actual, desired: array-likes of the same shape.
       rounding: the deliberate rounding of `actual` (0.5 * 10**-decimals).
       rel: the float32 accumulation error relative to the magnitude;
         FLOAT32_REL unless a test justifies more (e.g. a whole training run).
+      scale: the magnitude of the values that were summed; default
+        max |desired|. Give it when the compared values are much smaller
+        than their inputs (a tanh or softmax of hidden states, updates of
+        near-zero weights).
       err_msg: passed to numpy's assertion.
     """
-    atol = float32_atol(desired, rounding, rel)
+    atol = float32_atol(desired, rounding, rel, scale)
     np.testing.assert_allclose(
         np.asarray(actual),
         np.asarray(desired),
