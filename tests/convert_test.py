@@ -5,6 +5,7 @@ import logging
 
 import numpy as np
 import pytest
+import tolerance
 from safetensors import numpy as safetensors_numpy
 
 from modeling import checkpoints
@@ -67,9 +68,20 @@ def test_reproduces_the_original_on_converted_minilm(converted, golden_dir):
     outputs = model(
         {k: golden[k] for k in ("input_ids", "input_mask", "segment_ids")}
     )
+    # The golden outputs come from the original release on another machine.
+    # Six layers of 384- and 1536-wide float32 sums, whose residual stream
+    # before each LayerNorm is larger than the normalized output: 2e-5 of
+    # the hidden states' magnitude (8e-6 seen on one AVX-512 CPU). The
+    # pooler (tanh of the [CLS] row) is held to the same scale. HF's exact
+    # erf GELU instead of the original's tanh form misses by 4e-2.
+    hidden = tolerance.magnitude(golden["sequence_output"])
     for name in ("sequence_output", "pooled_output"):
-        np.testing.assert_allclose(
-            np.asarray(outputs[name]), golden[name], atol=1e-4, err_msg=name
+        tolerance.assert_float32_close(
+            np.asarray(outputs[name]),
+            golden[name],
+            rel=2e-5,
+            scale=hidden,
+            err_msg=name,
         )
 
 

@@ -73,6 +73,11 @@ def _train(inputs, name, strategy, num_cpus):
 
 
 def _assert_close(a, b):
+    # Replica batches of 4 and an all-reduce against batches of 8: other
+    # float32 sums, through 4 Adam steps (which amplify rounding in near-zero
+    # gradients, see training_test). Seen: 6e-8; 2e-5 leaves a wide margin
+    # and still fails on a wrong reduction (a SUM instead of a MEAN doubles
+    # every update).
     assert sorted(a) == sorted(b)
     for name in a:
         np.testing.assert_allclose(

@@ -3,6 +3,7 @@
 import keras
 import numpy as np
 import pytest
+import tolerance
 
 from modeling import config as config_lib
 from modeling import encoder
@@ -92,7 +93,9 @@ def test_padding_does_not_change_real_tokens(config, inputs):
     padded = {k: v[:1] for k, v in inputs.items()}
     a = np.asarray(model(short)["sequence_output"])
     b = np.asarray(model(padded)["sequence_output"])[:, :4]
-    np.testing.assert_allclose(a, b, atol=1e-5)
+    # Sequences of 4 and 6: other matmul shapes, other float32 sums. A
+    # padded token that leaked into the attention moves values by 1e-2.
+    tolerance.assert_float32_close(a, b)
 
 
 def test_dropout_only_when_training(config, inputs):

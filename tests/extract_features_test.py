@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 import pytest
+import tolerance
 
 from modeling import checkpoints
 from modeling import config as config_lib
@@ -105,7 +106,10 @@ def test_main_writes_the_original_jsonl(minilm_original, tmp_path):
             )
             want = np.asarray(outputs["all_encoder_layers"][layer_index])
             want = want[feature.unique_id, :n]
-            np.testing.assert_allclose(got, want, atol=2e-6)
+            # The script ran batches of 2, this call a batch of 3: other
+            # kernels, other float32 sums. 6-decimal rounding (5e-7) plus
+            # float32 accumulation relative to the layer's magnitude.
+            tolerance.assert_float32_close(got, want, rounding=5e-7)
             assert np.all(np.round(got, 6) == got)
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 

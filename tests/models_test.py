@@ -4,6 +4,7 @@ BertClassifier behaviour."""
 import keras
 import numpy as np
 import pytest
+import tolerance
 
 from modeling import checkpoints
 from modeling import config as config_lib
@@ -58,12 +59,20 @@ def _run(model, golden, training=False):
 
 def test_every_output_matches_the_original(pretrainer, golden):
     outputs = _run(pretrainer, golden)
+    # The golden outputs were computed by the original release on another
+    # machine: other kernels, other float32 sums. Each output is held to
+    # 1e-5 of the hidden states' magnitude (the values every output is
+    # summed from), or of its own magnitude where that is larger (log probs).
+    hidden = tolerance.magnitude(golden["sequence_output"])
     for name in OUTPUTS:
         got = np.asarray(outputs[name])
         assert got.shape == golden[name].shape, name
-        np.testing.assert_allclose(got, golden[name], atol=1e-5, err_msg=name)
+        scale = max(hidden, tolerance.magnitude(golden[name]))
+        tolerance.assert_float32_close(
+            got, golden[name], scale=scale, err_msg=name
+        )
     layers = np.stack([np.asarray(x) for x in outputs["all_encoder_layers"]])
-    np.testing.assert_allclose(layers, golden["all_encoder_layers"], atol=1e-5)
+    tolerance.assert_float32_close(layers, golden["all_encoder_layers"])
     assert outputs["total_loss"].dtype == "float32"
 
 
@@ -108,8 +117,16 @@ def test_mlm_loss_denominator_and_empty_batch():
     }
     losses = losses_lib.pretraining_losses(outputs, features)
     nll = -np.log(0.2)
-    np.testing.assert_allclose(losses["masked_lm_loss"], 3 * nll / (3 + 1e-5))
-    np.testing.assert_allclose(losses["next_sentence_loss"], np.log(2.0))
+    # float32 TF against float64 numpy, a handful of operations: a few
+    # float32 ulps (rtol 1e-6), tight enough to see the 1e-5 in the
+    # denominator (3.3e-6 of the loss). numpy's default rtol 1e-7 was
+    # below one float32 ulp (up to 1.2e-7).
+    np.testing.assert_allclose(
+        losses["masked_lm_loss"], 3 * nll / (3 + 1e-5), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        losses["next_sentence_loss"], np.log(2.0), rtol=1e-6
+    )
     features["masked_lm_weights"] = np.zeros([2, 2], np.float32)
     losses = losses_lib.pretraining_losses(outputs, features)
     assert float(losses["masked_lm_loss"]) == 0.0

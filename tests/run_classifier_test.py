@@ -17,6 +17,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tolerance
 
 from modeling import checkpoints
 from modeling import config as config_lib
@@ -236,7 +237,12 @@ def test_dynamic_padding_gives_the_padded_numbers(minilm_ckpt, tmp_path):
     probs = np.array([[float(v) for v in line.split("\t")] for line in lines])
     records = _records(out / "predict.tf_record", seq=96)
     logits = _logits(minilm_ckpt, str(out / "model.ckpt-4"), records)
-    np.testing.assert_allclose(probs, tf.nn.softmax(logits).numpy(), atol=1e-6)
+    # Batches cut to their longest sequence against the full 96 positions:
+    # other shapes, other float32 sums. Probabilities have unit scale
+    # (as in test_test_results_and_submission's 1e-5).
+    tolerance.assert_float32_close(
+        probs, tf.nn.softmax(logits).numpy(), scale=1.0
+    )
 
 
 def test_best_checkpoint_and_history(mrpc_run):

@@ -1,0 +1,73 @@
+"""Tolerances for comparing two float32 computations of the same quantity.
+
+Two computations of the same value that run different kernels (another batch
+or sequence shape, XLA or not, a distribution strategy, TF against a numpy
+reimplementation, or the original release on another machine) add their
+float32 terms in different orders. TensorFlow's CPU kernels (oneDNN by
+default, Eigen with TF_ENABLE_ONEDNN_OPTS=0) pick the blocking and the
+summation order per shape and per instruction set (AVX2, AVX-512), so the
+last bits differ from machine to machine. Such a difference scales with the
+magnitude of the values that were summed, not with each element: an element
+near zero in a layer whose values reach 5 carries the rounding of sums of
+terms of size ~5. Hence an absolute tolerance relative to the largest
+|value| compared:
+
+    atol = rounding + rel * max(|desired|)
+
+float32 has a relative precision of 6e-8; a few hundred to a few thousand
+accumulated terms per value (matmuls of the hidden size, a few layers of an
+encoder) give errors of a few 1e-7 to 1e-6 of the magnitude, so rel=1e-5
+holds on every CPU with a margin and still fails on any real bug (a wrong
+weight, mask or formula moves values by 1e-3 of the magnitude or more).
+`rounding` is what the compared output was rounded to on purpose (e.g.
+5e-7 for values written with 6 decimals).
+
+Comparisons of the same computation (same shapes, same code path) are
+bitwise reproducible on one machine and stay exact or tight; they do not use
+this module.
+"""
+
+import numpy as np
+
+# Relative to the compared values' magnitude (see above).
+FLOAT32_REL = 1e-5
+
+
+def magnitude(values):
+    """max |values| (0 for an empty array)."""
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.max(np.abs(values))) if values.size else 0.0
+
+
+def float32_atol(desired, rounding=0.0, rel=FLOAT32_REL, scale=None):
+    """rounding + rel * scale (default max |desired|): see the docstring."""
+    if scale is None:
+        scale = magnitude(desired)
+    return rounding + rel * scale
+
+
+def assert_float32_close(
+    actual, desired, rounding=0.0, rel=FLOAT32_REL, scale=None, err_msg=""
+):
+    """Asserts |actual - desired| <= rounding + rel * scale.
+
+    Args:
+      actual, desired: array-likes of the same shape.
+      rounding: the deliberate rounding of `actual` (0.5 * 10**-decimals).
+      rel: the float32 accumulation error relative to the magnitude;
+        FLOAT32_REL unless a test justifies more (e.g. a whole training run).
+      scale: the magnitude of the values that were summed; default
+        max |desired|. Give it when the compared values are much smaller
+        than their inputs (a tanh or softmax of hidden states, updates of
+        near-zero weights).
+      err_msg: passed to numpy's assertion.
+    """
+    atol = float32_atol(desired, rounding, rel, scale)
+    np.testing.assert_allclose(
+        np.asarray(actual),
+        np.asarray(desired),
+        rtol=0,
+        atol=atol,
+        err_msg=f"{err_msg} (atol {atol:.3g} = {rounding:.3g} rounding + "
+        f"{rel:.3g} x max |desired|)",
+    )
