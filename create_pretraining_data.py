@@ -27,19 +27,8 @@ flags.DEFINE_string(
     "Output TF example file (or comma-separated list of files). Instances "
     "are written round-robin across the files.",
 )
-flags.DEFINE_string(
-    "vocab_file",
-    None,
-    "The vocabulary file that the BERT model was trained on.",
-)
-
 ## Other parameters (the original's)
-flags.DEFINE_bool(
-    "do_lower_case",
-    True,
-    "Whether to lower case the input text. Should be True for uncased "
-    "models and False for cased models.",
-)
+shared_flags.define_flags("vocab_file", "do_lower_case")
 flags.DEFINE_bool(
     "do_whole_word_mask",
     False,

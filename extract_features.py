@@ -45,19 +45,6 @@ flags.DEFINE_integer(
     "than this will be padded.",
 )
 
-flags.DEFINE_string(
-    "vocab_file",
-    None,
-    "The vocabulary file that the BERT model was trained on.",
-)
-
-flags.DEFINE_bool(
-    "do_lower_case",
-    True,
-    "Whether to lower case the input text. Should be True for uncased "
-    "models and False for cased models.",
-)
-
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 
 flags.DEFINE_bool(
@@ -69,7 +56,13 @@ flags.DEFINE_bool(
 )
 
 shared_flags.define_flags(
-    "bert_config_file", "init_checkpoint", "use_tpu", "master", "num_tpu_cores"
+    "vocab_file",
+    "do_lower_case",
+    "bert_config_file",
+    "init_checkpoint",
+    "use_tpu",
+    "master",
+    "num_tpu_cores",
 )
 
 

@@ -34,19 +34,8 @@ flags.DEFINE_string(
     "The name of the task to train (case-insensitive): cola, mnli, mrpc, "
     "xnli (the original's) or sst-2, sts-b, qqp, qnli, rte, wnli, mnli-mm, ax.",
 )
-flags.DEFINE_string(
-    "vocab_file",
-    None,
-    "The vocabulary file that the BERT model was trained on.",
-)
-
 ## Other parameters
-flags.DEFINE_bool(
-    "do_lower_case",
-    True,
-    "Whether to lower case the input text. Should be True for uncased "
-    "models and False for cased models.",
-)
+shared_flags.define_flags("vocab_file", "do_lower_case")
 flags.DEFINE_integer(
     "max_seq_length",
     128,

@@ -39,7 +39,7 @@ def define_common_flags():
     """Defines the shared flags (idempotent: safe to call twice)."""
     if "strategy" in FLAGS:
         return
-    define_flags(*_SHARED)
+    define_flags(*_TRAINING_SCRIPTS)
     _define_training_flags()
 
 
@@ -111,7 +111,23 @@ _SHARED = {
         "Only used if `use_tpu` is True. Total number of TPU cores to use "
         "(TPUStrategy uses every core of the TPU it connects to).",
     ),
+    # The scripts that read text (not run_pretraining).
+    "vocab_file": lambda: flags.DEFINE_string(
+        "vocab_file",
+        None,
+        "The vocabulary file that the BERT model was trained on.",
+    ),
+    "do_lower_case": lambda: flags.DEFINE_bool(
+        "do_lower_case",
+        True,
+        "Whether to lower case the input text. Should be True for uncased "
+        "models and False for cased models.",
+    ),
 }
+# What define_common_flags defines: the flags of every training script.
+_TRAINING_SCRIPTS = tuple(
+    name for name in _SHARED if name not in ("vocab_file", "do_lower_case")
+)
 
 
 def _define_training_flags():

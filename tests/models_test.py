@@ -8,7 +8,6 @@ import tolerance
 
 from modeling import checkpoints
 from modeling import config as config_lib
-from modeling import heads
 from modeling import losses as losses_lib
 from modeling import models
 
