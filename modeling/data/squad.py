@@ -1,0 +1,646 @@
+"""SQuAD v1.1 / v2.0: JSON files -> examples -> features -> records.
+
+The same examples, features and records as the original's `run_squad.py`:
+
+- a paragraph is split into words on whitespace (space, tab, CR, LF and
+  U+202F only: a no-break space stays inside a word), and every character is
+  mapped to the word it belongs to (a space to the word before it);
+- the question is cut to `max_query_length` word pieces;
+- a training answer is located by its `answer_start`, mapped to word pieces
+  and tightened to the pieces of the answer text (`improve_answer_span`);
+- long documents are cut into windows of `max_seq_length - len(query) - 3`
+  pieces, each starting `doc_stride` pieces after the previous one, and a
+  piece is scored in each window containing it (`min(left, right) + 0.01 *
+  window length`, the earliest window winning ties); only its best window
+  may start an answer at prediction time;
+- an answer that is not inside a window trains toward position 0 ([CLS]), as
+  does every window of an unanswerable (v2) question.
+
+What differs from the original is the handling of bad input. The original
+fails with a KeyError or IndexError (or silently trains on a wrong span);
+here each problem is a ValueError naming the file, the article and the
+question id: a field missing or of the wrong type, an empty context, more
+than one answer to a training question, an `answer_start` that does not
+point at its answer text. A training answer that the paragraph's words
+do not contain once its whitespace is normalized (the answer holds a
+no-break or thin space, which splits the answer but not the paragraph) is
+skipped as the original does, counted and logged; more than `max_skipped_fraction` of the
+questions skipped is an error (the data or the settings are wrong).
+Questions longer than `max_query_length` are cut, as the original does, and
+counted.
+
+Nothing here imports TensorFlow: records are framed by data/tfrecord_io and
+encoded by `encode_example` (the bytes of input_pipeline.serialize_example).
+"""
+
+import dataclasses
+import json
+import time
+
+from absl import logging
+
+from modeling.data import feature_names
+from modeling.data import file_io
+from modeling.data import tfrecord_io
+from modeling.text.vocabulary import CLS_TOKEN
+from modeling.text.vocabulary import SEP_TOKEN
+
+# unique_ids of features count up from here (train and predict alike).
+FIRST_UNIQUE_ID = 1000000000
+# At most this fraction of training questions may be skipped because their
+# answer cannot be found in the whitespace words.
+DEFAULT_MAX_SKIPPED_FRACTION = 0.05
+# Feature conversion logs its progress every this many examples.
+PROGRESS_EVERY = 2000
+
+# The paragraph splitter's whitespace (not str.isspace: no NBSP, no U+2009).
+_PARAGRAPH_WHITESPACE = frozenset(" \t\r\n\u202f")
+
+
+@dataclasses.dataclass
+class SquadExample:
+    """One question on one paragraph.
+
+    For training examples start_position / end_position are word indices in
+    doc_tokens (-1 for an impossible question); for prediction they are None.
+    `title` and `answers` (the gold texts, or None when the file has none)
+    are not in the original; the scorer and the error messages use them.
+    """
+
+    qas_id: str
+    question_text: str
+    doc_tokens: list
+    orig_answer_text: str | None = None
+    start_position: int | None = None
+    end_position: int | None = None
+    is_impossible: bool = False
+    title: str = ""
+    answers: list | None = None
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """One window of one example, as the model sees it."""
+
+    unique_id: int
+    example_index: int
+    doc_span_index: int
+    tokens: list
+    token_to_orig_map: dict
+    token_is_max_context: dict
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    start_position: int | None = None
+    end_position: int | None = None
+    is_impossible: bool | None = None
+
+
+@dataclasses.dataclass
+class ReadStats:
+    """What reading a file dropped or cut."""
+
+    num_questions: int = 0
+    num_skipped: int = 0
+
+
+# === Reading ===
+
+
+def split_paragraph(text):
+    """The original's whitespace split of a context.
+
+    Returns:
+      (doc_tokens, char_to_word_offset): the words, and for each character
+      of `text` the index of its word (whitespace belongs to the word before
+      it; -1 before the first word).
+    """
+    doc_tokens = []
+    char_to_word_offset = []
+    prev_is_whitespace = True
+    for c in text:
+        if c in _PARAGRAPH_WHITESPACE:
+            prev_is_whitespace = True
+        else:
+            if prev_is_whitespace:
+                doc_tokens.append(c)
+            else:
+                doc_tokens[-1] += c
+            prev_is_whitespace = False
+        char_to_word_offset.append(len(doc_tokens) - 1)
+    return doc_tokens, char_to_word_offset
+
+
+class _Where:
+    """Builds error messages naming the file, article and question."""
+
+    def __init__(self, input_file):
+        self.input_file = input_file
+        self.article = None
+        self.qas_id = None
+
+    def describe(self):
+        parts = [str(self.input_file)]
+        if self.article is not None:
+            parts.append(f"article {self.article}")
+        if self.qas_id is not None:
+            parts.append(f"question id {self.qas_id!r}")
+        return ", ".join(parts)
+
+    def error(self, message):
+        return ValueError(f"{self.describe()}: {message}")
+
+    def field(self, obj, name, kind, what):
+        if not isinstance(obj, dict):
+            raise self.error(f"{what} is not a JSON object")
+        if name not in obj:
+            raise self.error(f"{what} has no field {name!r}")
+        value = obj[name]
+        if not isinstance(value, kind) or isinstance(value, bool) != (
+            kind is bool
+        ):
+            expected = getattr(kind, "__name__", "number")
+            raise self.error(
+                f"{what} field {name!r} is {type(value).__name__}, "
+                f"expected {expected}"
+            )
+        return value
+
+
+def load_squad_json(input_file):
+    """The `data` list of a SQuAD JSON file.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: not JSON (naming line and column), not UTF-8, or no
+        `data` list.
+    """
+    if file_io.is_remote(input_file):
+        import tensorflow as tf  # Only remote paths need TensorFlow.
+
+        with tf.io.gfile.GFile(input_file, "rb") as f:
+            raw = f.read()
+    else:
+        with open(input_file, "rb") as f:
+            raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(
+            f"{input_file}: not UTF-8 (byte {e.start}): {e.reason}"
+        ) from None
+    try:
+        root = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{input_file}: malformed JSON at line {e.lineno} column "
+            f"{e.colno}: {e.msg}"
+        ) from None
+    where = _Where(input_file)
+    return where.field(root, "data", list, "the file")
+
+
+def read_squad_examples(
+    input_file,
+    is_training,
+    version_2_with_negative=False,
+    max_skipped_fraction=DEFAULT_MAX_SKIPPED_FRACTION,
+):
+    """Reads a SQuAD JSON file into SquadExamples (the original's order).
+
+    Args:
+      input_file: path of train-v1.1.json, dev-v2.0.json, ...
+      is_training: whether answers are read as training labels (exactly one
+        per answerable question, its position checked).
+      version_2_with_negative: read `is_impossible` (training only).
+      max_skipped_fraction: training only, see the module docstring.
+
+    Returns:
+      (examples, ReadStats).
+
+    Raises:
+      ValueError: bad input (see the module docstring), naming file,
+        article and question id.
+    """
+    articles = load_squad_json(input_file)
+    where = _Where(input_file)
+    examples = []
+    stats = ReadStats()
+    for article_index, entry in enumerate(articles):
+        where.article, where.qas_id = f"#{article_index}", None
+        title = entry.get("title") if isinstance(entry, dict) else None
+        if isinstance(title, str):
+            where.article = f"#{article_index} {title!r}"
+        paragraphs = where.field(entry, "paragraphs", list, "the article")
+        for paragraph in paragraphs:
+            where.qas_id = None
+            context = where.field(paragraph, "context", str, "a paragraph")
+            qas = where.field(paragraph, "qas", list, "a paragraph")
+            doc_tokens, char_to_word_offset = split_paragraph(context)
+            for qa in qas:
+                where.qas_id = None
+                qas_id = where.field(qa, "id", str, "a question")
+                where.qas_id = qas_id
+                question_text = where.field(qa, "question", str, "question")
+                if not doc_tokens:
+                    raise where.error("the paragraph's context is empty")
+                stats.num_questions += 1
+                example = _read_answers(
+                    where,
+                    qa,
+                    context,
+                    doc_tokens,
+                    char_to_word_offset,
+                    is_training,
+                    version_2_with_negative,
+                )
+                if example is None:
+                    stats.num_skipped += 1
+                    continue
+                example.qas_id = qas_id
+                example.question_text = question_text
+                example.doc_tokens = doc_tokens
+                example.title = title if isinstance(title, str) else ""
+                examples.append(example)
+    if stats.num_skipped:
+        logging.warning(
+            "%s: skipped %d of %d training questions whose answer text is "
+            "not made of whole words of the context",
+            input_file,
+            stats.num_skipped,
+            stats.num_questions,
+        )
+        if stats.num_skipped > max_skipped_fraction * stats.num_questions:
+            raise ValueError(
+                f"{input_file}: {stats.num_skipped} of {stats.num_questions} "
+                "training questions have an answer not found in the context's "
+                "words (more than max_skipped_fraction="
+                f"{max_skipped_fraction}); check the file's answer texts"
+            )
+    return examples, stats
+
+
+def _read_answers(
+    where,
+    qa,
+    context,
+    doc_tokens,
+    char_to_word_offset,
+    is_training,
+    version_2_with_negative,
+):
+    """A SquadExample with its answer fields (None: skip this question)."""
+    example = SquadExample(qas_id="", question_text="", doc_tokens=[])
+    if not is_training:
+        answers = qa.get("answers")
+        if isinstance(answers, list):
+            example.answers = [
+                a["text"]
+                for a in answers
+                if isinstance(a, dict) and isinstance(a.get("text"), str)
+            ]
+        return example
+    if version_2_with_negative:
+        example.is_impossible = where.field(
+            qa, "is_impossible", bool, "question"
+        )
+    answers = where.field(qa, "answers", list, "question")
+    if example.is_impossible:
+        example.start_position = example.end_position = -1
+        example.orig_answer_text = ""
+        return example
+    if len(answers) != 1:
+        raise where.error(
+            f"{len(answers)} answers; for training each question must have "
+            "exactly 1 answer (unanswerable ones: is_impossible with "
+            "--version_2_with_negative)"
+        )
+    answer = answers[0]
+    text = where.field(answer, "text", str, "the answer")
+    start = where.field(answer, "answer_start", int, "the answer")
+    if (
+        not text
+        or start < 0
+        or start + len(text) > len(context)
+        or context[start : start + len(text)] != text
+    ):
+        found = context[max(start, 0) : max(start, 0) + len(text)]
+        raise where.error(
+            f"answer_start {start} does not point at the answer text "
+            f"{text!r} in the context (it points at {found!r})"
+        )
+    example.orig_answer_text = text
+    example.start_position = char_to_word_offset[start]
+    example.end_position = char_to_word_offset[start + len(text) - 1]
+    # Only answers made of whole words can be recovered from the words.
+    actual_text = " ".join(
+        doc_tokens[example.start_position : example.end_position + 1]
+    )
+    cleaned_answer_text = " ".join(text.split())
+    if actual_text.find(cleaned_answer_text) == -1:
+        logging.log_every_n(
+            logging.WARNING,
+            "%s: could not find answer %r in %r; skipped",
+            100,
+            where.describe(),
+            cleaned_answer_text,
+            actual_text,
+        )
+        return None
+    return example
+
+
+# === Features ===
+
+
+def improve_answer_span(doc_tokens, input_start, input_end, answer_tokens):
+    """The earliest span of `doc_tokens` within [input_start, input_end]
+    whose word pieces are the answer's, else the input span.
+
+    The original joins pieces with spaces and compares strings; pieces never
+    contain spaces, so that is list equality of the same length.
+    """
+    n = len(answer_tokens)
+    if n == 0:
+        return input_start, input_end
+    answer_tokens = list(answer_tokens)
+    first = answer_tokens[0]
+    for new_start in range(input_start, input_end - n + 2):
+        if (
+            doc_tokens[new_start] == first
+            and doc_tokens[new_start : new_start + n] == answer_tokens
+        ):
+            return new_start, new_start + n - 1
+    return input_start, input_end
+
+
+def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
+    """The windows (start, length) over `num_tokens` document pieces."""
+    spans = []
+    start_offset = 0
+    while start_offset < num_tokens:
+        length = min(num_tokens - start_offset, max_tokens_for_doc)
+        spans.append((start_offset, length))
+        if start_offset + length == num_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return spans
+
+
+def max_context_spans(spans, num_tokens):
+    """For each document piece, the index of the window where it has the
+    most context: max of min(left, right) + 0.01 * length, the earliest
+    window on a tie (the original's score, computed the same way)."""
+    best = [None] * num_tokens
+    best_score = [None] * num_tokens
+    for span_index, (start, length) in enumerate(spans):
+        end = start + length - 1
+        for position in range(start, end + 1):
+            score = min(position - start, end - position) + 0.01 * length
+            if best_score[position] is None or score > best_score[position]:
+                best_score[position] = score
+                best[position] = span_index
+    return best
+
+
+def convert_examples_to_features(
+    examples,
+    tokenizer,
+    max_seq_length,
+    doc_stride,
+    max_query_length,
+    is_training,
+    output_fn,
+    stats=None,
+):
+    """Converts examples to InputFeatures, calling output_fn(feature) for
+    each window in order; logs progress every PROGRESS_EVERY examples.
+
+    Args:
+      stats: optional dict; its "num_truncated_queries" and "num_features"
+        are set.
+
+    Returns:
+      The number of features.
+    """
+    unique_id = FIRST_UNIQUE_ID
+    num_truncated = 0
+    tokenize = tokenizer.tokenize
+    vocab = tokenizer.vocab
+    cls_id, sep_id = vocab[CLS_TOKEN], vocab[SEP_TOKEN]
+    started = time.time()
+    for example_index, example in enumerate(examples):
+        if example_index and example_index % PROGRESS_EVERY == 0:
+            _log_progress(example_index, len(examples), unique_id, started)
+        query_tokens = tokenize(example.question_text)
+        if len(query_tokens) > max_query_length:
+            query_tokens = query_tokens[:max_query_length]
+            num_truncated += 1
+
+        tok_to_orig_index = []
+        orig_to_tok_index = []
+        all_doc_tokens = []
+        for i, token in enumerate(example.doc_tokens):
+            orig_to_tok_index.append(len(all_doc_tokens))
+            sub_tokens = tokenize(token)
+            tok_to_orig_index.extend([i] * len(sub_tokens))
+            all_doc_tokens.extend(sub_tokens)
+        doc_ids = tokenizer.convert_tokens_to_ids(all_doc_tokens)
+
+        tok_start_position = tok_end_position = None
+        if is_training and example.is_impossible:
+            tok_start_position = tok_end_position = -1
+        if is_training and not example.is_impossible:
+            tok_start_position = orig_to_tok_index[example.start_position]
+            if example.end_position < len(example.doc_tokens) - 1:
+                tok_end_position = (
+                    orig_to_tok_index[example.end_position + 1] - 1
+                )
+            else:
+                tok_end_position = len(all_doc_tokens) - 1
+            tok_start_position, tok_end_position = improve_answer_span(
+                all_doc_tokens,
+                tok_start_position,
+                tok_end_position,
+                tokenize(example.orig_answer_text),
+            )
+
+        # [CLS], [SEP] and [SEP] take 3 positions.
+        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+        spans = doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+        best_span = max_context_spans(spans, len(all_doc_tokens))
+        query_ids = tokenizer.convert_tokens_to_ids(query_tokens)
+        head_tokens = [CLS_TOKEN, *query_tokens, SEP_TOKEN]
+        head_ids = [cls_id, *query_ids, sep_id]
+        doc_offset = len(head_tokens)
+        for doc_span_index, (start, length) in enumerate(spans):
+            end = start + length  # exclusive
+            tokens = head_tokens + all_doc_tokens[start:end] + [SEP_TOKEN]
+            input_ids = head_ids + doc_ids[start:end] + [sep_id]
+            token_to_orig_map = {
+                doc_offset + i: tok_to_orig_index[start + i]
+                for i in range(length)
+            }
+            token_is_max_context = {
+                doc_offset + i: best_span[start + i] == doc_span_index
+                for i in range(length)
+            }
+            num_real = len(input_ids)
+            padding = [0] * (max_seq_length - num_real)
+            segment_ids = [0] * doc_offset + [1] * (length + 1) + padding
+            input_mask = [1] * num_real + padding
+            input_ids += padding
+
+            start_position = end_position = None
+            if is_training and not example.is_impossible:
+                if start <= tok_start_position and tok_end_position < end:
+                    start_position = tok_start_position - start + doc_offset
+                    end_position = tok_end_position - start + doc_offset
+                else:
+                    start_position = end_position = 0
+            if is_training and example.is_impossible:
+                start_position = end_position = 0
+            output_fn(
+                InputFeatures(
+                    unique_id=unique_id,
+                    example_index=example_index,
+                    doc_span_index=doc_span_index,
+                    tokens=tokens,
+                    token_to_orig_map=token_to_orig_map,
+                    token_is_max_context=token_is_max_context,
+                    input_ids=input_ids,
+                    input_mask=input_mask,
+                    segment_ids=segment_ids,
+                    start_position=start_position,
+                    end_position=end_position,
+                    is_impossible=example.is_impossible
+                    if is_training
+                    else None,
+                )
+            )
+            unique_id += 1
+    num_features = unique_id - FIRST_UNIQUE_ID
+    if num_truncated:
+        logging.info(
+            "%d of %d questions were longer than max_query_length=%d word "
+            "pieces and were cut to it",
+            num_truncated,
+            len(examples),
+            max_query_length,
+        )
+    logging.info(
+        "%d examples -> %d features in %.1f s",
+        len(examples),
+        num_features,
+        time.time() - started,
+    )
+    if stats is not None:
+        stats["num_truncated_queries"] = num_truncated
+        stats["num_features"] = num_features
+    return num_features
+
+
+def _log_progress(done, total, unique_id, started):
+    elapsed = time.time() - started
+    logging.info(
+        "Converted %d / %d examples (%d features), %.0f examples/s, ETA %.0f s",
+        done,
+        total,
+        unique_id - FIRST_UNIQUE_ID,
+        done / max(elapsed, 1e-9),
+        (total - done) * elapsed / done,
+    )
+
+
+# === Records ===
+
+
+def _varint(value):
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _int64_payload(values):
+    # int64 varints: negative values take their two's complement (10 bytes).
+    return b"".join(_varint(v if v >= 0 else v + (1 << 64)) for v in values)
+
+
+def encode_example(features):
+    """The bytes input_pipeline.serialize_example writes for a mapping
+    name -> list of ints (int64 features), without protobuf: map entries
+    sorted by name, each list one packed field."""
+    entries = []
+    for name in sorted(features):
+        payload = _int64_payload(features[name])
+        inner = b"\x0a" + _varint(len(payload)) + payload  # Int64List.value
+        feature = b"\x1a" + _varint(len(inner)) + inner  # Feature.int64_list
+        key = name.encode("utf-8")
+        entry = b"\x0a" + _varint(len(key)) + key
+        entry += b"\x12" + _varint(len(feature)) + feature
+        entries.append(b"\x0a" + _varint(len(entry)) + entry)
+    body = b"".join(entries)
+    return b"\x0a" + _varint(len(body)) + body  # Example.features
+
+
+def feature_record(feature, is_training):
+    """One InputFeatures as the original's tf.train.Example bytes."""
+    values = {
+        feature_names.UNIQUE_IDS: [feature.unique_id],
+        "input_ids": feature.input_ids,
+        "input_mask": feature.input_mask,
+        "segment_ids": feature.segment_ids,
+    }
+    if is_training:
+        values[feature_names.START_POSITIONS] = [feature.start_position]
+        values[feature_names.END_POSITIONS] = [feature.end_position]
+        values[feature_names.IS_IMPOSSIBLE] = [int(feature.is_impossible)]
+    return encode_example(values)
+
+
+def write_features(
+    examples,
+    tokenizer,
+    max_seq_length,
+    doc_stride,
+    max_query_length,
+    is_training,
+    output_file,
+    keep=False,
+):
+    """Converts examples and writes their records to output_file
+    (train.tf_record / eval.tf_record), atomically.
+
+    Args:
+      keep: also return the InputFeatures (prediction needs them).
+
+    Returns:
+      (number of features, list of InputFeatures or None, stats dict).
+    """
+    kept = [] if keep else None
+    stats = {}
+    with file_io.atomic_path(output_file) as tmp:
+        writer = tfrecord_io.open_writer(tmp)
+        try:
+
+            def output_fn(feature):
+                writer.write(feature_record(feature, is_training))
+                if kept is not None:
+                    kept.append(feature)
+
+            num = convert_examples_to_features(
+                examples,
+                tokenizer,
+                max_seq_length,
+                doc_stride,
+                max_query_length,
+                is_training,
+                output_fn,
+                stats,
+            )
+        finally:
+            writer.close()
+    return num, kept, stats
