@@ -6,6 +6,7 @@ SCRIPTS = [
     "create_pretraining_data",
     "run_pretraining",
     "run_classifier",
+    "run_squad",
     "extract_features",
 ]
 

@@ -1,0 +1,592 @@
+"""What run_squad.py does: fine-tune on SQuAD, predict answers, score them.
+
+The steps follow the original's main(): the flag checks (a mode, the files
+it needs, max_seq_length > max_query_length + 3 and within the model), the
+case check, training for `int(len(train_examples) / train_batch_size *
+num_train_epochs)` steps (examples, not windows) with the examples shuffled
+once by `random.Random(12345)` after that count, train.tf_record and
+eval.tf_record in output_dir, and predictions.json, nbest_predictions.json,
+null_odds.json (v2). The model is models.BertSpanLabeler, whose head keeps
+the original names `cls/squad/output_weights` / `output_bias`; an
+--init_checkpoint that carries them (a model already fine-tuned on SQuAD,
+here or by the original) is used as is.
+
+Added:
+- input files are read and checked before anything is written, so a bad
+  file leaves output_dir as it was (data/squad.py lists the checks);
+- after predicting on a file with answers, the official scores go to
+  eval_results.txt (modeling/tasks/squad_metrics.py);
+- --best_null_threshold (v2): the null_score_diff_threshold with the best
+  F1 on the predict file is chosen and predictions.json rewritten with it
+  (the original needs the official script and a second run);
+- --eval_during_training: predicts and scores at every checkpoint and keeps
+  the best one by F1 under output_dir/best/;
+- training, resuming and the speed/distribution flags are the shared
+  modeling.training.trainer loop's.
+"""
+
+import dataclasses
+import os
+import random
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import losses
+from modeling import models
+from modeling.data import input_pipeline
+from modeling.data import squad as squad_data
+from modeling.tasks import common
+from modeling.tasks import squad_metrics
+from modeling.tasks import squad_postprocess
+from modeling.text import tokenization
+from modeling.training import checkpoint_manager
+from modeling.training import distribute
+from modeling.training import trainer as trainer_lib
+
+TRAIN_RECORD_FILE = "train.tf_record"
+EVAL_RECORD_FILE = "eval.tf_record"
+BEST_DIR = "best"
+EVAL_HISTORY_FILE = "eval_history.txt"
+# The original shuffles the training examples once with this seed.
+EXAMPLE_SHUFFLE_SEED = 12345
+# The head is new when fine-tuning starts from a pre-trained checkpoint.
+HEAD_VARIABLES = ("^cls/squad/",)
+_HEAD_NAME = "cls/squad/output_weights"
+
+
+@dataclasses.dataclass
+class Settings(common.CommonSettings):
+    """run_squad's flags (same names and defaults) plus the new ones; the
+    shared ones are common.CommonSettings'."""
+
+    vocab_file: str
+    train_file: str | None = None
+    predict_file: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_query_length: int = 64
+    do_predict: bool = False
+    train_batch_size: int = 32
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    verbose_logging: bool = False
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    best_null_threshold: bool = False
+    max_skipped_fraction: float = squad_data.DEFAULT_MAX_SKIPPED_FRACTION
+    eval_during_training: bool = False
+
+    def __post_init__(self):
+        if not self.output_dir:
+            raise ValueError("output_dir is required")
+        if self.run_config is None:
+            self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
+
+
+@dataclasses.dataclass
+class SquadTask:
+    """Everything fixed for one run."""
+
+    settings: Settings
+    bert_config: config_lib.BertConfig
+    tokenizer: tokenization.FullTokenizer
+    strategy: tf.distribute.Strategy
+    train_examples: list | None
+    predict_examples: list | None
+    # Made once (eval.tf_record) by the first use: training's evaluation or
+    # prediction.
+    predictor: "Predictor | None" = None
+
+    def path(self, name):
+        return os.path.join(self.settings.output_dir, name)
+
+
+def check_settings(s):
+    """The original's validate_flags_or_throw, plus the new flags' checks.
+
+    Returns:
+      The BertConfig.
+    """
+    tokenization.validate_case_matches_checkpoint(
+        s.do_lower_case, s.init_checkpoint
+    )
+    if not s.do_train and not s.do_predict:
+        raise ValueError(
+            "At least one of `do_train` or `do_predict` must be True."
+        )
+    if s.do_train and not s.train_file:
+        raise ValueError(
+            "If `do_train` is True, then `train_file` must be specified."
+        )
+    if s.do_predict and not s.predict_file:
+        raise ValueError(
+            "If `do_predict` is True, then `predict_file` must be specified."
+        )
+    if s.eval_during_training and not (s.do_train and s.predict_file):
+        raise ValueError(
+            "--eval_during_training needs --do_train and a --predict_file "
+            "with answers"
+        )
+    if s.best_null_threshold and not (
+        s.do_predict and s.version_2_with_negative
+    ):
+        raise ValueError(
+            "--best_null_threshold needs --do_predict and "
+            "--version_2_with_negative"
+        )
+    if not 0 <= s.max_skipped_fraction <= 1:
+        raise ValueError("--max_skipped_fraction must be in [0, 1]")
+    bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
+    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
+    if s.max_seq_length <= s.max_query_length + 3:
+        raise ValueError(
+            f"The max_seq_length ({s.max_seq_length}) must be greater than "
+            f"max_query_length ({s.max_query_length}) + 3"
+        )
+    if s.doc_stride < 1:
+        raise ValueError("--doc_stride must be at least 1")
+    config_lib.check_vocab_size(s.vocab_file, bert_config)
+    return bert_config
+
+
+def prepare(settings):
+    """Checks the settings and reads the input files, before anything is
+    written; then creates output_dir and the strategy."""
+    s = settings
+    bert_config = check_settings(s)
+    tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
+    train_examples = predict_examples = None
+    if s.do_train:
+        train_examples, _ = squad_data.read_squad_examples(
+            s.train_file,
+            is_training=True,
+            version_2_with_negative=s.version_2_with_negative,
+            max_skipped_fraction=s.max_skipped_fraction,
+        )
+        if not train_examples:
+            raise ValueError(f"{s.train_file}: no training questions")
+    if s.do_predict or s.eval_during_training:
+        predict_examples, _ = squad_data.read_squad_examples(
+            s.predict_file, is_training=False
+        )
+        if not predict_examples:
+            raise ValueError(f"{s.predict_file}: no questions")
+    strategy = common.set_up(s)
+    return SquadTask(
+        s, bert_config, tokenizer, strategy, train_examples, predict_examples
+    )
+
+
+# === Model and training ===
+
+
+def loss_fn(features, outputs):
+    """The original's loss: the mean of the start and end cross-entropies."""
+    return {
+        "loss": losses.span_loss(
+            outputs["start_logits"],
+            outputs["end_logits"],
+            features[input_pipeline.START_POSITIONS],
+            features[input_pipeline.END_POSITIONS],
+        )
+    }
+
+
+def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
+    """The shared Trainer around a BertSpanLabeler."""
+    s = task.settings
+
+    def init_fn(model):
+        # Weights only (fresh Adam slots, step 0); the span head comes from
+        # the checkpoint when it has one, else it is new.
+        report = checkpoints.load_weights(
+            model, s.init_checkpoint, ignore_missing=HEAD_VARIABLES
+        )
+        if _HEAD_NAME in report.restored:
+            logging.info(
+                "The span head cls/squad/* comes from %s", report.checkpoint
+            )
+
+    training_task = trainer_lib.Task(
+        build_model=lambda: models.BertSpanLabeler(
+            task.bert_config, use_one_hot_embeddings=s.use_tpu
+        ),
+        loss_fn=loss_fn,
+        init_fn=init_fn if s.init_checkpoint else None,
+    )
+    config = dataclasses.replace(
+        s.run_config,
+        output_dir=s.output_dir,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=num_warmup_steps,
+    )
+    return trainer_lib.Trainer(training_task, config, task.strategy)
+
+
+def read_records(task, path, batch_size, is_training):
+    """The original's input_fn: training repeats, shuffles (buffer 100,
+    seeded) and drops the remainder; prediction reads in order."""
+    s = task.settings
+    spec = input_pipeline.squad_feature_spec(s.max_seq_length, is_training)
+    d = tf.data.TFRecordDataset(path)
+    if is_training:
+        seed = s.random_seed
+        d = d.repeat().shuffle(
+            100, seed=common.DEFAULT_DATA_SEED if seed is None else seed
+        )
+    d = d.map(
+        lambda record: input_pipeline.decode_record(record, spec),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    d = d.batch(batch_size, drop_remainder=is_training)
+    return d.prefetch(2)
+
+
+def train(task):
+    """Writes train.tf_record and fine-tunes; returns the Trainer."""
+    s = task.settings
+    examples = list(task.train_examples)
+    num_train_steps = int(
+        len(examples) / s.train_batch_size * s.num_train_epochs
+    )
+    num_warmup_steps = int(num_train_steps * s.warmup_proportion)
+    if num_train_steps < 1:
+        raise ValueError(
+            f"{len(examples)} train examples / train_batch_size "
+            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
+            "gives 0 training steps"
+        )
+    # After the step count, before the features, as the original.
+    random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
+    train_file = task.path(TRAIN_RECORD_FILE)
+    num_features, _, _ = squad_data.write_features(
+        examples,
+        task.tokenizer,
+        s.max_seq_length,
+        s.doc_stride,
+        s.max_query_length,
+        True,
+        train_file,
+    )
+    logging.info(
+        "***** Running training: %d examples, %d features, batch size %d, "
+        "%d steps *****",
+        len(examples),
+        num_features,
+        s.train_batch_size,
+        num_train_steps,
+    )
+    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
+
+    def dataset_fn(start_step):
+        d = read_records(task, train_file, s.train_batch_size, True)
+        return d.skip(start_step)
+
+    if s.eval_during_training:
+        trainer.build(dataset_fn(0).element_spec)
+        task.predictor = Predictor(task, trainer.model)
+        keeper = BestCheckpointKeeper(
+            task, task.predictor, write=trainer.is_chief
+        )
+        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
+    trainer.train(dataset_fn)
+    return trainer
+
+
+def _build_element_spec(task):
+    """The training batches' structure, from which the Trainer builds its
+    variables (it calls loss_fn once, so the labels are in it)."""
+    seq = [None, task.settings.max_seq_length]
+    spec = {
+        name: tf.TensorSpec(seq, tf.int32)
+        for name in input_pipeline.CLASSIFIER_SEQ_FEATURES
+    }
+    for name in (
+        input_pipeline.UNIQUE_IDS,
+        input_pipeline.START_POSITIONS,
+        input_pipeline.END_POSITIONS,
+    ):
+        spec[name] = tf.TensorSpec([None], tf.int32)
+    return spec
+
+
+def restore_for_inference(task, trainer):
+    """The weights to predict with when nothing was trained: the newest
+    checkpoint of output_dir (as the Estimator did), else --init_checkpoint
+    (with a warning when it has no span head)."""
+    s = task.settings
+    warning = None
+    if s.init_checkpoint and _HEAD_NAME not in checkpoints.checkpoint_shapes(
+        s.init_checkpoint
+    ):
+        warning = (
+            f"No checkpoint in {s.output_dir} and {s.init_checkpoint} has no "
+            "cls/squad/* span head: predicting with an untrained head."
+        )
+    trainer.restore_for_inference(
+        _build_element_spec(task),
+        missing_message=(
+            f"No checkpoint in --output_dir={s.output_dir} and no "
+            "--init_checkpoint: nothing to predict with. Train first "
+            "(--do_train)."
+        ),
+        init_warning=warning,
+    )
+
+
+# === Prediction ===
+
+
+class Predictor:
+    """Writes eval.tf_record once, then predicts answers with a model."""
+
+    def __init__(self, task, model):
+        s = task.settings
+        self.task = task
+        self.model = model
+        self.examples = task.predict_examples
+        num, self.features, _ = squad_data.write_features(
+            self.examples,
+            task.tokenizer,
+            s.max_seq_length,
+            s.doc_stride,
+            s.max_query_length,
+            False,
+            task.path(EVAL_RECORD_FILE),
+            keep=True,
+        )
+        logging.info(
+            "***** Running predictions: %d examples, %d features, batch "
+            "size %d *****",
+            len(self.examples),
+            num,
+            s.predict_batch_size,
+        )
+        self._step = None
+        self.gold = gold_answers(self.examples, s.version_2_with_negative)
+
+    def logits(self):
+        """(unique_ids [N], start_logits [N, T], end_logits [N, T])."""
+        s = self.task.settings
+        dataset = read_records(
+            self.task,
+            self.task.path(EVAL_RECORD_FILE),
+            s.predict_batch_size,
+            False,
+        )
+        step = self._predict_step()
+        parts = ([], [], [])
+        strategy = self.task.strategy
+        for batch in distribute.distribute_dataset(strategy, dataset):
+            for part, value in zip(parts, step(batch)):
+                part.append(value.numpy())
+        return tuple(np.concatenate(p, axis=0) for p in parts)
+
+    def _predict_step(self):
+        if self._step is not None:
+            return self._step
+        strategy = self.task.strategy
+        model = self.model
+
+        def replica_fn(features):
+            outputs = model(features, training=False)
+            return (
+                features[input_pipeline.UNIQUE_IDS],
+                tf.cast(outputs["start_logits"], tf.float32),
+                tf.cast(outputs["end_logits"], tf.float32),
+            )
+
+        @tf.function(autograph=False)
+        def step(features):
+            outputs = strategy.run(replica_fn, args=(features,))
+            return tf.nest.map_structure(
+                lambda t: strategy.gather(t, axis=0), outputs
+            )
+
+        self._step = step
+        return step
+
+    def predict(self, threshold=None):
+        """The answers (squad_postprocess.Predictions) of the model now."""
+        s = self.task.settings
+        unique_ids, start, end = self.logits()
+        return squad_postprocess.compute_predictions(
+            self.examples,
+            self.features,
+            unique_ids,
+            start,
+            end,
+            n_best_size=s.n_best_size,
+            max_answer_length=s.max_answer_length,
+            do_lower_case=s.do_lower_case,
+            version_2_with_negative=s.version_2_with_negative,
+            null_score_diff_threshold=(
+                s.null_score_diff_threshold if threshold is None else threshold
+            ),
+        )
+
+
+def gold_answers(examples, version_2_with_negative):
+    """qid -> gold texts when the file can be scored, else None (a file
+    without answers; v1 with unanswerable questions)."""
+    gold = {}
+    for example in examples:
+        if example.answers is None:
+            return None
+        gold[example.qas_id] = example.answers
+    if not version_2_with_negative and not all(gold.values()):
+        logging.warning(
+            "The predict file has questions without answers: not scored "
+            "(SQuAD 2.0 files need --version_2_with_negative)."
+        )
+        return None
+    return gold
+
+
+def score(predictions, gold, version_2_with_negative):
+    """The official scores of predictions (dict), or None without gold."""
+    if gold is None:
+        return None
+    if not version_2_with_negative:
+        return squad_metrics.evaluate_v1(gold, predictions.answers)
+    # exact / f1 / HasAns / NoAns: predictions.json as written; best_*:
+    # the threshold search over null_odds and the best non-null answers,
+    # i.e. what predicting again with that threshold gives.
+    results = squad_metrics.evaluate_v2(gold, predictions.answers)
+    exact_raw, f1_raw = squad_metrics.raw_scores_v2(
+        gold, predictions.best_non_null
+    )
+    has_answer = {qid: bool(a) for qid, a in gold.items()}
+    for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
+        value, thresh = squad_metrics.best_threshold(
+            predictions.best_non_null, raw, predictions.null_odds, has_answer
+        )
+        results[f"best_{name}"] = value
+        results[f"best_{name}_thresh"] = thresh
+    return results
+
+
+def predict(task, predictor, global_step, write=True):
+    """Predicts, writes the outputs and (with answers) eval_results.txt."""
+    s = task.settings
+    predictions = predictor.predict()
+    results = score(predictions, predictor.gold, s.version_2_with_negative)
+    threshold = s.null_score_diff_threshold
+    if s.best_null_threshold:
+        if results is None:
+            raise ValueError(
+                f"--best_null_threshold: {s.predict_file} has no answers "
+                "to choose a threshold with"
+            )
+        threshold = results["best_f1_thresh"]
+        logging.info(
+            "Best null_score_diff_threshold by F1: %s (F1 %.3f)",
+            threshold,
+            results["best_f1"],
+        )
+        predictions = squad_postprocess.apply_threshold(predictions, threshold)
+        results.update(score(predictions, predictor.gold, True))
+    if not write:
+        return predictions, results
+    squad_postprocess.write_predictions(predictions, s.output_dir)
+    if results is not None:
+        if s.version_2_with_negative:
+            results["null_score_diff_threshold"] = threshold
+        results["global_step"] = int(global_step)
+        logging.info(
+            "***** Eval results *****\n%s",
+            "".join(f"  {k} = {results[k]}\n" for k in sorted(results)),
+        )
+        common.write_eval_results(task.path(common.EVAL_RESULTS_FILE), results)
+    return predictions, results
+
+
+class BestCheckpointKeeper:
+    """--eval_during_training: predicts and scores at each checkpoint; the
+    best by F1 goes to output_dir/best/ (weights only, with its
+    eval_results.txt); every score is appended to eval_history.txt."""
+
+    def __init__(self, task, predictor, write=True):
+        self.task = task
+        self.predictor = predictor
+        self.write = write
+        if predictor.gold is None:
+            raise ValueError(
+                f"--eval_during_training: {task.settings.predict_file} has "
+                "no answers to score"
+            )
+        self.best_dir = task.path(BEST_DIR)
+        self.best_f1 = _previous_best(self.best_dir)
+
+    def __call__(self, global_step):
+        s = self.task.settings
+        predictions = self.predictor.predict()
+        results = score(
+            predictions, self.predictor.gold, s.version_2_with_negative
+        )
+        key = "best_f1" if s.best_null_threshold else "f1"
+        value = results[key]
+        if not self.write:
+            return results
+        line = "  ".join(f"{k} = {results[k]}" for k in sorted(results))
+        with tf.io.gfile.GFile(self.task.path(EVAL_HISTORY_FILE), "a") as f:
+            f.write(f"global_step = {global_step}  {line}\n")
+        if self.best_f1 is None or value > self.best_f1:
+            logging.info("New best %s = %s at step %d", key, value, global_step)
+            self.best_f1 = value
+            arrays = checkpoint_manager.model_variables(self.predictor.model)
+            checkpoints.write_checkpoint(
+                os.path.join(self.best_dir, f"model.ckpt-{int(global_step)}"),
+                arrays,
+                global_step=global_step,
+                keep_max=1,
+            )
+            common.write_eval_results(
+                os.path.join(self.best_dir, common.EVAL_RESULTS_FILE),
+                dict(results, global_step=int(global_step), best_metric=value),
+            )
+        return results
+
+
+def _previous_best(best_dir):
+    path = os.path.join(best_dir, common.EVAL_RESULTS_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        for line in f:
+            key, _, value = line.partition(" = ")
+            if key == "best_metric":
+                return float(value)
+    return None
+
+
+def run(settings):
+    """run_squad's main(): train, then predict (and score).
+
+    Returns:
+      The eval results (dict) when predicting on a file with answers,
+      else None.
+    """
+    task = prepare(settings)
+    s = task.settings
+    if s.do_train:
+        trainer = train(task)
+    else:
+        trainer = make_trainer(task)
+        restore_for_inference(task, trainer)
+    results = None
+    if s.do_predict:
+        if task.predictor is None:
+            task.predictor = Predictor(task, trainer.model)
+        _, results = predict(
+            task, task.predictor, trainer.global_step, write=trainer.is_chief
+        )
+    return results

@@ -1,0 +1,426 @@
+"""run_squad.py end to end on a tiny model: fine-tune a few steps, predict,
+score; predict again from the fine-tuned checkpoint alone; bad input.
+
+The model is a tiny random BERT (hidden 32, 2 layers) over the real uncased
+vocabulary, trained from scratch for a few steps: the answers are not good,
+but every file is checked against an independent recomputation from the
+saved checkpoint.
+"""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tolerance
+from constants import REPO_ROOT
+from constants import TINY_CONFIG
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import models
+from modeling.data import squad as squad_data
+from modeling.tasks import squad as squad_lib
+from modeling.tasks import squad_postprocess
+from modeling.text import tokenization
+
+SEQ, STRIDE, QUERY = 48, 16, 12
+
+PARAGRAPHS = [
+    (
+        "Normandy",
+        "The Normans were the people who in the 10th and 11th centuries "
+        "gave their name to Normandy, a region in France. They were "
+        "descended from Norse raiders and pirates from Denmark, Iceland and "
+        "Norway who, under their leader Rollo, agreed to swear fealty to "
+        "King Charles III of West Francia.",
+        [
+            ("In what country is Normandy located?", "France"),
+            ("When were the Normans in Normandy?", "10th and 11th centuries"),
+            ("Who was the Norse leader?", "Rollo"),
+            (
+                "From which countries did the Norse originate?",
+                "Denmark, Iceland and Norway",
+            ),
+        ],
+    ),
+    (
+        "Super Bowl",
+        "Super Bowl 50 was an American football game to determine the "
+        "champion of the National Football League for the 2015 season. The "
+        "Denver Broncos defeated the Carolina Panthers 24 to 10 to earn "
+        "their third Super Bowl title. The game was played on February 7, "
+        "2016, at Levi's Stadium in Santa Clara, California.",
+        [
+            ("Which team won Super Bowl 50?", "Denver Broncos"),
+            ("Where was Super Bowl 50 played?", "Santa Clara, California"),
+            ("When was the game played?", "February 7, 2016"),
+            ("What was the final score?", "24 to 10"),
+        ],
+    ),
+]
+
+
+def squad_file(path, version_2=False, several_answers=False):
+    """A small SQuAD file; with version_2 one question per paragraph has no
+    answer; with several_answers each question has two (predict files)."""
+    data = []
+    for p_index, (title, context, questions) in enumerate(PARAGRAPHS):
+        qas = []
+        for q_index, (question, answer) in enumerate(questions):
+            start = context.index(answer)
+            answers = [{"text": answer, "answer_start": start}]
+            if several_answers:
+                answers.append(
+                    {
+                        "text": answer.split()[-1],
+                        "answer_start": start
+                        + answer.rindex(answer.split()[-1]),
+                    }
+                )
+            qa = {
+                "id": f"q{p_index}{q_index}",
+                "question": question,
+                "answers": answers,
+            }
+            if version_2:
+                qa["is_impossible"] = q_index == 3
+                if q_index == 3:
+                    qa["question"] = "Who painted the Mona Lisa?"
+                    qa["answers"] = []
+            qas.append(qa)
+        data.append(
+            {"title": title, "paragraphs": [{"context": context, "qas": qas}]}
+        )
+    path.write_text(json.dumps({"version": "x", "data": data}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, uncased_vocab_file):
+    out = tmp_path_factory.mktemp("tiny_squad_model")
+    config = dict(TINY_CONFIG, vocab_size=30522, max_position_embeddings=64)
+    (out / "bert_config.json").write_text(json.dumps(config))
+    return out
+
+
+def _run_script(args, timeout=600):
+    return subprocess.run(
+        [sys.executable, str(REPO_ROOT / "run_squad.py"), *map(str, args)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=timeout,
+    )
+
+
+def _common_args(tiny_model, vocab, out):
+    return [
+        f"--vocab_file={vocab}",
+        f"--bert_config_file={tiny_model / 'bert_config.json'}",
+        f"--output_dir={out}",
+        f"--max_seq_length={SEQ}",
+        f"--doc_stride={STRIDE}",
+        f"--max_query_length={QUERY}",
+        "--predict_batch_size=5",
+    ]
+
+
+@pytest.fixture(scope="module")
+def v2_run(tmp_path_factory, tiny_model, uncased_vocab_file):
+    """Fine-tunes 4 steps (8 questions / batch 2 * 1 epoch), then predicts
+    on a file with answers, choosing the best null threshold."""
+    tmp = tmp_path_factory.mktemp("squad_v2_run")
+    train = squad_file(tmp / "train.json", version_2=True)
+    predict = squad_file(tmp / "dev.json", version_2=True)
+    out = tmp / "out"
+    proc = _run_script(
+        _common_args(tiny_model, uncased_vocab_file, out)
+        + [
+            "--do_train",
+            f"--train_file={train}",
+            "--do_predict",
+            f"--predict_file={predict}",
+            "--version_2_with_negative",
+            "--best_null_threshold",
+            "--train_batch_size=2",
+            "--num_train_epochs=1",
+            "--learning_rate=1e-3",
+            "--save_checkpoints_steps=2",
+            "--random_seed=3",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return tmp, out
+
+
+def _read_json(path):
+    return json.loads(path.read_text())
+
+
+def _eval_results(path):
+    return dict(
+        line.split(" = ") for line in path.read_text().splitlines() if line
+    )
+
+
+def _recompute(tiny_model, vocab, prefix, predict_file, v2, threshold):
+    """Predictions from the checkpoint, outside the script."""
+    config = config_lib.BertConfig.from_json_file(
+        tiny_model / "bert_config.json"
+    )
+    model = models.BertSpanLabeler(config)
+    checkpoints.load_weights(model, prefix)
+    examples, _ = squad_data.read_squad_examples(predict_file, False)
+    features = []
+    tokenizer = tokenization.FullTokenizer(vocab, True)
+    squad_data.convert_examples_to_features(
+        examples, tokenizer, SEQ, STRIDE, QUERY, False, features.append
+    )
+    inputs = {
+        name: np.array([getattr(f, name) for f in features], np.int32)
+        for name in ("input_ids", "input_mask", "segment_ids")
+    }
+    outputs = model(inputs, training=False)
+    start = outputs["start_logits"].numpy()
+    end = outputs["end_logits"].numpy()
+    ids = [f.unique_id for f in features]
+    return (
+        examples,
+        features,
+        squad_postprocess.compute_predictions(
+            examples,
+            features,
+            ids,
+            start,
+            end,
+            version_2_with_negative=v2,
+            null_score_diff_threshold=threshold,
+        ),
+    )
+
+
+def test_v2_train_predict_end_to_end(v2_run, tiny_model, uncased_vocab_file):
+    tmp, out = v2_run
+    names = {p.name for p in out.iterdir()}
+    for name in (
+        "train.tf_record",
+        "eval.tf_record",
+        "predictions.json",
+        "nbest_predictions.json",
+        "null_odds.json",
+        "eval_results.txt",
+        "checkpoint",
+        "model.ckpt-4.index",
+    ):
+        assert name in names, name
+    assert not [n for n in names if ".tmp-" in n]
+    results = _eval_results(out / "eval_results.txt")
+    assert results["global_step"] == "4"
+    threshold = float(results["null_score_diff_threshold"])
+    assert threshold == float(results["best_f1_thresh"])
+    assert float(results["f1"]) == pytest.approx(float(results["best_f1"]))
+    for key in ("exact", "HasAns_f1", "NoAns_total", "best_exact"):
+        assert key in results
+
+    _, _, want = _recompute(
+        tiny_model,
+        uncased_vocab_file,
+        out / "model.ckpt-4",
+        tmp / "dev.json",
+        True,
+        threshold,
+    )
+    answers = _read_json(out / "predictions.json")
+    nbest = _read_json(out / "nbest_predictions.json")
+    odds = _read_json(out / "null_odds.json")
+    assert list(answers) == [f"q{p}{q}" for p in range(2) for q in range(4)]
+    assert odds.keys() == want.null_odds.keys()
+    for qid in odds:
+        tolerance.assert_float32_close(odds[qid], want.null_odds[qid])
+        # The chosen threshold is some question's null_odds value: on that
+        # one, float rounding of the recomputation may fall either side.
+        if abs(odds[qid] - threshold) > 1e-4:
+            assert answers[qid] == want.answers[qid], qid
+        else:
+            assert answers[qid] in ("", want.best_non_null[qid]), qid
+        assert [e["text"] for e in nbest[qid]] == [
+            e["text"] for e in want.nbest[qid]
+        ]
+
+
+def test_checkpoint_with_span_head_predicts_without_training(
+    v2_run, tiny_model, uncased_vocab_file, tmp_path
+):
+    """--init_checkpoint with cls/squad/* and --do_predict alone: the same
+    files as the run that trained it (same threshold)."""
+    tmp, trained = v2_run
+    threshold = _eval_results(trained / "eval_results.txt")[
+        "null_score_diff_threshold"
+    ]
+    out = tmp_path / "predict_only"
+    proc = _run_script(
+        _common_args(tiny_model, uncased_vocab_file, out)
+        + [
+            f"--init_checkpoint={trained / 'model.ckpt-4'}",
+            "--do_predict",
+            f"--predict_file={tmp / 'dev.json'}",
+            "--version_2_with_negative",
+            f"--null_score_diff_threshold={threshold}",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "untrained" not in proc.stderr
+    for name in ("predictions.json", "null_odds.json"):
+        assert _read_json(out / name) == _read_json(trained / name), name
+    assert not (out / "train.tf_record").exists()
+
+
+def test_bad_input_is_one_line_and_leaves_nothing(
+    tmp_path, tiny_model, uncased_vocab_file
+):
+    train = tmp_path / "train.json"
+    train.write_text('{"data": [{"title": "x", "paragraphs": [}')
+    out = tmp_path / "out"
+    proc = _run_script(
+        _common_args(tiny_model, uncased_vocab_file, out)
+        + ["--do_train", f"--train_file={train}"]
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"error: {train}: malformed JSON at line 1")
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("several", "question id 'q00': 2 answers"),
+        ("start", "question id 'q01': answer_start 3 does not point"),
+        ("missing", "question id 'q02': question has no field 'question'"),
+        ("empty", "question id 'q10': the paragraph's context is empty"),
+    ],
+)
+def test_bad_training_files(
+    tmp_path, tiny_model, uncased_vocab_file, case, message
+):
+    path = squad_file(tmp_path / "train.json", several_answers=True)
+    data = _read_json(path)
+    qas = data["data"][0]["paragraphs"][0]["qas"]
+    if case != "several":
+        for a in data["data"]:
+            for qa in a["paragraphs"][0]["qas"]:
+                del qa["answers"][1:]
+    if case == "start":
+        qas[1]["answers"][0]["answer_start"] = 3
+    elif case == "missing":
+        del qas[2]["question"]
+        del qas[0:2]
+    elif case == "empty":
+        del data["data"][0]
+        data["data"][0]["paragraphs"][0]["context"] = "  "
+    path.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    settings = squad_lib.Settings(
+        vocab_file=uncased_vocab_file,
+        bert_config_file=str(tiny_model / "bert_config.json"),
+        output_dir=str(out),
+        train_file=str(path),
+        do_train=True,
+        max_seq_length=SEQ,
+        max_query_length=QUERY,
+    )
+    with pytest.raises(ValueError) as e:
+        squad_lib.run(settings)
+    assert str(e.value).startswith(f"{path}, article #")
+    assert message in str(e.value)
+    assert not out.exists()
+
+
+def test_settings_checks(tiny_model, uncased_vocab_file, tmp_path):
+    base = dict(
+        vocab_file=uncased_vocab_file,
+        bert_config_file=str(tiny_model / "bert_config.json"),
+        output_dir=str(tmp_path / "out"),
+    )
+    cases = [
+        ({}, "At least one of `do_train` or `do_predict`"),
+        ({"do_train": True}, "`train_file` must be specified"),
+        ({"do_predict": True}, "`predict_file` must be specified"),
+        (
+            {"do_predict": True, "predict_file": "x", "max_seq_length": 128},
+            "only trained up to sequence length 64",
+        ),
+        (
+            {
+                "do_predict": True,
+                "predict_file": "x",
+                "max_seq_length": 40,
+                "max_query_length": 37,
+            },
+            "must be greater than max_query_length",
+        ),
+        (
+            {
+                "do_predict": True,
+                "predict_file": "x",
+                "max_seq_length": 40,
+                "best_null_threshold": True,
+            },
+            "--version_2_with_negative",
+        ),
+    ]
+    for extra, message in cases:
+        with pytest.raises(ValueError, match=message):
+            squad_lib.run(squad_lib.Settings(**base, **extra))
+    assert not (tmp_path / "out").exists()
+
+
+def test_v1_train_with_eval_during_training(
+    tmp_path, tiny_model, uncased_vocab_file
+):
+    """v1: eval_results.txt holds the official scores of predictions.json
+    against every gold answer; the best checkpoint by F1 is kept."""
+    from modeling.tasks import squad_metrics
+
+    train = squad_file(tmp_path / "train.json")
+    predict = squad_file(tmp_path / "dev.json", several_answers=True)
+    out = tmp_path / "out"
+    proc = _run_script(
+        _common_args(tiny_model, uncased_vocab_file, out)
+        + [
+            "--do_train",
+            f"--train_file={train}",
+            "--do_predict",
+            f"--predict_file={predict}",
+            "--train_batch_size=2",
+            "--num_train_epochs=1",
+            "--learning_rate=1e-3",
+            "--save_checkpoints_steps=2",
+            "--eval_during_training",
+            "--random_seed=5",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert not (out / "null_odds.json").exists()
+    answers = _read_json(out / "predictions.json")
+    gold = {
+        qa["id"]: [a["text"] for a in qa["answers"]]
+        for article in _read_json(predict)["data"]
+        for qa in article["paragraphs"][0]["qas"]
+    }
+    want = squad_metrics.evaluate_v1(gold, answers)
+    results = _eval_results(out / "eval_results.txt")
+    assert set(results) == {"exact_match", "f1", "global_step"}
+    assert float(results["f1"]) == pytest.approx(want["f1"])
+    assert float(results["exact_match"]) == pytest.approx(want["exact_match"])
+    history = (out / "eval_history.txt").read_text().splitlines()
+    assert [line.split()[2] for line in history] == ["2", "4"]
+    best = _eval_results(out / "best" / "eval_results.txt")
+    f1s = [float(line.split("f1 = ")[1].split()[0]) for line in history]
+    assert float(best["best_metric"]) == pytest.approx(max(f1s))
+    step = best["global_step"]
+    assert (out / "best" / f"model.ckpt-{step}.index").exists()
