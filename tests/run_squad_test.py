@@ -220,7 +220,12 @@ def test_v2_train_predict_end_to_end(v2_run, tiny_model, uncased_vocab_file):
     results = _eval_results(out / "eval_results.txt")
     assert results["global_step"] == "4"
     threshold = float(results["null_score_diff_threshold"])
-    assert threshold == float(results["best_f1_thresh"])
+    odds = _read_json(out / "null_odds.json")
+    # The official best_f1_thresh, or below every value when answering
+    # nothing is best; either way the predictions score best_f1.
+    assert threshold == float(results["best_f1_thresh"]) or threshold < min(
+        odds.values()
+    )
     assert float(results["f1"]) == pytest.approx(float(results["best_f1"]))
     for key in ("exact", "HasAns_f1", "NoAns_total", "best_exact"):
         assert key in results
@@ -235,7 +240,6 @@ def test_v2_train_predict_end_to_end(v2_run, tiny_model, uncased_vocab_file):
     )
     answers = _read_json(out / "predictions.json")
     nbest = _read_json(out / "nbest_predictions.json")
-    odds = _read_json(out / "null_odds.json")
     assert list(answers) == [f"q{p}{q}" for p in range(2) for q in range(4)]
     assert odds.keys() == want.null_odds.keys()
     for qid in odds:

@@ -108,6 +108,19 @@ def test_v2_best_threshold_search():
         {"x": False, "y": False},
     )
     assert (score, thresh) == (100.0, 0.0)
+    # threshold_search says so: nothing answered at the best.
+    assert m.threshold_search(
+        {"x": "a", "y": "b"},
+        {"x": 0, "y": 0},
+        {"x": -1.0, "y": -2.0},
+        {"x": False, "y": False},
+    ) == (100.0, 0.0, 0)
+    assert m.threshold_search(
+        PREDS_V2,
+        m.raw_scores_v2(GOLD_V2, PREDS_V2)[1],
+        {"a": -2.0, "b": 0.5, "c": -1.0, "d": 0.2},
+        {q: bool(a) for q, a in GOLD_V2.items()},
+    )[1:] == (-1.0, 2)
 
 
 def test_v2_missing_predictions_leave_the_totals():

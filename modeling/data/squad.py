@@ -205,6 +205,7 @@ def read_squad_examples(
     is_training,
     version_2_with_negative=False,
     max_skipped_fraction=DEFAULT_MAX_SKIPPED_FRACTION,
+    verbose_logging=False,
 ):
     """Reads a SQuAD JSON file into SquadExamples (the original's order).
 
@@ -214,6 +215,7 @@ def read_squad_examples(
         per answerable question, its position checked).
       version_2_with_negative: read `is_impossible` (training only).
       max_skipped_fraction: training only, see the module docstring.
+      verbose_logging: log every skipped answer (else one in 100).
 
     Returns:
       (examples, ReadStats).
@@ -253,6 +255,7 @@ def read_squad_examples(
                     char_to_word_offset,
                     is_training,
                     version_2_with_negative,
+                    verbose_logging,
                 )
                 if example is None:
                     stats.num_skipped += 1
@@ -288,6 +291,7 @@ def _read_answers(
     char_to_word_offset,
     is_training,
     version_2_with_negative,
+    verbose_logging,
 ):
     """A SquadExample with its answer fields (None: skip this question)."""
     example = SquadExample(qas_id="", question_text="", doc_tokens=[])
@@ -341,7 +345,7 @@ def _read_answers(
         logging.log_every_n(
             logging.WARNING,
             "%s: could not find answer %r in %r; skipped",
-            100,
+            1 if verbose_logging else 100,
             where.describe(),
             cleaned_answer_text,
             actual_text,

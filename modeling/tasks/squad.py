@@ -170,6 +170,7 @@ def prepare(settings):
             is_training=True,
             version_2_with_negative=s.version_2_with_negative,
             max_skipped_fraction=s.max_skipped_fraction,
+            verbose_logging=s.verbose_logging,
         )
         if not train_examples:
             raise ValueError(f"{s.train_file}: no training questions")
@@ -474,6 +475,20 @@ def score(predictions, gold, version_2_with_negative):
     return results
 
 
+def best_null_threshold(predictions, gold):
+    """The null_score_diff_threshold that gives the best F1 on gold: the
+    official best_f1_thresh, except when answering nothing is best (the
+    official value is then 0.0): just below every null_odds value."""
+    _, f1_raw = squad_metrics.raw_scores_v2(gold, predictions.best_non_null)
+    has_answer = {qid: bool(a) for qid, a in gold.items()}
+    _, thresh, count = squad_metrics.threshold_search(
+        predictions.best_non_null, f1_raw, predictions.null_odds, has_answer
+    )
+    if count:
+        return thresh
+    return min(predictions.null_odds.values()) - 1.0
+
+
 def predict(task, predictor, global_step, write=True):
     """Predicts, writes the outputs and (with answers) eval_results.txt."""
     s = task.settings
@@ -486,7 +501,7 @@ def predict(task, predictor, global_step, write=True):
                 f"--best_null_threshold: {s.predict_file} has no answers "
                 "to choose a threshold with"
             )
-        threshold = results["best_f1_thresh"]
+        threshold = best_null_threshold(predictions, predictor.gold)
         logging.info(
             "Best null_score_diff_threshold by F1: %s (F1 %.3f)",
             threshold,

@@ -140,25 +140,41 @@ def best_threshold(predictions, scores, na_probs, has_answer):
     Starting from every question answered "" (the unanswerable ones score
     1), questions are switched to their prediction in increasing order of
     na_prob; the best running score and the na_prob reached are kept (0.0
-    while nothing beats all-empty). A question counts as "" exactly when
-    its na_prob is above the returned threshold.
+    while nothing beats all-empty, see `threshold_search`). A question
+    counts as "" exactly when its na_prob is above the returned threshold.
 
     Returns:
       (best score in %, threshold).
     """
+    value, thresh, _ = threshold_search(
+        predictions, scores, na_probs, has_answer
+    )
+    return value, thresh
+
+
+def threshold_search(predictions, scores, na_probs, has_answer):
+    """`best_threshold`, and how many questions are answered at the best.
+
+    When that count is 0 the official threshold (0.0) does not give the
+    best score: every threshold below the smallest na_prob does.
+
+    Returns:
+      (best score in %, threshold, number of questions switched).
+    """
     score = sum(1 for qid in has_answer if not has_answer[qid])
-    best, best_thresh = score, 0.0
-    for qid in sorted(na_probs, key=lambda q: na_probs[q]):
-        if qid not in scores:
-            continue
+    best, best_thresh, best_count = score, 0.0, 0
+    for count, qid in enumerate(
+        sorted((q for q in na_probs if q in scores), key=lambda q: na_probs[q]),
+        start=1,
+    ):
         if has_answer[qid]:
             diff = scores[qid]
         else:
             diff = -1 if predictions[qid] else 0
         score += diff
         if score > best:
-            best, best_thresh = score, na_probs[qid]
-    return 100.0 * best / len(scores), best_thresh
+            best, best_thresh, best_count = score, na_probs[qid], count
+    return 100.0 * best / len(scores), best_thresh, best_count
 
 
 def evaluate_v2(gold, predictions, na_probs=None, na_prob_thresh=1.0):
