@@ -428,3 +428,58 @@ def test_v1_train_with_eval_during_training(
     assert float(best["best_metric"]) == pytest.approx(max(f1s))
     step = best["global_step"]
     assert (out / "best" / f"model.ckpt-{step}.index").exists()
+
+
+def test_resume_after_a_kill_ends_like_an_uninterrupted_run(
+    tmp_path, uncased_vocab_file, caplog
+):
+    """Training stopped after its step-2 checkpoint and run again resumes
+    there (weights, slots, step, data position): the same final weights
+    (dropout off, so no random draw differs)."""
+    import dataclasses
+
+    config = dict(
+        TINY_CONFIG,
+        vocab_size=30522,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    (tmp_path / "bert_config.json").write_text(json.dumps(config))
+    train = squad_file(tmp_path / "train.json")
+
+    def settings(out):
+        s = squad_lib.Settings(
+            vocab_file=uncased_vocab_file,
+            bert_config_file=str(tmp_path / "bert_config.json"),
+            output_dir=str(out),
+            train_file=str(train),
+            do_train=True,
+            max_seq_length=SEQ,
+            doc_stride=STRIDE,
+            max_query_length=QUERY,
+            train_batch_size=2,
+            num_train_epochs=1.0,
+            random_seed=7,
+        )
+        s.run_config = dataclasses.replace(
+            s.run_config, save_checkpoints_steps=2, learning_rate=1e-3
+        )
+        return s
+
+    squad_lib.run(settings(tmp_path / "a"))
+    resumed = tmp_path / "b"
+    squad_lib.run(settings(resumed))
+    # A kill after step 2's checkpoint: step 4's never written.
+    for path in resumed.glob("model.ckpt-4.*"):
+        path.unlink()
+    (resumed / "checkpoint").unlink()
+    with caplog.at_level("INFO"):
+        squad_lib.run(settings(resumed))
+    assert "model.ckpt-2 at global_step 2" in caplog.text
+    want = checkpoints.read_checkpoint(str(tmp_path / "a" / "model.ckpt-4"))
+    got = checkpoints.read_checkpoint(str(resumed / "model.ckpt-4"))
+    assert want.keys() == got.keys()
+    assert "cls/squad/output_weights" in got and "global_step" in got
+    for name in want:
+        tolerance.assert_float32_close(got[name], want[name])
