@@ -483,3 +483,31 @@ def test_resume_after_a_kill_ends_like_an_uninterrupted_run(
     assert "cls/squad/output_weights" in got and "global_step" in got
     for name in want:
         tolerance.assert_float32_close(got[name], want[name])
+
+
+def test_tpu_prediction_batches_are_padded(tmp_path, uncased_vocab_file):
+    """With num_records (TPU) the last batch is filled with unique_id 0
+    features, which compute_predictions never looks up."""
+    import types
+
+    path = squad_file(tmp_path / "dev.json")
+    examples, _ = squad_data.read_squad_examples(str(path), False)
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
+    record_file = tmp_path / "eval.tf_record"
+    num, _, _ = squad_data.write_features(
+        examples, tokenizer, SEQ, STRIDE, QUERY, False, str(record_file)
+    )
+    assert num % 5
+    task = types.SimpleNamespace(
+        settings=types.SimpleNamespace(max_seq_length=SEQ, random_seed=None)
+    )
+    plain = list(squad_lib.read_records(task, str(record_file), 5, False))
+    padded = list(squad_lib.read_records(task, str(record_file), 5, False, num))
+    assert len(padded) == len(plain) == -(-num // 5)
+    assert {b["input_ids"].shape[0] for b in padded} == {5}
+    ids = np.concatenate([b["unique_ids"].numpy() for b in padded])
+    want = np.concatenate([b["unique_ids"].numpy() for b in plain])
+    assert ids[:num].tolist() == want.tolist()
+    assert not ids[num:].any()
+    last = padded[-1]["input_mask"].numpy()
+    assert not last[num % 5 :].any() and last[: num % 5].any()

@@ -232,9 +232,15 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     return trainer_lib.Trainer(training_task, config, task.strategy)
 
 
-def read_records(task, path, batch_size, is_training):
+def read_records(task, path, batch_size, is_training, num_records=None):
     """The original's input_fn: training repeats, shuffles (buffer 100,
-    seeded) and drops the remainder; prediction reads in order."""
+    seeded) and drops the remainder; prediction reads in order.
+
+    Args:
+      num_records: prediction only: pad the last batch to batch_size with
+        all-zero features (unique_id 0, which no feature has) so every batch
+        has one shape, as TPUs need (the original's TPUEstimator padded).
+    """
     s = task.settings
     spec = input_pipeline.squad_feature_spec(s.max_seq_length, is_training)
     d = tf.data.TFRecordDataset(path)
@@ -247,6 +253,13 @@ def read_records(task, path, batch_size, is_training):
         lambda record: input_pipeline.decode_record(record, spec),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+    if num_records is not None and not is_training and num_records % batch_size:
+        pad = batch_size - num_records % batch_size
+        zeros = {
+            name: tf.zeros(spec_shape.shape, tf.int32)
+            for name, spec_shape in spec.items()
+        }
+        d = d.concatenate(tf.data.Dataset.from_tensors(zeros).repeat(pad))
     d = d.batch(batch_size, drop_remainder=is_training)
     return d.prefetch(2)
 
@@ -382,6 +395,7 @@ class Predictor:
             self.task.path(EVAL_RECORD_FILE),
             s.predict_batch_size,
             False,
+            num_records=len(self.features) if s.use_tpu else None,
         )
         step = self._predict_step()
         parts = ([], [], [])
