@@ -511,3 +511,35 @@ def test_tpu_prediction_batches_are_padded(tmp_path, uncased_vocab_file):
     assert not ids[num:].any()
     last = padded[-1]["input_mask"].numpy()
     assert not last[num % 5 :].any() and last[: num % 5].any()
+
+
+def test_a_file_without_answers_is_predicted_not_scored(
+    tmp_path, tiny_model, uncased_vocab_file, v2_run
+):
+    path = squad_file(tmp_path / "test.json", version_2=True)
+    data = _read_json(path)
+    for article in data["data"]:
+        for qa in article["paragraphs"][0]["qas"]:
+            del qa["answers"]
+    path.write_text(json.dumps(data))
+    out = tmp_path / "out"
+    settings = squad_lib.Settings(
+        vocab_file=uncased_vocab_file,
+        bert_config_file=str(tiny_model / "bert_config.json"),
+        output_dir=str(out),
+        predict_file=str(path),
+        do_predict=True,
+        version_2_with_negative=True,
+        best_null_threshold=True,
+        max_seq_length=SEQ,
+        max_query_length=QUERY,
+    )
+    with pytest.raises(ValueError, match="--best_null_threshold: .* without"):
+        squad_lib.run(settings)
+    assert not out.exists()
+    settings.best_null_threshold = False
+    settings.init_checkpoint = str(v2_run[1] / "model.ckpt-4")
+    assert squad_lib.run(settings) is None
+    assert len(_read_json(out / "predictions.json")) == 8
+    assert (out / "null_odds.json").exists()
+    assert not (out / "eval_results.txt").exists()

@@ -180,6 +180,23 @@ def prepare(settings):
         )
         if not predict_examples:
             raise ValueError(f"{s.predict_file}: no questions")
+        needs = [
+            flag
+            for flag, on in (
+                ("--best_null_threshold", s.best_null_threshold),
+                ("--eval_during_training", s.eval_during_training),
+            )
+            if on
+        ]
+        if (
+            needs
+            and gold_answers(predict_examples, s.version_2_with_negative)
+            is None
+        ):
+            raise ValueError(
+                f"{' and '.join(needs)}: {s.predict_file} has questions "
+                "without answers to score with"
+            )
     strategy = common.set_up(s)
     return SquadTask(
         s, bert_config, tokenizer, strategy, train_examples, predict_examples
