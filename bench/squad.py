@@ -34,9 +34,15 @@ the seconds are noisy; google-research/bert at eedf571, TF 2.21 compat.v1):
     .venv/bin/python bench/squad.py --parts=convert \
         --original_dir=<checkout of google-research/bert>
   finetune: not run on the development VM: about 530 steps of batch 32 at
-    seq 384 would take hours on 2 shared CPU cores, and no accelerator was
-    lent to the session that wrote this. Command:
+    seq 384 would take hours on 2 shared CPU cores (a trial at seq 128
+    trained at 3.1-3.5 examples/s), and no accelerator was lent to the
+    session that wrote this. Command:
     .venv/bin/python bench/squad.py --parts=finetune --versions=v1,v2
+  The trial, which only checks that the part runs end to end (2 training
+  articles, 2 steps; its scores mean nothing):
+    .venv/bin/python bench/squad.py --parts=finetune --train_articles=10:12 \
+        --predict_articles=0:1 --num_train_epochs=0.2 --max_seq_length=128 \
+        --doc_stride=64
 
 Usage:
   .venv/bin/python bench/squad.py --parts=convert \\
@@ -245,8 +251,18 @@ def finetune(args, root, version):
     model = _converted_model(root)
     source = DATA_FILES[version]
     n = len(json.loads(source.read_text(encoding="utf-8"))["data"])
-    train = _subset(source, range(10, n), root / f"{version}_train.json", True)
-    predict = _subset(source, range(10), root / f"{version}_dev.json", False)
+    train = _subset(
+        source,
+        range(n)[_slice(args.train_articles)],
+        root / f"{version}_train.json",
+        True,
+    )
+    predict = _subset(
+        source,
+        range(n)[_slice(args.predict_articles)],
+        root / f"{version}_dev.json",
+        False,
+    )
     output_dir = root / f"{version}_out"
     shutil.rmtree(output_dir, ignore_errors=True)
     command = [
@@ -263,9 +279,9 @@ def finetune(args, root, version):
         "--train_batch_size=32",
         "--predict_batch_size=64",
         "--learning_rate=5e-5",
-        "--num_train_epochs=2",
-        "--max_seq_length=384",
-        "--doc_stride=128",
+        f"--num_train_epochs={args.num_train_epochs}",
+        f"--max_seq_length={args.max_seq_length}",
+        f"--doc_stride={args.doc_stride}",
         "--save_checkpoints_steps=100000",
         "--iterations_per_loop=20",
         f"--precision={args.precision}",
@@ -301,6 +317,12 @@ def finetune(args, root, version):
     return [record]
 
 
+def _slice(text):
+    """ "10:" -> slice(10, None)."""
+    start, _, stop = text.partition(":")
+    return slice(int(start) if start else None, int(stop) if stop else None)
+
+
 def _bool(text):
     return text.lower() in ("1", "true", "yes")
 
@@ -313,6 +335,12 @@ def main():
     parser.add_argument("--output_root", default="/tmp/bench_squad")
     parser.add_argument("--precision", default="float32")
     parser.add_argument("--use_xla", type=_bool, default=False)
+    # The recipe's; smaller values only to try the script out.
+    parser.add_argument("--train_articles", default="10:")
+    parser.add_argument("--predict_articles", default=":10")
+    parser.add_argument("--num_train_epochs", type=float, default=2.0)
+    parser.add_argument("--max_seq_length", type=int, default=384)
+    parser.add_argument("--doc_stride", type=int, default=128)
     args = parser.parse_args()
     root = pathlib.Path(args.output_root)
     root.mkdir(parents=True, exist_ok=True)
