@@ -543,3 +543,60 @@ def test_a_file_without_answers_is_predicted_not_scored(
     assert len(_read_json(out / "predictions.json")) == 8
     assert (out / "null_odds.json").exists()
     assert not (out / "eval_results.txt").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_saves_and_a_rerun_finishes(
+    tmp_path, tiny_model, uncased_vocab_file
+):
+    """SIGTERM while training: a checkpoint, exit 143, no traceback; the
+    same command again resumes from it and predicts."""
+    import signal
+    import time
+
+    train = squad_file(tmp_path / "train.json")
+    predict = squad_file(tmp_path / "dev.json")
+    out = tmp_path / "out"
+    args = _common_args(tiny_model, uncased_vocab_file, out) + [
+        "--do_train",
+        f"--train_file={train}",
+        "--do_predict",
+        f"--predict_file={predict}",
+        "--train_batch_size=2",
+        "--num_train_epochs=60",
+        "--iterations_per_loop=1",
+        "--save_checkpoints_steps=1000000",
+    ]
+    child = subprocess.Popen(
+        [sys.executable, str(REPO_ROOT / "run_squad.py"), *args],
+        cwd=REPO_ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = []
+    deadline = time.time() + 240
+    try:
+        for line in child.stderr:
+            lines.append(line)
+            if "steps/s" in line:
+                child.send_signal(signal.SIGTERM)
+                break
+            assert time.time() < deadline, "no training step logged"
+        lines += child.stderr.readlines()
+        child.wait(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    stderr = "".join(lines)
+    assert child.returncode == 143, stderr[-3000:]
+    assert "re-run the same command to resume" in stderr
+    assert "Traceback" not in stderr
+    assert not (out / "predictions.json").exists()
+    state = (out / "checkpoint").read_text()
+    stopped_at = int(state.split("model.ckpt-")[1].split('"')[0])
+    assert 0 < stopped_at < 240
+    proc = _run_script(args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"at global_step {stopped_at}" in proc.stderr
+    assert _eval_results(out / "eval_results.txt")["global_step"] == "240"
