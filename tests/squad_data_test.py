@@ -265,3 +265,27 @@ def test_write_features_is_atomic(tmp_path, tokenizer):
     )
     assert num == 1 and kept[0].unique_id == squad.FIRST_UNIQUE_ID
     assert [p.name for p in out.iterdir()] == ["train.tf_record"]
+
+
+def test_data_and_post_processing_import_no_tensorflow():
+    """Reading, converting, writing records, post-processing and scoring
+    run without TensorFlow (it takes seconds and hundreds of MB)."""
+    import subprocess
+    import sys
+
+    from constants import REPO_ROOT
+
+    code = (
+        "import sys\n"
+        "import modeling.data.squad, modeling.tasks.squad_postprocess\n"
+        "import modeling.tasks.squad_metrics\n"
+        "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        check=True,
+    )
+    assert proc.stdout.strip() == "[]"
