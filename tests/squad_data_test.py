@@ -206,6 +206,11 @@ def test_v2_training_needs_is_impossible(tmp_path):
     path = _write(tmp_path, _squad([qa]))
     (example,), _ = squad.read_squad_examples(str(path), True, True)
     assert example.is_impossible and example.start_position == -1
+    # As the original, an unanswerable question's answers are not read.
+    del qa["answers"]
+    path = _write(tmp_path, _squad([qa]))
+    (example,), _ = squad.read_squad_examples(str(path), True, True)
+    assert example.orig_answer_text == ""
 
 
 def test_unrecoverable_answers_are_skipped_then_an_error(tmp_path):

@@ -308,11 +308,11 @@ def _read_answers(
         example.is_impossible = where.field(
             qa, "is_impossible", bool, "question"
         )
-    answers = where.field(qa, "answers", list, "question")
-    if example.is_impossible:
+    if example.is_impossible:  # Its answers are not read.
         example.start_position = example.end_position = -1
         example.orig_answer_text = ""
         return example
+    answers = where.field(qa, "answers", list, "question")
     if len(answers) != 1:
         raise where.error(
             f"{len(answers)} answers; for training each question must have "
