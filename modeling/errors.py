@@ -6,6 +6,12 @@ SIGTERM, data generation on bad input) and the core never imports tasks/.
 Imports nothing.
 """
 
+# The exit status after SIGTERM with the state saved: 128 + 15, as if the
+# signal had killed the process (what schedulers expect from a preempted
+# job). tasks/common.py's EXIT_INTERRUPTED; here because the training loop
+# also exits with it directly when its input is stuck.
+EXIT_INTERRUPTED = 143
+
 
 class Interrupted(Exception):
     """The run stopped early on request (SIGTERM) after saving its state;

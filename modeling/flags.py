@@ -174,6 +174,14 @@ def _define_training_flags():
         "How many of the newest checkpoints to keep in output_dir.",
     )
     flags.DEFINE_integer(
+        "save_checkpoints_secs",
+        600,
+        "Besides every save_checkpoints_steps, save a safety checkpoint "
+        "when this many seconds have passed since the last one (rotated "
+        "like the others; resuming uses it like any checkpoint), so a kill "
+        "loses minutes at most. 0 disables it.",
+    )
+    flags.DEFINE_integer(
         "random_seed",
         None,
         "Seed for weight initialization, dropout and (run_pretraining) the "
@@ -194,6 +202,7 @@ def run_config(output_dir, num_train_steps, num_warmup_steps, learning_rate):
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         iterations_per_loop=FLAGS.iterations_per_loop,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        save_checkpoints_secs=FLAGS.save_checkpoints_secs,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         optimizer_type=FLAGS.optimizer,
         precision=FLAGS.precision,

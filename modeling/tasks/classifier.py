@@ -110,6 +110,8 @@ class ClassifierTask:
         )
         d = tf.data.TFRecordDataset(path)
         if is_training:
+            # Repeating a file without records would spin forever.
+            input_pipeline.check_record_files([path])
             seed = self.settings.random_seed
             d = d.repeat()
             d = d.shuffle(
