@@ -233,3 +233,55 @@ def test_empty_input_fails_at_once_naming_the_files(data, tmp_path, mode):
     assert str(tmp_path / "a.tfrecord") in error
     assert str(tmp_path / "b.tfrecord") in error
     assert not (tmp_path / "out" / common.EVAL_RESULTS_FILE).exists()
+
+
+def test_progress_lines_have_counts_rate_and_eta(monkeypatch, caplog):
+    from modeling import progress
+
+    counter = progress.Progress("Writing x", total=4, every_secs=0)
+    with caplog.at_level("INFO"):
+        for _ in range(3):
+            counter.add()
+        assert counter.finish() == 3
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("Writing x: 1/4 examples (25%), ")
+    assert re.search(r"examples/s, ETA \d+s$", lines[0]), lines[0]
+    assert re.search(r"3/4 examples \(75%\), .* done in \d+s$", lines[-1])
+    assert progress.format_seconds(3725) == "1h02m"
+    assert progress.format_seconds(185) == "3m05s"
+
+
+def test_feature_conversion_and_evaluation_log_progress(
+    data, tmp_path, monkeypatch, caplog
+):
+    from modeling import progress
+    from modeling.data import classifier_data
+    from modeling.text import tokenization
+
+    monkeypatch.setattr(progress, "EVERY_SECS", 0.0)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\na\n")
+    tokenizer = tokenization.FullTokenizer(str(vocab), True)
+    examples = [
+        classifier_data.InputExample(str(i), "the a", "a", "0")
+        for i in range(3)
+    ]
+    with caplog.at_level("INFO"):
+        classifier_data.file_based_convert_examples_to_features(
+            examples, ["0", "1"], 8, tokenizer, str(tmp_path / "x.tf_record")
+        )
+    assert "Writing x.tf_record: 2/3 examples (67%)" in caplog.text
+    config, records = data
+    bert_config = config_lib.BertConfig.from_json_file(config)
+    run_config = trainer_lib.RunConfig(str(tmp_path), 1)
+    trainer = trainer_lib.Trainer(
+        pretraining.make_task(bert_config), run_config
+    )
+    dataset = input_pipeline.pretraining_dataset(
+        [records], 8, helpers.SEQ, helpers.PRED, False
+    )
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        trainer.evaluate(dataset, 3, restore=False)
+    assert "Evaluating: 2/3 batches (67%)" in caplog.text
+    assert "Evaluating: 3/3 batches (100%)" in caplog.text

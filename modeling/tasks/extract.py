@@ -24,6 +24,7 @@ from absl import logging
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
+from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import file_io
 from modeling.tasks import common
@@ -183,12 +184,15 @@ def extract_layers(model, features, layer_indexes, batch_size, strategy=None):
         ids, chosen = strategy.run(forward, args=(batch,))
         return strategy.gather(ids, 0), [strategy.gather(x, 0) for x in chosen]
 
+    counter = progress.Progress("Extracting", total=len(features))
     for batch in dataset:
         ids, chosen = step(batch)
         chosen = [x.numpy() for x in chosen]
         for row, unique_id in enumerate(ids.numpy()):
             if unique_id >= 0:
                 yield by_id[int(unique_id)], [x[row] for x in chosen]
+                counter.add()
+    counter.finish()
 
 
 def feature_json(feature, layer_values, layer_indexes):

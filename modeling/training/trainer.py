@@ -38,6 +38,7 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import errors
+from modeling import progress
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
@@ -94,7 +95,7 @@ class RunConfig:
     # Off TPU, the host logs progress (and checks the time) at least every
     # this many steps and seconds, whatever iterations_per_loop says.
     log_every_steps: int = 100
-    log_every_secs: float = 30.0
+    log_every_secs: float = progress.EVERY_SECS
 
 
 class Trainer:
@@ -378,7 +379,7 @@ class Trainer:
             lr,
             steps_per_sec,
             examples_per_sec,
-            format_seconds(eta),
+            progress.format_seconds(eta),
         )
         writer = self._summary_writer()
         if writer is None:
@@ -442,11 +443,16 @@ class Trainer:
         if max_eval_steps is not None:
             dataset = dataset.take(max_eval_steps)
         totals = {}
+        counter = progress.Progress(
+            "Evaluating", total=max_eval_steps, unit="batches"
+        )
         for features in distribute.distribute_dataset(self.strategy, dataset):
             for name, (s, w) in self._steps.eval_step(features).items():
                 total = totals.setdefault(name, [0.0, 0.0])
                 total[0] += float(s)
                 total[1] += float(w)
+            counter.add()
+        counter.finish()
         if not totals:
             raise errors.UserError(
                 "The evaluation input gave no batch (no records, or fewer "
@@ -478,18 +484,6 @@ def _scalar(name, value):
     tf.summary.write(
         name, tf.constant(value, tf.float32), metadata=_SCALAR_METADATA
     )
-
-
-def format_seconds(seconds):
-    """12s, 3m05s, 2h07m; "?" when unknown."""
-    if seconds is None:
-        return "?"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def set_seed(seed):
