@@ -19,6 +19,13 @@ class Interrupted(Exception):
     is one."""
 
 
+class Terminated(Interrupted):
+    """SIGTERM outside the training loop (modeling/flags.py run_script
+    raises it in the main thread): every `with` block on the way out
+    removes its temporary files, folders and worker processes; nothing
+    partial is published. Re-running the command starts that step over."""
+
+
 class UserError(ValueError):
     """A mistake the user can fix (a flag, an input file); its message says
     what and where. Any ValueError raised by this repository's own code is

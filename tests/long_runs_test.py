@@ -88,6 +88,7 @@ def test_default_flag_fine_tune_logs_progress_during_the_run(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "dynamic_padding: True (the default on CPU and GPU)" in proc.stderr
     found = [m.groups() for m in PROGRESS.finditer(proc.stderr)]
     steps = [int(step) for step, total, _ in found]
     assert {total for _, total, _ in found} == {"300"}, proc.stderr[-3000:]

@@ -109,6 +109,21 @@ def decode_record(record, spec):
     }
 
 
+# With XLA, dynamic padding uses this many lengths at most (each compiles).
+XLA_PADDING_BUCKETS = 4
+
+
+def padding_multiple(max_seq_length, use_xla=False):
+    """The multiple `trim_padding` rounds lengths up to: 8, or with XLA a
+    quarter of max_seq_length (rounded up to 8), so that batches take at
+    most XLA_PADDING_BUCKETS shapes and XLA compiles a bounded number of
+    times."""
+    if not use_xla:
+        return 8
+    quarter = -(-max_seq_length // XLA_PADDING_BUCKETS)
+    return max(8, -(-quarter // 8) * 8)
+
+
 def trim_padding(features, multiple=8, seq_features=CLASSIFIER_SEQ_FEATURES):
     """Cuts a batch's sequence features to its longest real sequence.
 
