@@ -18,6 +18,7 @@ import tensorflow as tf
 import training_helpers as helpers
 
 from modeling import config as config_lib
+from modeling import errors
 from modeling.data import input_pipeline
 from modeling.tasks import common
 from modeling.tasks import pretraining
@@ -98,6 +99,7 @@ def test_default_flag_fine_tune_logs_progress_during_the_run(tmp_path):
     assert found[0][2] == "?" and all(eta != "?" for *_, eta in found[1:])
 
 
+@pytest.mark.slow
 def test_progress_lines_come_every_log_every_secs(data, tmp_path, caplog):
     """The time check ends a compiled call early: with a zero-second
     interval each call runs one step, whatever iterations_per_loop says."""
@@ -105,7 +107,7 @@ def test_progress_lines_come_every_log_every_secs(data, tmp_path, caplog):
     bert_config = config_lib.BertConfig.from_json_file(config)
     run_config = trainer_lib.RunConfig(
         output_dir=str(tmp_path),
-        num_train_steps=5,
+        num_train_steps=3,
         iterations_per_loop=1000,
         log_every_secs=1e-9,
         handle_sigterm=False,
@@ -116,7 +118,7 @@ def test_progress_lines_come_every_log_every_secs(data, tmp_path, caplog):
     with caplog.at_level("INFO"):
         assert trainer.train(_dataset_fn(records)) == 5
     steps = [int(m.group(1)) for m in PROGRESS.finditer(caplog.text)]
-    assert steps == [1, 2, 3, 4, 5]
+    assert steps == [1, 2, 3]
 
 
 def test_time_based_checkpoint_appears_and_resume_uses_it(
@@ -132,7 +134,7 @@ def test_time_based_checkpoint_appears_and_resume_uses_it(
             save_checkpoints_steps=1000,
             iterations_per_loop=1000,
             save_checkpoints_secs=secs,
-            keep_checkpoint_max=3,
+            keep_checkpoint_max=2,
             handle_sigterm=False,
         )
         task = pretraining.make_task(bert_config)
@@ -141,16 +143,18 @@ def test_time_based_checkpoint_appears_and_resume_uses_it(
     # A tiny interval: a safety checkpoint after (nearly) every call; the
     # calls themselves end on the same interval.
     with caplog.at_level("INFO"):
-        trainer(6, 1e-9).train(_dataset_fn(records))
+        trainer(3, 1e-9).train(_dataset_fn(records))
     assert "time-based safety checkpoint" in caplog.text
-    # Rotated like the step checkpoints (keep 3), the final one included.
-    assert _checkpoint_steps(tmp_path) == [4, 5, 6]
+    # Rotated like the step checkpoints (keep 2), the final one included.
+    assert _checkpoint_steps(tmp_path) == [2, 3]
     caplog.clear()
+    (tmp_path / "model.ckpt-3.index").unlink()  # Killed before step 3.
     with caplog.at_level("INFO"):
-        assert trainer(8, 0).train(_dataset_fn(records)) == 8
-    assert "Resumed from" in caplog.text and "model.ckpt-6" in caplog.text
+        assert trainer(5, 0).train(_dataset_fn(records)) == 5
+    # The newest left is a time-based one: resuming uses it.
+    assert "Resumed from" in caplog.text and "model.ckpt-2 " in caplog.text
     # 0 disables it: only the final checkpoint was added.
-    assert _checkpoint_steps(tmp_path) == [5, 6, 8]
+    assert _checkpoint_steps(tmp_path) == [3, 5]
 
 
 def test_sigterm_ends_a_run_whose_input_is_stuck(data, tmp_path):
@@ -217,14 +221,13 @@ def _run_pretraining(config, input_file, output_dir, *flags):
     )
 
 
-@pytest.mark.parametrize("mode", ["--do_train", "--do_eval"])
-def test_empty_input_fails_at_once_naming_the_files(data, tmp_path, mode):
+def test_empty_input_fails_at_once_naming_the_files(data, tmp_path):
     config, _ = data
     (tmp_path / "a.tfrecord").write_bytes(b"")
     (tmp_path / "b.tfrecord").write_bytes(b"")
     started = time.time()
     proc = _run_pretraining(
-        config, tmp_path / "*.tfrecord", tmp_path / "out", mode
+        config, tmp_path / "*.tfrecord", tmp_path / "out", "--do_train"
     )
     assert time.time() - started < 60
     assert proc.returncode == common.EXIT_USER_ERROR, proc.stderr[-3000:]
@@ -233,6 +236,25 @@ def test_empty_input_fails_at_once_naming_the_files(data, tmp_path, mode):
     assert error.startswith("error: No records in the input"), error
     assert str(tmp_path / "a.tfrecord") in error
     assert str(tmp_path / "b.tfrecord") in error
+
+
+def test_eval_on_an_empty_input_is_an_error(data, tmp_path):
+    """Not an eval_results.txt holding only global_step."""
+    config, _ = data
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    settings = pretraining.Settings(
+        bert_config_file=config,
+        input_file=str(empty),
+        output_dir=str(tmp_path / "out"),
+        do_eval=True,
+        max_seq_length=helpers.SEQ,
+        max_predictions_per_seq=helpers.PRED,
+    )
+    with pytest.raises(
+        errors.UserError, match=f"No records in the input: {empty} is empty"
+    ):
+        pretraining.run(settings)
     assert not (tmp_path / "out" / common.EVAL_RESULTS_FILE).exists()
 
 
