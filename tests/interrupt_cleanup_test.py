@@ -73,3 +73,45 @@ def test_create_pretraining_data_sigterm_leaves_nothing(tmp_path, mode, watch):
     assert "Traceback" not in stderr, stderr[-3000:]
     assert os.listdir(tmp_path / "tmp") == []
     assert os.listdir(tmp_path / "out") == []
+
+
+BLOCKED_SCRIPT = """
+import sys, threading, time
+from modeling import flags
+
+def main(_):
+    try:
+        print("ready", file=sys.stderr, flush=True)
+        time.sleep(100)
+    finally:
+        # Cleanup that never ends (a stuck read): the watchdog exits.
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()
+
+flags.SIGTERM_GRACE_SECS = 1.0
+flags.run_script(main)
+"""
+
+
+def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path):
+    script = tmp_path / "blocked.py"
+    script.write_text(BLOCKED_SCRIPT)
+    child = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stderr.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        started = time.time()
+        _, stderr = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == common.EXIT_INTERRUPTED, stderr
+    assert time.time() - started < 10
+    assert "SIGTERM: still running 1 s later" in stderr
