@@ -174,6 +174,9 @@ def main():
     peak, hwm, phases, status, log = measure(command, env)
     if status:
         print(log[-3000:], file=sys.stderr)
+    steps = [line for line in log.splitlines() if "examples/s, ETA" in line]
+    if steps:
+        print("last progress line:", steps[-1].split("] ", 1)[-1])
     print(
         f"exit {status}; process-tree peak RSS {peak:.0f} MB; parent VmHWM "
         f"{hwm:.0f} MB; per phase: "
