@@ -68,7 +68,8 @@ flags.DEFINE_integer(
     "iterations_per_loop",
     1000,
     "How many steps to make in each estimator call (here: how many steps "
-    "each compiled loop call runs between host-side logging).",
+    "each compiled loop call runs; off TPU a call also ends after 100 "
+    "steps or 30 seconds, so that progress is logged).",
 )
 
 ## Added (not in the original)
@@ -97,11 +98,13 @@ flags.DEFINE_string(
 
 flags.DEFINE_bool(
     "dynamic_padding",
-    False,
-    "Cut each batch to its longest sequence (rounded up to a multiple of 8) "
+    None,
+    "Cut each batch to its longest sequence (rounded up to a multiple of 8; "
+    "with --use_xla to one of 4 lengths, so XLA compiles at most 4 times) "
     "instead of computing on max_seq_length positions: the same results up "
-    "to float rounding, several times faster on short texts (CoLA, SST-2). "
-    "Not with --use_tpu.",
+    "to float rounding, several times faster on short texts (GLUE). "
+    "Default: on, except on TPU (fixed shapes); --nodynamic_padding pads "
+    "every batch to max_seq_length as the original.",
 )
 
 shared_flags.define_common_flags()

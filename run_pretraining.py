@@ -54,7 +54,8 @@ flags.DEFINE_integer(
     "iterations_per_loop",
     1000,
     "How many steps to make in each estimator call (here: how many steps "
-    "each compiled loop call runs between host-side logging).",
+    "each compiled loop call runs; off TPU a call also ends after 100 "
+    "steps or 30 seconds, so that progress is logged).",
 )
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 

@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from modeling import errors
 from modeling.data import file_io
 
 CHECKPOINT_STATE_FILE = "checkpoint"
@@ -394,9 +395,15 @@ def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
         for data_file in tf.io.gfile.glob(tmp_prefix + ".data-?????-of-?????"):
             file_io.publish(data_file, prefix + data_file[len(tmp_prefix) :])
         file_io.publish(tmp_prefix + ".index", prefix + ".index")
-    except BaseException:
+    except BaseException as e:
         for leftover in tf.io.gfile.glob(tmp_prefix + ".*"):
             file_io.remove_if_exists(leftover)
+        if isinstance(e, tf.errors.ResourceExhaustedError):
+            raise errors.UserError(
+                f"No space left on the device of {directory} to write the "
+                f"checkpoint {prefix} (nothing partial was left): free some "
+                "space and re-run"
+            ) from e
         raise
     _update_state(directory, prefix, keep_max)
     return prefix

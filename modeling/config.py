@@ -9,6 +9,7 @@ default.
 """
 
 import copy
+import inspect
 import json
 import logging
 
@@ -172,10 +173,30 @@ class BertConfig:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ValueError(f"{json_file} is not valid JSON: {e}") from e
+        missing = [
+            k for k in FIELDS if isinstance(data, dict) and k not in data
+        ]
         try:
-            return cls.from_dict(data)
+            config = cls.from_dict(data)
         except (ValueError, TypeError) as e:
-            raise ValueError(f"{json_file}: {e}") from e
+            defaults = _DEFAULTS
+            note = "".join(
+                f"; {k} is not in the file, so it is the default "
+                f"{defaults[k]!r}"
+                for k in missing
+                if k in defaults and k in str(e)
+            )
+            raise ValueError(f"{json_file}: {e}{note}") from e
+        # Loaded as the original loads it, but a missing key silently
+        # changes the model (12 layers where 2 were meant): say so.
+        for key in missing:
+            _LOG.warning(
+                "%s has no %r: using the default %r",
+                json_file,
+                key,
+                getattr(config, key),
+            )
+        return config
 
     def to_dict(self):
         """The config as a dict of original JSON keys (extras included)."""
@@ -214,6 +235,14 @@ FIELDS = (
     "type_vocab_size",
     "initializer_range",
 )
+
+
+# The constructor's defaults (the original's), for messages.
+_DEFAULTS = {
+    name: p.default
+    for name, p in inspect.signature(BertConfig.__init__).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
 
 
 # === Checks of a vocabulary and a sequence length against a config ===

@@ -26,11 +26,13 @@ reproduces the original's numbers.
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import re
 import shutil
+import sys
 
 import numpy as np
 
@@ -171,6 +173,25 @@ def _copy_atomically(src, dst):
         shutil.copyfile(src, tmp)
 
 
+@contextlib.contextmanager
+def _new_files_removed_on_error(out_dir):
+    """Creates out_dir if needed; if the block fails (a full disk), removes
+    the files it added (and out_dir if it made it): no half-built model
+    folder is left behind."""
+    existed = os.path.isdir(out_dir)
+    before = set(os.listdir(out_dir)) if existed else set()
+    os.makedirs(out_dir, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if not existed:
+            file_io.remove_if_exists(out_dir)
+        else:
+            for name in set(os.listdir(out_dir)) - before:
+                file_io.remove_if_exists(os.path.join(out_dir, name))
+        raise
+
+
 def _check_encoder_arrays(arrays, config, source):
     """Every encoder variable present with its shape; heads all or none."""
     expected = checkpoints.original_variable_shapes(config)
@@ -211,7 +232,14 @@ def hf_to_original(hf_dir, out_dir):
         config = hf_config_to_original(json.load(f))
     weights_file = os.path.join(hf_dir, HF_WEIGHTS)
     arrays, skipped = {}, []
-    for name, tensor in safetensors_numpy.load_file(weights_file).items():
+    try:
+        tensors = safetensors_numpy.load_file(weights_file)
+    except Exception as e:  # safetensors' own error class (a Rust error)
+        raise ValueError(
+            f"{weights_file} is not a readable safetensors file (truncated "
+            f"or damaged: {e}); download it again"
+        ) from e
+    for name, tensor in tensors.items():
         try:
             mapped = hf_name_to_original(name)
         except ValueError:
@@ -231,12 +259,12 @@ def hf_to_original(hf_dir, out_dir):
     _check_encoder_arrays(arrays, config, weights_file)
     vocab = os.path.join(hf_dir, VOCAB)
     config_lib.check_vocab_size(vocab, config)
-    os.makedirs(out_dir, exist_ok=True)
-    config.to_json_file(os.path.join(out_dir, BERT_CONFIG))
-    _copy_atomically(vocab, os.path.join(out_dir, VOCAB))
-    return checkpoints.write_checkpoint(
-        os.path.join(out_dir, CKPT_PREFIX), arrays
-    )
+    with _new_files_removed_on_error(out_dir):
+        config.to_json_file(os.path.join(out_dir, BERT_CONFIG))
+        _copy_atomically(vocab, os.path.join(out_dir, VOCAB))
+        return checkpoints.write_checkpoint(
+            os.path.join(out_dir, CKPT_PREFIX), arrays
+        )
 
 
 def original_to_hf(ckpt_dir, out_dir):
@@ -275,18 +303,18 @@ def original_to_hf(ckpt_dir, out_dir):
         hf_name, transpose = mapped
         tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
     architecture = "BertForPreTraining" if has_heads else "BertModel"
-    os.makedirs(out_dir, exist_ok=True)
     hf_config = original_config_to_hf(config, architecture)
-    file_io.write_text(
-        os.path.join(out_dir, HF_CONFIG),
-        json.dumps(hf_config, indent=2, sort_keys=True) + "\n",
-    )
-    _copy_atomically(
-        os.path.join(ckpt_dir, VOCAB), os.path.join(out_dir, VOCAB)
-    )
     target = os.path.join(out_dir, HF_WEIGHTS)
-    with file_io.atomic_path(target) as tmp:
-        safetensors_numpy.save_file(tensors, tmp, metadata={"format": "pt"})
+    with _new_files_removed_on_error(out_dir):
+        file_io.write_text(
+            os.path.join(out_dir, HF_CONFIG),
+            json.dumps(hf_config, indent=2, sort_keys=True) + "\n",
+        )
+        _copy_atomically(
+            os.path.join(ckpt_dir, VOCAB), os.path.join(out_dir, VOCAB)
+        )
+        with file_io.atomic_path(target) as tmp:
+            safetensors_numpy.save_file(tensors, tmp, metadata={"format": "pt"})
     return target
 
 
@@ -301,10 +329,15 @@ def main(argv=None):
     parser.add_argument("--output_dir", required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO)
-    if args.from_hf:
-        written = hf_to_original(args.from_hf, args.output_dir)
-    else:
-        written = original_to_hf(args.to_hf, args.output_dir)
+    try:
+        if args.from_hf:
+            written = hf_to_original(args.from_hf, args.output_dir)
+        else:
+            written = original_to_hf(args.to_hf, args.output_dir)
+    except (ValueError, FileNotFoundError) as e:
+        # A mistake in the inputs (the scripts' rule: one line, status 1).
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(1)
     print(f"wrote {written}")
 
 

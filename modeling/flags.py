@@ -14,7 +14,11 @@ num_tpu_cores) keep their names and defaults; the rest are new.
 
 import dataclasses
 import os
+import signal
+import socket
 import sys
+import threading
+import time
 
 from absl import app
 from absl import flags
@@ -174,6 +178,14 @@ def _define_training_flags():
         "How many of the newest checkpoints to keep in output_dir.",
     )
     flags.DEFINE_integer(
+        "save_checkpoints_secs",
+        600,
+        "Besides every save_checkpoints_steps, save a safety checkpoint "
+        "when this many seconds have passed since the last one (rotated "
+        "like the others; resuming uses it like any checkpoint), so a kill "
+        "loses minutes at most. 0 disables it.",
+    )
+    flags.DEFINE_integer(
         "random_seed",
         None,
         "Seed for weight initialization, dropout and (run_pretraining) the "
@@ -194,6 +206,7 @@ def run_config(output_dir, num_train_steps, num_warmup_steps, learning_rate):
         save_checkpoints_steps=FLAGS.save_checkpoints_steps,
         iterations_per_loop=FLAGS.iterations_per_loop,
         keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+        save_checkpoints_secs=FLAGS.save_checkpoints_secs,
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         optimizer_type=FLAGS.optimizer,
         precision=FLAGS.precision,
@@ -260,7 +273,83 @@ def run_script(main, required=()):
         flags.mark_flag_as_required(name)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     logging.set_verbosity(logging.INFO)
+    install_sigterm_exit()
     app.run(_guarded(main))
+
+
+# === SIGTERM outside the training loop ===
+#
+# The training loop handles SIGTERM itself while it runs (a checkpoint, then
+# errors.Interrupted; modeling/training/steps.py). Everywhere else (data
+# generation, feature conversion, evaluation, extraction) a script's SIGTERM
+# raises errors.Terminated in the main thread, so the atomic writers and
+# temporary folders clean up on the way out, and the script exits with
+# EXIT_INTERRUPTED. A Python handler runs only between bytecodes of the main
+# thread; should the main thread be blocked in a long call (a stuck read),
+# a watcher thread woken by the signal exits anyway after
+# SIGTERM_GRACE_SECS.
+SIGTERM_GRACE_SECS = 10.0
+_TERMINATION = {"pid": None, "received": False}
+
+
+def install_sigterm_exit(grace_secs=None):
+    """Installs the handler above (main thread; once per process)."""
+    if (
+        _TERMINATION["pid"] == os.getpid()
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        return
+    _TERMINATION["pid"] = os.getpid()
+    grace = SIGTERM_GRACE_SECS if grace_secs is None else grace_secs
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    # Kept open for the life of the process (a collected socket closes).
+    _TERMINATION["sockets"] = (reader, writer)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    threading.Thread(
+        target=_sigterm_watchdog, args=(reader, grace), daemon=True
+    ).start()
+    # Forked workers (data generation) must not share the wakeup socket nor
+    # raise in their own loops: a SIGTERM ends them plainly.
+    os.register_at_fork(after_in_child=_reset_sigterm_in_child)
+
+
+def _reset_sigterm_in_child():
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+    except ValueError:  # Not the main thread: nothing was installed here.
+        pass
+
+
+def _raise_terminated(signum, frame):
+    del signum, frame
+    if _TERMINATION["received"]:
+        return  # Already on the way out.
+    _TERMINATION["received"] = True
+    raise errors.Terminated(
+        "SIGTERM: stopped; no partial output was left behind. Re-run the "
+        "same command to start again (training resumes from its newest "
+        "checkpoint)."
+    )
+
+
+def _sigterm_watchdog(reader, grace):
+    while True:
+        data = reader.recv(64)
+        if not data:
+            return
+        if signal.SIGTERM in data:
+            break
+    time.sleep(grace)
+    logging.warning(
+        "SIGTERM: still running %.0f s later (blocked in a read or a "
+        "computation); exiting now.",
+        grace,
+    )
+    logging.flush()
+    os._exit(common.EXIT_INTERRUPTED)
 
 
 def _guarded(main):

@@ -49,3 +49,16 @@ def test_trim_padding_cuts_to_the_longest_row_rounded_up():
     # Never longer than the records.
     assert ip.trim_padding(batch, multiple=32)["input_ids"].shape == (2, 16)
     assert ip.trim_padding(batch, multiple=1)["segment_ids"].shape == (2, 9)
+
+
+def test_padding_multiple_bounds_the_xla_shapes():
+    assert ip.padding_multiple(128) == 8
+    assert ip.padding_multiple(128, use_xla=True) == 32
+    assert ip.padding_multiple(512, use_xla=True) == 128
+    assert ip.padding_multiple(20, use_xla=True) == 8
+    for seq in (16, 100, 128, 384, 512):
+        multiple = ip.padding_multiple(seq, use_xla=True)
+        lengths = {
+            min(-(-n // multiple) * multiple, seq) for n in range(seq + 1)
+        }
+        assert len(lengths - {0}) <= ip.XLA_PADDING_BUCKETS, (seq, lengths)

@@ -25,6 +25,7 @@ TF_FREE_EXCEPTIONS = ("modeling.text.in_graph",)
 TF_FREE_MODULES = (
     "modeling",
     "modeling.errors",
+    "modeling.progress",
     "modeling.flags",
     "modeling.data.feature_names",
     "modeling.data.file_io",

@@ -12,6 +12,7 @@ import os
 
 import tensorflow as tf
 
+from modeling import progress
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.text.vocabulary import CLS_TOKEN
@@ -198,6 +199,10 @@ def file_based_convert_examples_to_features(
     The file is written under a temporary name and renamed when complete, so
     a crash never leaves a truncated `train.tf_record` behind.
     """
+    counter = progress.Progress(
+        f"Writing {os.path.basename(os.fspath(output_file))}",
+        total=len(examples) if hasattr(examples, "__len__") else None,
+    )
     with (
         file_io.atomic_path(output_file) as tmp_file,
         tf.io.TFRecordWriter(tmp_file) as writer,
@@ -207,6 +212,8 @@ def file_based_convert_examples_to_features(
                 ex_index, example, label_list, max_seq_length, tokenizer
             )
             writer.write(features_to_example_bytes(feature))
+            counter.add()
+    counter.finish()
 
 
 def pad_examples(examples, batch_size):

@@ -11,6 +11,11 @@ scripts) both import from here.
 import collections
 
 import tensorflow as tf
+from absl import logging
+
+from modeling import errors
+from modeling.data import file_io
+from modeling.data import tfrecord_io
 
 # The names live in modeling/data/feature_names.py (importable without TensorFlow);
 # readers and writers use them from here.
@@ -104,6 +109,21 @@ def decode_record(record, spec):
     }
 
 
+# With XLA, dynamic padding uses this many lengths at most (each compiles).
+XLA_PADDING_BUCKETS = 4
+
+
+def padding_multiple(max_seq_length, use_xla=False):
+    """The multiple `trim_padding` rounds lengths up to: 8, or with XLA a
+    quarter of max_seq_length (rounded up to 8), so that batches take at
+    most XLA_PADDING_BUCKETS shapes and XLA compiles a bounded number of
+    times."""
+    if not use_xla:
+        return 8
+    quarter = -(-max_seq_length // XLA_PADDING_BUCKETS)
+    return max(8, -(-quarter // 8) * 8)
+
+
 def trim_padding(features, multiple=8, seq_features=CLASSIFIER_SEQ_FEATURES):
     """Cuts a batch's sequence features to its longest real sequence.
 
@@ -130,6 +150,112 @@ def trim_padding(features, multiple=8, seq_features=CLASSIFIER_SEQ_FEATURES):
         k: v[:, :length] if k in seq_features else v
         for k, v in features.items()
     }
+
+
+# === Checks of the input files before any training ===
+
+# How many leading records the id range check reads.
+RECORDS_TO_CHECK = 100
+
+
+def check_record_files(input_files):
+    """Fails unless some file holds a record; checks every local file's
+    framing (a truncated or non-TFRecord file); warns about empty files.
+
+    A repeated dataset over files without any record never yields a batch
+    (it spins forever), so this runs before any dataset is repeated.
+
+    Returns:
+      The files that hold records.
+
+    Raises:
+      errors.UserError: naming the empty, truncated or damaged file(s).
+    """
+    nonempty, empty = [], []
+    for path in input_files:
+        try:
+            if file_io.is_remote(path):
+                has_record = any(
+                    True for _ in tfrecord_io.read_records(path, 1)
+                )
+            else:
+                has_record = tfrecord_io.check_framing(path) > 0
+        except ValueError as e:
+            raise errors.UserError(str(e)) from e
+        (nonempty if has_record else empty).append(path)
+    if not nonempty:
+        raise errors.UserError(
+            "No records in the input: "
+            + ", ".join(empty)
+            + (" is" if len(empty) == 1 else " are")
+            + " empty (an interrupted or failed data generation?)"
+        )
+    if empty:
+        logging.warning(
+            "Skipping %d empty input file(s): %s", len(empty), ", ".join(empty)
+        )
+    return nonempty
+
+
+def check_pretraining_records(
+    input_files, max_seq_length, max_predictions_per_seq, vocab_size=None
+):
+    """The checks before pre-training: records present (see
+    `check_record_files`), their lengths those of the flags, their token ids
+    below the config's vocab_size (on a GPU an embedding lookup of a larger
+    id returns zeros instead of failing), from the first records.
+
+    Returns:
+      The files that hold records.
+
+    Raises:
+      errors.UserError: naming the file and the flag to set (and to what).
+    """
+    files = check_record_files(input_files)
+    path = files[0]
+    try:
+        records = list(tfrecord_io.read_records(path, RECORDS_TO_CHECK))
+        examples = [tfrecord_io.parse_example(r) for r in records]
+    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        raise errors.UserError(
+            f"{path} does not hold pre-training records (tf.train.Example): {e}"
+        ) from e
+    first = examples[0]
+    names = PRETRAINING_SEQ_FEATURES + PRETRAINING_PRED_INT_FEATURES
+    missing = [n for n in names + (NEXT_SENTENCE_LABELS,) if n not in first]
+    if missing:
+        raise errors.UserError(
+            f"{path} does not hold pre-training records: the first record "
+            f"lacks {', '.join(missing)} (found: {', '.join(sorted(first))})"
+        )
+    for names, flag, want in (
+        (PRETRAINING_SEQ_FEATURES, "max_seq_length", max_seq_length),
+        (
+            PRETRAINING_PRED_INT_FEATURES + PRETRAINING_PRED_FLOAT_FEATURES,
+            "max_predictions_per_seq",
+            max_predictions_per_seq,
+        ),
+    ):
+        have = len(first[names[0]])
+        if have != want:
+            raise errors.UserError(
+                f"The records in {path} were made with --{flag}={have} "
+                f"({names[0]} has {have} values), not {want}: set "
+                f"--{flag}={have}"
+            )
+    if vocab_size is None:
+        return files
+    for number, example in enumerate(examples):
+        for name in ("input_ids", "masked_lm_ids"):
+            top = max(example[name], default=0)
+            if top >= vocab_size:
+                raise errors.UserError(
+                    f"Record {number} of {path} has {name} {top}, but the "
+                    f"BERT config's vocab_size is {vocab_size}: the records "
+                    "were made with another vocabulary than the model's "
+                    "(--vocab_file of create_pretraining_data.py)"
+                )
+    return files
 
 
 # === Pre-training reader (run_pretraining.py) ===

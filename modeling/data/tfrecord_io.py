@@ -9,6 +9,7 @@ missing C extension fall back to tf.io.TFRecordWriter; the bytes are the same
 (tests compare them).
 """
 
+import os
 import struct
 
 from modeling.data import file_io
@@ -141,3 +142,101 @@ def parse_example(record):
                             raise ValueError("bytes_list is not supported")
             out[name] = values
     return out
+
+
+# === Reading TFRecord files (the input checks before training) ===
+
+# A record longer than this is taken as a sign that the file is not a
+# TFRecord file (the length field holds whatever bytes the file starts with).
+_MAX_RECORD_BYTES = 1 << 30
+
+
+def _open_binary(path):
+    if file_io.is_remote(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")  # noqa: SIM115 (closed by the caller)
+
+
+def _read_exactly(f, size):
+    data = f.read(size)
+    return data if len(data) == size else None
+
+
+def read_records(path, limit=None, check_crc=True):
+    """Yields up to `limit` records of a TFRecord file (all when None).
+
+    Raises:
+      ValueError: naming the file and the byte offset: not a TFRecord file,
+        a damaged frame (CRC mismatch) or a truncated last record.
+    """
+    verify = check_crc and _CRC32C is not None
+    with _open_binary(path) as f:
+        offset = count = 0
+        while limit is None or count < limit:
+            header = f.read(12)
+            if not header:
+                return
+            if len(header) < 12:
+                raise ValueError(_truncated(path, offset))
+            (length,) = struct.unpack("<Q", header[:8])
+            (header_crc,) = struct.unpack("<I", header[8:])
+            if (verify and masked_crc32c(header[:8]) != header_crc) or (
+                length > _MAX_RECORD_BYTES
+            ):
+                raise ValueError(_damaged(path, offset))
+            body = _read_exactly(f, length + 4)
+            if body is None:
+                raise ValueError(_truncated(path, offset))
+            record = body[:length]
+            (data_crc,) = struct.unpack("<I", body[length:])
+            if verify and masked_crc32c(record) != data_crc:
+                raise ValueError(_damaged(path, offset))
+            yield record
+            offset += 12 + length + 4
+            count += 1
+
+
+def check_framing(path):
+    """Walks the frame headers of a local TFRecord file (cheap: one seek per
+    record, no CRC of the data); returns the number of records.
+
+    Raises:
+      ValueError: not a TFRecord file, or the file ends inside a record
+        (a copy or a write that was cut short), naming file and offset.
+    """
+    size = os.path.getsize(path)
+    offset = count = 0
+    with open(path, "rb") as f:
+        while offset < size:
+            header = _read_exactly(f, 12)
+            if header is None:
+                raise ValueError(_truncated(path, offset))
+            (length,) = struct.unpack("<Q", header[:8])
+            if (
+                _CRC32C is not None
+                and masked_crc32c(header[:8])
+                != struct.unpack("<I", header[8:])[0]
+            ):
+                raise ValueError(_damaged(path, offset))
+            if offset + 16 + length > size:
+                raise ValueError(_truncated(path, offset))
+            offset += 16 + length
+            f.seek(offset)
+            count += 1
+    return count
+
+
+def _truncated(path, offset):
+    return (
+        f"{path} is truncated: the record at byte {offset} is cut short (an "
+        "interrupted copy or write?); regenerate or re-copy the file"
+    )
+
+
+def _damaged(path, offset):
+    return (
+        f"{path} is not a TFRecord file or is damaged (bad record frame at "
+        f"byte {offset})"
+    )

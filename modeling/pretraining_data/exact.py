@@ -18,6 +18,7 @@ import tempfile
 
 from absl import logging
 
+from modeling import progress
 from modeling.pretraining_data import generation
 from modeling.pretraining_data import records as records_lib
 from modeling.pretraining_data import rng as rng_lib
@@ -143,17 +144,22 @@ def check_documents(documents, input_files):
         )
 
 
-def write_records(records, output_files, inv_vocab, num_logged=20):
-    """Writes records round-robin, atomically; logs the first `num_logged`.
+def write_records(records, output_files, inv_vocab, num_logged=20, total=None):
+    """Writes records round-robin, atomically; logs the first `num_logged`
+    and the progress (of `total` when known).
 
     Returns:
       int, the number of records written.
     """
+    counter = progress.Progress(
+        "Writing records", total=total, unit="instances"
+    )
     with records_lib.AtomicRecordWriters(output_files) as out:
         for record in records:
             if out.num_written < num_logged:
                 records_lib.log_instance(record, inv_vocab)
             out.write(record)
+            counter.add()
         if not out.num_written:
             raise ValueError("No instance was made; no output written")
         out.commit()
@@ -226,5 +232,7 @@ def create_exact(
             corpus.tokens.itemsize * len(corpus.tokens) / 1e6,
         )
         records = concurrent.records(order)
-        written = write_records(records, output_files, tokenizer.inv_vocab)
+        written = write_records(
+            records, output_files, tokenizer.inv_vocab, total=len(order)
+        )
     return {"instances": written, **dataclasses.asdict(stats)}

@@ -28,6 +28,7 @@ import dataclasses
 
 from absl import logging
 
+from modeling import progress
 from modeling.pretraining_data import rng as rng_lib
 from modeling.text import vocabulary
 
@@ -384,11 +385,18 @@ def generate_instances(
     rng.shuffle(corpus.documents)
     store = InstanceStore()
     maker = InstanceMaker(corpus, options, vocab_ids, rng, store, mask)
+    counter = progress.Progress(
+        "Making instances",
+        total=options.dupe_factor * len(corpus.documents),
+        unit="documents",
+        every_secs=None if log_passes else float("inf"),
+    )
     for pass_index in range(options.dupe_factor):
         for document_index in range(len(corpus.documents)):
             maker.from_document(document_index)
             if on_document is not None:
                 on_document(store)
+            counter.add()
         if log_passes:
             logging.info(
                 "Pass %d/%d: %d instances so far",

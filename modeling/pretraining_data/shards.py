@@ -15,6 +15,7 @@ import ctypes
 import dataclasses
 import multiprocessing
 import os
+import threading
 
 from modeling.data import file_io
 
@@ -199,8 +200,21 @@ class ForkPool:
 
     def __exit__(self, exc_type, exc, tb):
         global _STATE
-        if self._pool is not None:
+        if self._pool is not None and exc_type is None:
             self._pool.terminate()
             self._pool.join()
+        elif self._pool is not None:
+            # An error or SIGTERM (errors.Terminated) may have come in the
+            # middle of the pool's own bookkeeping, and Pool.terminate can
+            # then wait forever on a queue lock that a worker holds: kill
+            # the workers first and give terminate a bounded time.
+            workers = list(self._pool._pool)
+            for worker in workers:
+                worker.kill()
+            stopper = threading.Thread(target=self._pool.terminate, daemon=True)
+            stopper.start()
+            stopper.join(timeout=5)
+            for worker in workers:
+                worker.join(timeout=1)
         _STATE = None
         return False

@@ -57,7 +57,8 @@ class Settings(common.CommonSettings):
     eval_during_training: bool = False
     glue_submission_dir: str | None = None
     export_dir: str | None = None
-    dynamic_padding: bool = False
+    # None: on, except on TPU (see `prepare`).
+    dynamic_padding: bool | None = None
 
     def __post_init__(self):
         if not self.output_dir:
@@ -110,6 +111,8 @@ class ClassifierTask:
         )
         d = tf.data.TFRecordDataset(path)
         if is_training:
+            # Repeating a file without records would spin forever.
+            input_pipeline.check_record_files([path])
             seed = self.settings.random_seed
             d = d.repeat()
             d = d.shuffle(
@@ -121,7 +124,10 @@ class ClassifierTask:
         )
         d = d.batch(batch_size, drop_remainder=drop_remainder)
         if self.settings.dynamic_padding:
-            d = d.map(input_pipeline.trim_padding)
+            multiple = input_pipeline.padding_multiple(
+                self.settings.max_seq_length, self.settings.run_config.use_xla
+            )
+            d = d.map(lambda f: input_pipeline.trim_padding(f, multiple))
         return d.prefetch(2)
 
 
@@ -143,10 +149,19 @@ def prepare(settings):
         )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
     config_lib.check_max_seq_length(s.max_seq_length, bert_config)
-    if s.dynamic_padding and s.use_tpu:
+    on_tpu = s.use_tpu or s.strategy == "tpu"
+    if s.dynamic_padding and on_tpu:
         raise ValueError(
             "--dynamic_padding gives batches of varying shapes, which TPUs "
             "recompile for; leave it off with --use_tpu."
+        )
+    if s.dynamic_padding is None:
+        # Fast by default where the numbers are the same: CPU and GPU.
+        s.dynamic_padding = not on_tpu
+        logging.info(
+            "dynamic_padding: %s (the default %s)",
+            s.dynamic_padding,
+            "off on TPU" if on_tpu else "on CPU and GPU",
         )
     config_lib.check_vocab_size(s.vocab_file, bert_config)
     processor = glue.get_processor(s.task_name)

@@ -13,9 +13,11 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
+from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import file_io
 from modeling.data import input_pipeline
+from modeling.data import tfrecord_io
 from modeling.tasks import common
 from modeling.tasks import metrics
 from modeling.training import checkpoint_manager
@@ -28,18 +30,29 @@ BEST_DIR = "best"
 _PREDICT_STEPS = weakref.WeakKeyDictionary()
 
 
-def predict_logits(task, model, dataset):
-    """Runs the model over a dataset in order (under the task's strategy).
+def predict_logits(task, model, dataset, what="Predicting", total=None):
+    """Runs the model over a dataset in order (under the task's strategy),
+    logging progress (`what`, `total` examples when known).
 
     Returns:
       (logits float32 [N, L], labels [N], is_real_example int [N]) as numpy.
     """
     step = _predict_step(task.strategy, model)
     parts = ([], [], [])
+    counter = progress.Progress(what, total=total)
     for batch in distribute.distribute_dataset(task.strategy, dataset):
         for part, value in zip(parts, step(batch)):
             part.append(value.numpy())
+        counter.add(len(parts[0][-1]))
+    counter.finish()
     return tuple(np.concatenate(p, axis=0) for p in parts)
+
+
+def _count_records(path):
+    """The number of records of a local file we wrote (None if remote)."""
+    if file_io.is_remote(path):
+        return None
+    return tfrecord_io.check_framing(path)
 
 
 def _predict_step(strategy, model):
@@ -94,7 +107,9 @@ def evaluate(task, model, eval_file, global_step):
     dataset = task.read_records(
         eval_file, s.eval_batch_size, False, drop_remainder=s.use_tpu
     )
-    logits, labels, is_real = predict_logits(task, model, dataset)
+    logits, labels, is_real = predict_logits(
+        task, model, dataset, "Evaluating", _count_records(eval_file)
+    )
     results = metrics.classifier_eval_results(
         logits,
         labels,
@@ -133,7 +148,9 @@ def predict(task, model, write=True):
     dataset = task.read_records(
         predict_file, s.predict_batch_size, False, drop_remainder=s.use_tpu
     )
-    logits = predict_logits(task, model, dataset)[0][:num_actual]
+    logits = predict_logits(task, model, dataset, "Predicting", len(records))[
+        0
+    ][:num_actual]
     if task.processor.is_regression:
         outputs = logits[:, :1]
         predictions = logits[:, 0]

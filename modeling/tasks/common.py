@@ -42,6 +42,7 @@ and modeling/flags.py import this module before any model is needed.
 import dataclasses
 import typing
 
+from modeling import errors
 from modeling.data import file_io
 
 # The evaluation summary a task writes to its output folder.
@@ -54,9 +55,8 @@ DEFAULT_DATA_SEED = 12345
 # A mistake in the flags or the inputs (errors.UserError, see
 # modeling/flags.py is_user_error): one line on stderr, no traceback.
 EXIT_USER_ERROR = 1
-# After SIGTERM with the state saved: 128 + 15, as if the signal had killed
-# the process (what schedulers expect from a preempted job).
-EXIT_INTERRUPTED = 143
+# After SIGTERM with the state saved (see errors.EXIT_INTERRUPTED).
+EXIT_INTERRUPTED = errors.EXIT_INTERRUPTED
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -15,6 +15,7 @@ Shapes: B = batch size, T = max_seq_length, H = hidden size.
 
 import dataclasses
 import json
+import os
 import re
 
 import numpy as np
@@ -24,6 +25,8 @@ from absl import logging
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
+from modeling import errors
+from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import file_io
 from modeling.tasks import common
@@ -75,18 +78,40 @@ def parse_layers(layers, num_hidden_layers):
 
 
 def read_examples(input_file):
-    """Reads one InputExample per line of a UTF-8 file (any gfile path)."""
+    """Reads one InputExample per line of a UTF-8 file (any gfile path):
+    `text` or `text_a ||| text_b`.
+
+    Raises:
+      errors.UserError: a line that is not UTF-8 (naming file and line).
+    """
     examples = []
     with tf.io.gfile.GFile(input_file, "rb") as reader:
         for unique_id, raw in enumerate(reader):
-            line = raw.decode("utf-8").strip()
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                raise errors.UserError(
+                    f"{input_file} line {unique_id + 1}: byte "
+                    f"{raw[e.start]:#04x} at column {e.start + 1} is not "
+                    "UTF-8; the input must be UTF-8 text"
+                ) from e
             match = _PAIR.match(line)
             if match is None:
                 examples.append(InputExample(unique_id, line))
-            else:
-                examples.append(
-                    InputExample(unique_id, match.group(1), match.group(2))
+                continue
+            if line.count(" ||| ") > 1:
+                # The original splits at the last separator.
+                logging.warning(
+                    "%s line %d has more than one ' ||| ': text_a is %r, "
+                    "text_b %r",
+                    input_file,
+                    unique_id + 1,
+                    match.group(1),
+                    match.group(2),
                 )
+            examples.append(
+                InputExample(unique_id, match.group(1), match.group(2))
+            )
     return examples
 
 
@@ -183,12 +208,15 @@ def extract_layers(model, features, layer_indexes, batch_size, strategy=None):
         ids, chosen = strategy.run(forward, args=(batch,))
         return strategy.gather(ids, 0), [strategy.gather(x, 0) for x in chosen]
 
+    counter = progress.Progress("Extracting", total=len(features))
     for batch in dataset:
         ids, chosen = step(batch)
         chosen = [x.numpy() for x in chosen]
         for row, unique_id in enumerate(ids.numpy()):
             if unique_id >= 0:
                 yield by_id[int(unique_id)], [x[row] for x in chosen]
+                counter.add()
+    counter.finish()
 
 
 def feature_json(feature, layer_values, layer_indexes):
@@ -236,7 +264,18 @@ def run_extraction(
     use_one_hot_embeddings=False,
     strategy=None,
 ):
-    """extract_features.py end to end; returns the number of lines written."""
+    """extract_features.py end to end; returns the number of lines written.
+
+    Every check (config, layers, vocabulary, input text, output folder)
+    comes before the model is built; an empty input writes an empty file,
+    as the original does, without building it.
+    """
+    folder = os.path.dirname(os.fspath(output_file)) or "."
+    if not tf.io.gfile.isdir(folder):
+        raise FileNotFoundError(
+            f"The folder of --output_file={output_file} does not exist: "
+            f"create {folder} first"
+        )
     config = config_lib.BertConfig.from_json_file(bert_config_file)
     layer_indexes = parse_layers(layers, config.num_hidden_layers)
     config_lib.check_max_seq_length(max_seq_length, config)
@@ -245,6 +284,9 @@ def run_extraction(
         vocab_file=vocab_file, do_lower_case=do_lower_case
     )
     examples = read_examples(input_file)
+    if not examples:
+        logging.warning("%s holds no line: writing an empty file", input_file)
+        return write_lines_atomically(output_file, [])
     features = convert_examples_to_features(examples, max_seq_length, tokenizer)
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():

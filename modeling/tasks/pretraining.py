@@ -7,6 +7,7 @@ the mean over batches of total_loss (what the original's Estimator reported as
 "loss").
 """
 
+import contextlib
 import dataclasses
 import os
 
@@ -15,10 +16,12 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import config as config_lib
+from modeling import errors
 from modeling import losses
 from modeling import models
 from modeling.data import file_io
 from modeling.data import input_pipeline
+from modeling.data import tfrecord_io
 from modeling.tasks import common
 from modeling.training import trainer as trainer_lib
 
@@ -116,6 +119,24 @@ class Settings(common.CommonSettings):
             raise ValueError("output_dir is required")
 
 
+@contextlib.contextmanager
+def _naming_damaged_files(input_files):
+    """TensorFlow's "corrupted record at N" names no file: find it."""
+    try:
+        yield
+    except tf.errors.DataLossError as e:
+        for path in input_files:
+            try:
+                for _ in tfrecord_io.read_records(path):
+                    pass
+            except ValueError as damaged:
+                raise errors.UserError(str(damaged)) from e
+        raise errors.UserError(
+            f"An input file is damaged ({e.message}); "
+            f"inputs: {', '.join(input_files)}"
+        ) from e
+
+
 def run(s):
     """Trains and/or evaluates as the original's main(); returns eval results.
 
@@ -130,6 +151,12 @@ def run(s):
     config_lib.check_max_seq_length(s.max_seq_length, bert_config)
     input_files = file_io.expand_input_files(s.input_file)
     logging.info("*** Input Files ***\n%s", "\n".join(input_files))
+    input_files = input_pipeline.check_pretraining_records(
+        input_files,
+        s.max_seq_length,
+        s.max_predictions_per_seq,
+        bert_config.vocab_size,
+    )
     strategy = common.set_up(s)
     task = make_task(
         bert_config, s.init_checkpoint, use_one_hot_embeddings=s.use_tpu
@@ -151,13 +178,16 @@ def run(s):
             start_batch=start_batch,
         )
 
-    if s.do_train:
-        trainer.train(lambda start: dataset(s.train_batch_size, True, start))
-    if not s.do_eval:
-        return None
-    results = trainer.evaluate(
-        dataset(s.eval_batch_size, False), s.max_eval_steps
-    )
+    with _naming_damaged_files(input_files):
+        if s.do_train:
+            trainer.train(
+                lambda start: dataset(s.train_batch_size, True, start)
+            )
+        if not s.do_eval:
+            return None
+        results = trainer.evaluate(
+            dataset(s.eval_batch_size, False), s.max_eval_steps
+        )
     logging.info(
         "***** Eval results *****\n%s",
         "\n".join(f"  {k} = {results[k]}" for k in sorted(results)),

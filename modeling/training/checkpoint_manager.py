@@ -15,6 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
+from modeling import errors
 
 PREFIX = "model.ckpt"
 _STEP_RE = re.compile(r"model\.ckpt-(\d+)$")
@@ -22,6 +23,11 @@ _STEP_RE = re.compile(r"model\.ckpt-(\d+)$")
 
 class NoUsableCheckpointError(RuntimeError):
     """Every checkpoint in the directory is damaged."""
+
+
+class ConfigMismatchError(errors.UserError):
+    """The checkpoints in output_dir are intact but belong to a model of
+    another configuration (a re-run with another bert_config)."""
 
 
 def model_variables(model):
@@ -108,6 +114,16 @@ class CheckpointManager:
         for prefix in candidates:
             try:
                 arrays = checkpoints.read_checkpoint(prefix)
+            except (ValueError, FileNotFoundError) as e:
+                logging.warning(
+                    "Checkpoint %s is damaged or incomplete (%s); falling "
+                    "back to an older one.",
+                    prefix,
+                    e,
+                )
+                continue
+            self._check_model(arrays, prefix)
+            try:
                 self._assign(arrays, prefix)
             except (ValueError, FileNotFoundError) as e:
                 logging.warning(
@@ -130,6 +146,36 @@ class CheckpointManager:
                 "over, or restore a backup."
             )
         return None
+
+    def _check_model(self, arrays, prefix):
+        """A readable checkpoint whose weights do not fit the model comes
+        from another configuration: an error at once, not a fallback."""
+        weights = model_variables(self.model)
+        missing = sorted(set(weights) - set(arrays))
+        mismatched = [
+            (name, list(arrays[name].shape), list(var.shape))
+            for name, var in weights.items()
+            if name in arrays and tuple(arrays[name].shape) != tuple(var.shape)
+        ]
+        if not (missing or mismatched):
+            return
+        if mismatched:
+            name, theirs, ours = mismatched[0]
+            detail = (
+                f"{name} has shape {theirs} there and {ours} in the model "
+                f"of this bert_config ({len(mismatched)} variable(s) differ)"
+            )
+        else:
+            detail = (
+                f"they lack {missing[0]} ({len(missing)} variable(s) of this "
+                "model missing)"
+            )
+        raise ConfigMismatchError(
+            f"The checkpoints in {self.directory} were made with another "
+            f"bert_config than this run's (newest: {prefix}): {detail}. "
+            "Use the bert_config_file they were trained with, or another "
+            "--output_dir to start over."
+        )
 
     def _assign(self, arrays, prefix):
         """Checks names and shapes first, then assigns everything."""

@@ -131,19 +131,30 @@ class StepFunctions:
 
     # === Loops ===
 
-    def _one_step(self, iterator):
-        features = next(iterator)
-        per_replica = self.strategy.run(self._replica_step, args=(features,))
+    def _one_step(self, iterator, waiting):
+        # `waiting` is True exactly while the step waits for its batch: the
+        # SIGTERM watcher saves from another thread only then, when every
+        # update of the previous step is done and none of this one's began.
+        with tf.control_dependencies([waiting.assign(True)]):
+            features = next(iterator)
+        flat = tf.nest.flatten(features, expand_composites=True)
+        with tf.control_dependencies(flat):
+            received = waiting.assign(False)
+        with tf.control_dependencies([received]):
+            per_replica = self.strategy.run(
+                self._replica_step, args=(features,)
+            )
         return {
             k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
             for k, v in per_replica.items()
         }
 
-    def _chunk(self, iterator, num_steps, stop_flag):
+    def _chunk(self, iterator, num_steps, stop_flag, waiting, max_seconds):
         """Runs up to num_steps steps in one call.
 
         Stops early at the first non-finite loss (so no more updates follow
-        it) or when `stop_flag` is set (SIGTERM).
+        it), when `stop_flag` is set (SIGTERM) or once `max_seconds` have
+        passed (so the host logs progress and saves on time).
 
         Returns:
           (steps run int32, dict of summed logs, index of the first step with
@@ -152,13 +163,20 @@ class StepFunctions:
         # The step is traced once, inside the loop body; the log names are
         # known from the eager call in build().
         sums = {k: tf.constant(0.0) for k in self.log_keys}
+        start = tf.timestamp()
 
         def cond(i, sums, bad):
             del sums
-            return (i < num_steps) & (bad < 0) & tf.logical_not(stop_flag)
+            in_time = (i == 0) | (tf.timestamp() - start < max_seconds)
+            return (
+                (i < num_steps)
+                & (bad < 0)
+                & tf.logical_not(stop_flag)
+                & in_time
+            )
 
         def body(i, sums, bad):
-            logs = self._one_step(iterator)
+            logs = self._one_step(iterator, waiting)
             sums = {k: sums[k] + logs[k] for k in sums}
             bad = tf.where(tf.math.is_finite(logs["loss"]), bad, i)
             return i + 1, sums, bad
@@ -167,9 +185,20 @@ class StepFunctions:
             cond, body, (tf.constant(0), sums, tf.constant(-1))
         )
 
-    def train_chunk(self, iterator, num_steps, stop_flag):
+    def train_chunk(self, iterator, num_steps, stop_signal, max_seconds=None):
+        """Runs up to num_steps steps (see `_chunk`); max_seconds None: no
+        time limit."""
         self.trained = True
-        return self._train_chunk(iterator, num_steps, stop_flag)
+        return self._train_chunk(
+            iterator,
+            tf.constant(num_steps),
+            stop_signal.flag,
+            stop_signal.waiting_for_input,
+            tf.constant(
+                float("inf") if max_seconds is None else max_seconds,
+                tf.float64,
+            ),
+        )
 
     def _eval_step(self, features):
         def replica_fn(f):
@@ -192,20 +221,38 @@ class StopSignal:
     away. `signal.set_wakeup_fd` makes the C-level handler write the signal
     number to a socket at once; a watcher thread wakes up and sets a
     tf.Variable that the in-graph loop checks before every step.
+
+    The loop sees the flag only between steps; a step waiting for a batch
+    that never comes (a blocked input: a pipe, a stalled remote read, a
+    dataset that never yields) would never get there. So when the loop has
+    not stopped `stuck_after_secs` after SIGTERM while it is still waiting
+    for its batch (`waiting_for_input`) at the same global step, the watcher
+    calls `on_stuck` (the Trainer's: save a checkpoint, exit 143).
     """
 
     _SENTINEL = b"\xff"
 
-    def __init__(self):
+    def __init__(self, stuck_after_secs=5.0):
         self.flag = tf.Variable(False, trainable=False, name="stop_requested")
+        self.waiting_for_input = tf.Variable(
+            False, trainable=False, name="waiting_for_input"
+        )
         self._requested = False
         self.in_graph = True
+        self.stuck_after_secs = stuck_after_secs
+        # () -> None, called from the watcher thread (see above).
+        self.on_stuck = None
+        # () -> int, the global step (the stuck check needs it unchanged).
+        self.step_fn = None
+        self.acknowledged = threading.Event()
 
     @contextlib.contextmanager
     def installed(self, enabled=True):
         """Installs the SIGTERM handler (main thread only) for the block."""
         self._requested = False
+        self.acknowledged.clear()
         self.flag.assign(False)
+        self.waiting_for_input.assign(False)
         if (
             not enabled
             or threading.current_thread() is not threading.main_thread()
@@ -225,6 +272,7 @@ class StopSignal:
         try:
             yield self
         finally:
+            self.acknowledged.set()  # Ends a stuck-input watcher.
             signal.signal(signal.SIGTERM, old_handler)
             signal.set_wakeup_fd(old_fd)
             writer.send(self._SENTINEL)
@@ -237,11 +285,25 @@ class StopSignal:
         self._request()
 
     def _request(self):
-        if not self._requested:
+        first = not self._requested
+        if first:
             logging.warning("SIGTERM: saving a checkpoint, then stopping.")
         self._requested = True
         if self.in_graph:
             self.flag.assign(True)
+            if first and self.on_stuck is not None:
+                threading.Thread(target=self._watch_stuck, daemon=True).start()
+
+    def _watch_stuck(self):
+        """Calls on_stuck once the loop has waited for one batch for
+        stuck_after_secs since SIGTERM; returns when the loop stops."""
+        last = None
+        while not self.acknowledged.wait(self.stuck_after_secs / 2):
+            now = (bool(self.waiting_for_input.numpy()), self.step_fn())
+            if now[0] and now == last:
+                self.on_stuck()
+                return
+            last = now if now[0] else None
 
     def _watch(self, reader):
         while True:
@@ -254,6 +316,8 @@ class StopSignal:
     def requested(self, strategy):
         """Whether to stop; all workers agree in multi-worker training."""
         if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            if self._requested:
+                self.acknowledged.set()
             return self._requested
         local = tf.constant(1.0 if self._requested else 0.0)
         votes = strategy.reduce(

@@ -27,6 +27,8 @@ TensorBoard summaries in output_dir.
 """
 
 import dataclasses
+import os
+import threading
 import time
 from collections.abc import Callable
 
@@ -36,6 +38,7 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import errors
+from modeling import progress
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
@@ -86,6 +89,13 @@ class RunConfig:
     precision: str = "float32"
     use_xla: bool = False
     handle_sigterm: bool = True
+    # A safety checkpoint every this many seconds besides
+    # save_checkpoints_steps (None or 0: none).
+    save_checkpoints_secs: float | None = 600
+    # Off TPU, the host logs progress (and checks the time) at least every
+    # this many steps and seconds, whatever iterations_per_loop says.
+    log_every_steps: int = 100
+    log_every_secs: float = progress.EVERY_SECS
 
 
 class Trainer:
@@ -118,6 +128,10 @@ class Trainer:
         self._built = False
         self._writer = None
         self.stop_signal = steps.StopSignal()
+        self.stop_signal.on_stuck = self._save_and_exit_stuck
+        self.stop_signal.step_fn = lambda: self.global_step
+        self._save_lock = threading.Lock()
+        self._on_tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
         # Called as fn(global_step, prefix) after each checkpoint (e.g.
         # run_classifier's --eval_during_training).
         self.save_callbacks = []
@@ -229,25 +243,44 @@ class Trainer:
           dict of the logged values averaged over the steps.
         """
         done, sums, _ = self._steps.train_chunk(
-            iterator, tf.constant(num_steps), self.stop_signal.flag
+            iterator, num_steps, self.stop_signal
         )
         return {k: float(v) / int(done) for k, v in sums.items()}
 
     def _next_chunk(self, step):
+        """Steps of the next compiled call: iterations_per_loop, cut at the
+        next checkpoint and the end; off TPU also at log_every_steps (the
+        call also ends after log_every_secs: `_chunk_seconds`)."""
         cfg = self.config
         to_save = cfg.save_checkpoints_steps - step % cfg.save_checkpoints_steps
-        return max(
-            1, min(cfg.iterations_per_loop, cfg.num_train_steps - step, to_save)
+        limit = min(
+            cfg.iterations_per_loop, cfg.num_train_steps - step, to_save
         )
+        if not self._on_tpu and cfg.log_every_steps:
+            limit = min(limit, cfg.log_every_steps)
+        return max(1, limit)
+
+    def _chunk_seconds(self):
+        """The time limit of a compiled call (None on TPU: a call there is
+        iterations_per_loop steps, as the original's host loop)."""
+        if self._on_tpu:
+            return None
+        limits = [self.config.log_every_secs, self.config.save_checkpoints_secs]
+        limits = [t for t in limits if t]
+        return min(limits) if limits else None
 
     def _train_loop(self, iterator, step):
         cfg = self.config
         replicas = self.strategy.num_replicas_in_sync
+        last_save = time.time()
+        # The rate (for the ETA) is measured from the end of the first call,
+        # which includes tracing and compilation.
+        rate_start = None
         while step < cfg.num_train_steps:
             num_steps = self._next_chunk(step)
             start_time = time.time()
             done, sums, bad = self._steps.train_chunk(
-                iterator, tf.constant(num_steps), self.stop_signal.flag
+                iterator, num_steps, self.stop_signal, self._chunk_seconds()
             )
             elapsed = time.time() - start_time
             done, bad = int(done), int(bad)
@@ -257,16 +290,40 @@ class Trainer:
             if done:  # 0 when SIGTERM came before the chunk's first step
                 logs = {k: float(v) / done for k, v in sums.items()}
                 batch_size = logs.pop(steps.EXAMPLES_KEY) * replicas
-                self._log(step, logs, done, elapsed, batch_size)
+                eta = None
+                if rate_start is None:
+                    rate_start = (step, time.time())
+                elif step > rate_start[0]:
+                    seconds = time.time() - rate_start[1]
+                    eta = (
+                        (cfg.num_train_steps - step)
+                        * seconds
+                        / (step - rate_start[0])
+                    )
+                self._log(step, logs, done, elapsed, batch_size, eta)
             stopping = self.stop_signal.requested(self.strategy)
-            if (
+            on_schedule = (
                 step % cfg.save_checkpoints_steps == 0
                 or step >= cfg.num_train_steps
-                or stopping
-            ):
-                prefix = self.manager.save()
-                for callback in self.save_callbacks:
-                    callback(step, prefix)
+            )
+            on_time = bool(cfg.save_checkpoints_secs) and (
+                time.time() - last_save >= cfg.save_checkpoints_secs
+            )
+            if on_schedule or on_time or stopping:
+                with self._save_lock:
+                    prefix = self.manager.save()
+                last_save = time.time()
+                if on_time and not on_schedule:
+                    logging.info(
+                        "(a time-based safety checkpoint, every %ss: "
+                        "--save_checkpoints_secs)",
+                        cfg.save_checkpoints_secs,
+                    )
+                # Callbacks (e.g. --eval_during_training) follow the step
+                # schedule, not the safety checkpoints.
+                if on_schedule or stopping:
+                    for callback in self.save_callbacks:
+                        callback(step, prefix)
             if stopping:
                 raise TrainingInterrupted(
                     f"SIGTERM: saved a checkpoint at global_step {step} in "
@@ -283,17 +340,46 @@ class Trainer:
             "Lower --learning_rate or check the input data."
         )
 
-    def _log(self, step, logs, done, elapsed, batch_size):
+    def _save_and_exit_stuck(self):
+        """SIGTERM while the input pipeline gives no batch (the watcher
+        thread, see steps.StopSignal): saves the state, which no step is
+        changing, and exits at once with errors.EXIT_INTERRUPTED (the main
+        thread is blocked inside the compiled loop and cannot raise)."""
+        with self._save_lock:
+            if self.stop_signal.acknowledged.is_set():
+                return  # The loop stopped after all; it saves itself.
+            logging.warning(
+                "SIGTERM: the input pipeline has given no batch for %.0f s; "
+                "saving a checkpoint at global_step %d and exiting.",
+                self.stop_signal.stuck_after_secs,
+                self.global_step,
+            )
+            try:
+                self.manager.save()
+                logging.warning(
+                    "Saved; re-run the same command to resume from %s.",
+                    self.config.output_dir,
+                )
+            finally:
+                logging.flush()
+                os._exit(errors.EXIT_INTERRUPTED)
+
+    def _log(self, step, logs, done, elapsed, batch_size, eta=None):
         lr = float(self.optimizer.learning_rate(max(step - 1, 0)))
         steps_per_sec = done / max(elapsed, 1e-9)
         examples_per_sec = steps_per_sec * batch_size
+        total = self.config.num_train_steps
         logging.info(
-            "step %d: %s, learning_rate = %.4g, %.3f steps/s, %.2f examples/s",
+            "step %d/%d (%.0f%%): %s, learning_rate = %.4g, %.3f steps/s, "
+            "%.2f examples/s, ETA %s",
             step,
+            total,
+            100.0 * step / max(total, 1),
             ", ".join(f"{k} = {v:.5g}" for k, v in sorted(logs.items())),
             lr,
             steps_per_sec,
             examples_per_sec,
+            progress.format_seconds(eta),
         )
         writer = self._summary_writer()
         if writer is None:
@@ -357,11 +443,21 @@ class Trainer:
         if max_eval_steps is not None:
             dataset = dataset.take(max_eval_steps)
         totals = {}
+        counter = progress.Progress(
+            "Evaluating", total=max_eval_steps, unit="batches"
+        )
         for features in distribute.distribute_dataset(self.strategy, dataset):
             for name, (s, w) in self._steps.eval_step(features).items():
                 total = totals.setdefault(name, [0.0, 0.0])
                 total[0] += float(s)
                 total[1] += float(w)
+            counter.add()
+        counter.finish()
+        if not totals:
+            raise errors.UserError(
+                "The evaluation input gave no batch (no records, or fewer "
+                "than one batch): nothing to evaluate."
+            )
         results = {
             k: s / w if w else float("nan") for k, (s, w) in totals.items()
         }

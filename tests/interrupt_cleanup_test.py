@@ -1,0 +1,117 @@
+"""SIGTERM outside the training loop: the scripts exit with 143 and leave
+no temporary files or folders behind (modeling/flags.py run_script)."""
+
+import glob
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from modeling.tasks import common
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "testdata" / "train_corpus.txt"
+VOCAB = REPO / "vocab" / "books_uncased_8k.txt"
+
+
+@pytest.mark.parametrize(
+    "mode, watch",
+    [
+        # Exact mode: SIGTERM while its encoder's temporary folder exists.
+        ([], "tmp/bert_records_*"),
+        # Scale mode: SIGTERM while the output is being written.
+        (
+            ["--num_workers=2", "--shard_size_mb=0.05"],
+            "out/.out.tfrecord.tmp-*",
+        ),
+    ],
+    ids=["exact", "scale"],
+)
+def test_create_pretraining_data_sigterm_leaves_nothing(tmp_path, mode, watch):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(CORPUS.read_text(encoding="utf-8") * 3, encoding="utf-8")
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "out").mkdir()
+    output = tmp_path / "out" / "out.tfrecord"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "create_pretraining_data.py"),
+            f"--input_file={corpus}",
+            f"--output_file={output}",
+            f"--vocab_file={VOCAB}",
+            "--dupe_factor=10",
+            *mode,
+        ],
+        cwd=REPO,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "TMPDIR": str(tmp_path / "tmp"),
+        },
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 120
+        while not glob.glob(str(tmp_path / watch)):
+            assert child.poll() is None, "finished before the signal"
+            assert time.time() < deadline, f"no {watch} appeared"
+            time.sleep(0.01)
+        child.send_signal(signal.SIGTERM)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == common.EXIT_INTERRUPTED, stderr[-3000:]
+    assert "SIGTERM: stopped" in stderr
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert os.listdir(tmp_path / "tmp") == []
+    assert os.listdir(tmp_path / "out") == []
+
+
+BLOCKED_SCRIPT = """
+import sys, threading, time
+from modeling import flags
+
+def main(_):
+    try:
+        print("ready", file=sys.stderr, flush=True)
+        time.sleep(100)
+    finally:
+        # Cleanup that never ends (a stuck read): the watchdog exits.
+        lock = threading.Lock()
+        lock.acquire()
+        lock.acquire()
+
+flags.SIGTERM_GRACE_SECS = 1.0
+flags.run_script(main)
+"""
+
+
+def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path):
+    script = tmp_path / "blocked.py"
+    script.write_text(BLOCKED_SCRIPT)
+    child = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stderr.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        started = time.time()
+        _, stderr = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == common.EXIT_INTERRUPTED, stderr
+    assert time.time() - started < 10
+    assert "SIGTERM: still running 1 s later" in stderr
