@@ -354,3 +354,37 @@ class SquadHeads(keras.layers.Layer):
             initializer_range=self.initializer_range,
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class TokenClassifierHead(ClassifierHead):
+    """run_ner's head: dropout(0.1) on every token's final hidden state,
+    then one dense layer to L label logits.
+
+    The same root-scope variables as ClassifierHead, `output_weights` [L, H]
+    and `output_bias` [L], so the head loads and saves under the names a
+    classifier checkpoint uses.
+    """
+
+    def call(self, sequence_output, training=False):
+        """sequence_output: [B, T, H] -> float32 logits [B, T, L]."""
+        return super().call(sequence_output, training=training)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class MultipleChoiceHead(ClassifierHead):
+    """run_multiple_choice's head (the BERT paper's SWAG set-up): one dense
+    unit scores each choice's pooled [CLS] vector; a softmax over the
+    choices (in the loss) picks one.
+
+    Root-scope `output_weights` [1, H] and `output_bias` [1], as a
+    one-label ClassifierHead.
+    """
+
+    def __init__(self, hidden_size, initializer_range, **kwargs):
+        kwargs.pop("num_labels", None)  # get_config's copy: always 1.
+        super().__init__(1, hidden_size, initializer_range, **kwargs)
+
+    def call(self, pooled_output, training=False):
+        """pooled_output: [B, C, H] (C choices) -> float32 logits [B, C]."""
+        return super().call(pooled_output, training=training)[..., 0]
