@@ -287,6 +287,7 @@ def test_loss_is_the_mean_over_labelled_pieces():
     assert float(logs["accuracy"]) == 1.0  # argmax of a tie is 0.
 
 
+@pytest.mark.slow  # ~15 s: two script runs.
 def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
     """SIGTERM mid-training: exit 143 with a checkpoint; the same command
     again resumes from it and finishes."""
