@@ -7,6 +7,8 @@ SCRIPTS = [
     "run_pretraining",
     "run_classifier",
     "extract_features",
+    "run_ner",
+    "run_multiple_choice",
 ]
 
 setuptools.setup(
