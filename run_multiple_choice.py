@@ -68,6 +68,12 @@ flags.DEFINE_bool(
     "Evaluate on the dev set at every checkpoint and keep the best by "
     "accuracy under output_dir/best/ (eval_history.txt has every one).",
 )
+flags.DEFINE_string(
+    "export_dir",
+    None,
+    "Write a serving SavedModel here: its signature takes raw sent1, sent2 and endings [batch, choices] and returns the choice probabilities, "
+    "tokenized in the graph.",
+)
 shared_flags.define_common_flags()
 
 

@@ -77,6 +77,12 @@ flags.DEFINE_bool(
     "Evaluate on the dev set at every checkpoint and keep the best by "
     "entity F1 under output_dir/best/ (eval_history.txt has every one).",
 )
+flags.DEFINE_string(
+    "export_dir",
+    None,
+    "Write a serving SavedModel here: its signature takes raw sentences (space-separated words) and returns one tag per word, "
+    "tokenized in the graph.",
+)
 shared_flags.define_common_flags()
 
 

@@ -125,6 +125,7 @@ def ner_run(tiny_files, tmp_path_factory):
             "--learning_rate=3e-3",
             "--save_checkpoints_steps=40",
             "--eval_during_training",
+            f"--export_dir={out / 'export'}",
         )
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -337,3 +338,69 @@ def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"at global_step {stopped}" in proc.stderr
     assert _eval_results(out / "eval_results.txt")["global_step"] == "320"
+
+
+_LOADER = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+loaded = tf.saved_model.load(sys.argv[1])
+out = loaded.signatures["serving_default"](
+    text=tf.constant(json.loads(sys.argv[2])))
+print(json.dumps({k: v.numpy().tolist() for k, v in out.items()},
+                 default=bytes.decode))
+"""
+
+
+def test_export_tags_raw_text_like_the_prediction_file(ner_run, tiny_files):
+    """The SavedModel, loaded in a fresh process with only TF and
+    tensorflow-text, tags the test sentences (one with several windows)
+    as test_predictions.txt does, with the Python path's probabilities."""
+    data = conll.read_conll(tiny_files / "data" / "test.txt")
+    texts = [" ".join(s.words) for s in data.sentences]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LOADER,
+            str(ner_run / "export"),
+            json.dumps(texts),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served = json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = (ner_run / "test_predictions.txt").read_text().splitlines()
+    want = [
+        [lines[n - 1].rsplit(" ", 1)[1] for n in s.line_numbers]
+        for s in data.sentences
+    ]
+    assert served["num_words"] == [len(s.words) for s in data.sentences]
+    got = [row[:n] for row, n in zip(served["tags"], served["num_words"])]
+    assert got == want
+    # Probabilities: the model called here on conll.py's windows.
+    labels = (ner_run / "label_list.txt").read_text().split()
+    tokenizer = tokenization.FullTokenizer(str(tiny_files / "vocab.txt"))
+    feats = conll.convert_sentences(data.sentences, labels, SEQ, tokenizer)
+    assert max(f.sentence_index for f in feats) < len(feats) - 1  # windows
+    config = config_lib.BertConfig.from_json_file(
+        tiny_files / "bert_config.json"
+    )
+    model = models.BertTokenClassifier(config, len(labels))
+    checkpoints.load_weights(model, str(ner_run / "model.ckpt-80"))
+    batch = {
+        k: tf.constant([getattr(f, k) for f in feats])
+        for k in ("input_ids", "input_mask", "segment_ids")
+    }
+    probs = tf.nn.softmax(model(batch, training=False)).numpy()
+    per_sentence = [[] for _ in data.sentences]
+    for f, p in zip(feats, probs):
+        per_sentence[f.sentence_index] += [
+            row for row, m in zip(p, f.label_mask) if m
+        ]
+    for i, rows in enumerate(per_sentence):
+        served_rows = np.array(served["probabilities"][i][: len(rows)])
+        np.testing.assert_allclose(served_rows, np.array(rows), atol=1e-5)

@@ -58,6 +58,7 @@ class Settings(common.CommonSettings):
     num_train_epochs: float = 3.0
     warmup_proportion: float = 0.1
     eval_during_training: bool = False
+    export_dir: str | None = None
 
     def __post_init__(self):
         if not self.output_dir:
@@ -105,10 +106,10 @@ def prepare(settings):
     tokenization.validate_case_matches_checkpoint(
         s.do_lower_case, s.init_checkpoint
     )
-    if not (s.do_train or s.do_eval or s.do_predict):
+    if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
         raise ValueError(
             "At least one of `do_train`, `do_eval` or `do_predict' must be "
-            "True."
+            "True (or give --export_dir)."
         )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
     config_lib.check_max_seq_length(s.max_seq_length, bert_config)
@@ -277,4 +278,15 @@ def run(settings):
             )
     if s.do_predict:
         predict(task, trainer.model, trainer.is_chief)
+    if s.export_dir and trainer.is_chief:
+        from modeling.export import task_serving
+
+        task_serving.export_multiple_choice(
+            trainer.model,
+            s.vocab_file,
+            s.do_lower_case,
+            s.max_seq_length,
+            s.export_dir,
+        )
+        logging.info("Exported the serving SavedModel to %s", s.export_dir)
     return results
