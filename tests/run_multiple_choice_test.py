@@ -109,6 +109,7 @@ def mc_run(tiny_files, tmp_path_factory):
         train_batch_size=16,
         num_train_epochs=48.0,  # 768 steps, ~15 s on one CPU core
         eval_during_training=True,
+        export_dir=str(out / "export"),
     )
     settings.run_config.learning_rate = 5e-4
     settings.run_config.save_checkpoints_steps = 384
@@ -314,3 +315,48 @@ def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
     assert f"at global_step {stopped}" in proc.stderr
     results = (out / "eval_results.txt").read_text()
     assert "global_step = 320" in results
+
+
+_LOADER = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+loaded = tf.saved_model.load(sys.argv[1])
+sent1, sent2, endings = json.loads(sys.argv[2])
+out = loaded.signatures["serving_default"](
+    sent1=tf.constant(sent1), sent2=tf.constant(sent2),
+    endings=tf.constant(endings))
+print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+"""
+
+
+def test_export_serves_raw_text_like_test_results(mc_run, tiny_files):
+    """The SavedModel in a fresh process (TF and tensorflow-text only)
+    gives test_results.tsv's probabilities from the raw CSV fields."""
+    out, _ = mc_run
+    examples = swag.read_swag(
+        tiny_files / "data" / "test.csv", "test", require_label=False
+    )
+    fields = [
+        [e.context for e in examples],
+        [e.start for e in examples],
+        [e.endings for e in examples],
+    ]
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LOADER,
+            str(out / "export"),
+            json.dumps(fields),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    served = json.loads(proc.stdout.strip().splitlines()[-1])
+    lines = (out / "test_results.tsv").read_text().splitlines()
+    want = np.array([[float(v) for v in x.split("\t")] for x in lines])
+    np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)
