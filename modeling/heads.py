@@ -1,11 +1,12 @@
-"""Output heads (run_pretraining.py, run_classifier.py, run_squad.py); their
-losses are in losses.py.
+"""Output heads (run_pretraining.py, run_classifier.py, run_squad.py,
+run_ner.py, run_multiple_choice.py); their losses are in losses.py.
 
 Layer names follow the original scopes: the pre-training heads live in a
 layer `cls` (`cls/predictions/...`, `cls/seq_relationship/...`). The
 classifier's `output_weights` / `output_bias` sit at the ROOT scope in the
 original; `ClassifierHead` creates them outside any name scope so their
-paths are exactly those names (the one exception to "path = layer names").
+paths are exactly those names (the one exception to "path = layer names"),
+and so do its subclasses `TokenClassifierHead` and `MultipleChoiceHead`.
 
 Shapes: B = batch size, T = sequence length, P = predictions per sequence,
 H = hidden size, V = vocab size, L = number of labels.

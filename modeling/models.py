@@ -1,11 +1,12 @@
-"""Task models: the encoder plus the heads of run_pretraining / run_classifier.
+"""Task models: the encoder plus the heads of run_pretraining,
+run_classifier, run_squad, run_ner and run_multiple_choice.
 
 Each model builds all of its weights in __init__, outside any name scope, so
 that a variable's path is its original checkpoint name: a Keras Model called
 later would otherwise prefix its own name (`bert_pretrainer/bert/...`).
 
 Shapes: B = batch size, T = sequence length, P = predictions per sequence,
-H = hidden size, V = vocab size, L = number of labels.
+H = hidden size, V = vocab size, L = number of labels, C = number of choices.
 """
 
 import keras

@@ -351,7 +351,9 @@ def word_predictions(features, predicted_ids, sentences, label_list):
 
 def prediction_lines(conll, predicted_tags):
     """The file's lines with each word line's predicted tag appended (a
-    space, then the tag); blank and -DOCSTART- lines as they were.
+    space, then the tag); blank lines as they were. A -DOCSTART- line gets
+    " O" too, so that every non-blank line has the same number of columns,
+    as the CoNLL conlleval script requires of its input.
 
     Args:
       conll: the ConllFile.
@@ -360,7 +362,10 @@ def prediction_lines(conll, predicted_tags):
     Returns:
       list of str, one per line of the input file.
     """
-    lines = list(conll.lines)
+    lines = [
+        f"{line.rstrip()} {OUTSIDE}" if line.split()[:1] == [DOCSTART] else line
+        for line in conll.lines
+    ]
     for sentence, tags in zip(conll.sentences, predicted_tags, strict=True):
         for number, tag in zip(sentence.line_numbers, tags, strict=True):
             lines[number - 1] = f"{lines[number - 1].rstrip()} {tag}"
