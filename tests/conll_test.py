@@ -332,3 +332,28 @@ def test_perfect_and_empty():
 def test_length_mismatch_is_an_error():
     with pytest.raises(ValueError, match="sentence 0: 2 gold tags"):
         conlleval.evaluate([["O", "O"]], [["O"]])
+
+
+def test_readers_and_scripts_do_not_load_tensorflow():
+    """The readers, the metric and the scripts' flag parsing (--help) run
+    without TensorFlow; it loads once a task runs."""
+    import subprocess
+    import sys
+
+    from constants import REPO_ROOT
+
+    # One script per process: their absl flags share names.
+    for script in ("run_ner", "run_multiple_choice"):
+        code = (
+            "import sys; import modeling.data.conll, modeling.data.swag, "
+            f"modeling.tasks.conlleval, {script}; "
+            "print('tensorflow' in sys.modules)"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO_ROOT,
+        )
+        assert out.stdout.strip() == "False", script

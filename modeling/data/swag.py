@@ -19,8 +19,6 @@ import io
 import os
 import re
 
-from modeling.data import classifier_data
-
 _ENDING = re.compile(r"^ending(\d+)$")
 LABEL_COLUMN = "label"
 
@@ -160,6 +158,9 @@ def convert_examples(examples, max_seq_length, tokenizer):
       dict "input_ids", "input_mask", "segment_ids" -> lists [N][C][T], and
       "label_ids" -> list [N] (0 for a test example).
     """
+    # classifier_data loads TensorFlow: reading a file does not need it.
+    from modeling.data import classifier_data
+
     out = {"input_ids": [], "input_mask": [], "segment_ids": []}
     labels = []
     for example in examples:
