@@ -406,3 +406,17 @@ def test_export_tags_raw_text_like_the_prediction_file(ner_run, tiny_files):
     for i, rows in enumerate(per_sentence):
         served_rows = np.array(served["probabilities"][i][: len(rows)])
         np.testing.assert_allclose(served_rows, np.array(rows), atol=1e-5)
+
+
+def test_label_list_flag_must_match_the_saved_list(ner_run, tiny_files):
+    settings = ner.Settings(
+        data_dir=str(tiny_files / "data"),
+        vocab_file=str(tiny_files / "vocab.txt"),
+        bert_config_file=str(tiny_files / "bert_config.json"),
+        output_dir=str(ner_run),
+        max_seq_length=SEQ,
+        do_predict=True,
+        label_list="O,B-PER,I-PER",
+    )
+    with pytest.raises(ValueError, match="differs from .*label_list.txt"):
+        ner.run(settings)
