@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tolerance
 from constants import TINY_CONFIG
 
 from modeling import checkpoints
@@ -360,3 +361,21 @@ def test_export_serves_raw_text_like_test_results(mc_run, tiny_files):
     lines = (out / "test_results.tsv").read_text().splitlines()
     want = np.array([[float(v) for v in x.split("\t")] for x in lines])
     np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)
+
+
+def test_predict_only_run_restores_the_newest_checkpoint(mc_run, tiny_files):
+    out, _ = mc_run
+    before = (out / "test_results.tsv").read_text()
+    multiple_choice.run(
+        _settings(tiny_files, out, do_predict=True, predict_batch_size=3)
+    )
+    after = (out / "test_results.tsv").read_text()
+    want = np.array(
+        [[float(v) for v in x.split("\t")] for x in before.split("\n") if x]
+    )
+    got = np.array(
+        [[float(v) for v in x.split("\t")] for x in after.split("\n") if x]
+    )
+    # Batches of 3 instead of 8: other shapes, the same rows to float
+    # rounding (probabilities have unit scale).
+    tolerance.assert_float32_close(got, want, scale=1.0)
