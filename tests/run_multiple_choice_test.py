@@ -379,3 +379,28 @@ def test_predict_only_run_restores_the_newest_checkpoint(mc_run, tiny_files):
     # Batches of 3 instead of 8: other shapes, the same rows to float
     # rounding (probabilities have unit scale).
     tolerance.assert_float32_close(got, want, scale=1.0)
+
+
+def test_each_choice_is_scored_on_its_own_sequence(tiny_config_dict):
+    """logits[b, c] = w . pooled(choice c of example b) + bias: the choices
+    are flattened into the batch and back in the right order."""
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    model = models.BertMultipleChoice(config)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 99, (2, 3, 10)).astype("int32")
+    mask = np.ones_like(ids)
+    mask[1, 2, 6:] = 0
+    features = {
+        "input_ids": ids * mask,
+        "input_mask": mask,
+        "segment_ids": (np.arange(10) >= 5).astype("int32") * mask,
+    }
+    logits = model(features, training=False).numpy()
+    assert logits.shape == (2, 3)
+    w = model.classifier.output_weights.numpy()[0]
+    b = model.classifier.output_bias.numpy()[0]
+    for c in range(3):
+        one = {k: v[:, c] for k, v in features.items()}
+        pooled = model.bert(one, training=False)["pooled_output"].numpy()
+        # The same encoder kernels on another batch size: float rounding.
+        tolerance.assert_float32_close(logits[:, c], pooled @ w + b)
