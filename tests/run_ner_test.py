@@ -420,3 +420,54 @@ def test_label_list_flag_must_match_the_saved_list(ner_run, tiny_files):
     )
     with pytest.raises(ValueError, match="differs from .*label_list.txt"):
         ner.run(settings)
+
+
+def test_a_fine_tuned_checkpoint_initialises_the_other_tasks(
+    ner_run, tiny_files
+):
+    """The tagger's checkpoint: encoder and head for a tagger of the same
+    labels; the encoder alone for a multiple-choice model (head [1, H]
+    against [7, H]: it starts fresh)."""
+    from modeling.tasks import fine_tuning
+
+    config = config_lib.BertConfig.from_json_file(
+        tiny_files / "bert_config.json"
+    )
+    prefix = str(ner_run / "model.ckpt-80")
+    saved = checkpoints.read_checkpoint(prefix)
+    tagger = models.BertTokenClassifier(config, 7)
+    fine_tuning.init_from_checkpoint(tagger, prefix)
+    np.testing.assert_array_equal(
+        tagger.classifier.output_weights.numpy(), saved["output_weights"]
+    )
+    chooser = models.BertMultipleChoice(config)
+    fresh_head = chooser.classifier.output_weights.numpy()
+    report = fine_tuning.init_from_checkpoint(chooser, prefix)
+    assert "output_weights" not in report.restored
+    np.testing.assert_array_equal(
+        chooser.classifier.output_weights.numpy(), fresh_head
+    )
+    name = "bert/encoder/layer_1/attention/self/query/kernel"
+    got = {checkpoints.variable_name(v): v for v in chooser.weights}[name]
+    np.testing.assert_array_equal(got.numpy(), saved[name])
+
+
+def test_eval_from_init_checkpoint_of_the_same_task(
+    ner_run, tiny_files, tmp_path
+):
+    """--init_checkpoint of a tagger with the same labels, nothing trained
+    in output_dir: its head is loaded too, so eval equals the run's."""
+    settings = ner.Settings(
+        data_dir=str(tiny_files / "data"),
+        vocab_file=str(tiny_files / "vocab.txt"),
+        bert_config_file=str(tiny_files / "bert_config.json"),
+        output_dir=str(tmp_path / "out"),
+        init_checkpoint=str(ner_run / "model.ckpt-80"),
+        label_list=",".join((ner_run / "label_list.txt").read_text().split()),
+        max_seq_length=SEQ,
+        do_eval=True,
+    )
+    results = ner.run(settings)
+    want = _eval_results(ner_run / "eval_results.txt")
+    for key in ("eval_f1", "eval_precision", "eval_recall", "eval_accuracy"):
+        assert results[key] == pytest.approx(float(want[key]), abs=1e-6)

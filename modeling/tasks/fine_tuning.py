@@ -27,6 +27,42 @@ EVAL_HISTORY_FILE = classifier_eval.EVAL_HISTORY_FILE
 _PREDICT_STEPS = weakref.WeakKeyDictionary()
 
 
+# The root-scope head of the classifier, tagger and multiple-choice models.
+HEAD_VARIABLES = ("output_weights", "output_bias")
+
+
+def init_from_checkpoint(model, path):
+    """--init_checkpoint for a model with a root-scope head (model.bert +
+    `output_weights` / `output_bias`).
+
+    The encoder always comes from the checkpoint. The head does too when the
+    checkpoint has one of the model's shapes (continuing a run of the same
+    task and labels); a pre-trained checkpoint has none, and the head of
+    another task (a classifier's [2, H], a tagger's [L, H]) has another
+    shape: the head then starts fresh, so a checkpoint fine-tuned by any of
+    the scripts initialises the others.
+    """
+    shapes = checkpoints.checkpoint_shapes(path)
+    head = [
+        v
+        for v in model.weights
+        if checkpoints.variable_name(v) in HEAD_VARIABLES
+    ]
+    if all(
+        shapes.get(checkpoints.variable_name(v)) == tuple(v.shape) for v in head
+    ):
+        return checkpoints.load_weights(model, path)
+    other = {n: list(shapes[n]) for n in HEAD_VARIABLES if n in shapes}
+    if other:
+        logging.warning(
+            "%s has a head of another shape (%s): only the encoder is "
+            "loaded; the head starts untrained.",
+            path,
+            other,
+        )
+    return checkpoints.load_weights(model.bert, path)
+
+
 def pad_to_batch(arrays, batch_size):
     """Pads every array (same first dimension N) with zero rows to a
     multiple of batch_size, so that every batch has one static shape.

@@ -18,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import losses
 from modeling import models
@@ -30,7 +29,6 @@ from modeling.tasks import metrics
 from modeling.text import tokenization
 from modeling.training import trainer as trainer_lib
 
-HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
 TEST_RESULTS_FILE = "test_results.tsv"
 # Looked for in data_dir, in this order (SWAG's names first).
 TRAIN_FILES = ("train.csv",)
@@ -132,9 +130,8 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     s = task.settings
 
     def init_fn(model):
-        checkpoints.load_weights(
-            model, s.init_checkpoint, ignore_missing=HEAD_VARIABLES
-        )
+        # The encoder; the head too if it has this model's shape.
+        fine_tuning.init_from_checkpoint(model, s.init_checkpoint)
 
     training_task = trainer_lib.Task(
         build_model=lambda: models.BertMultipleChoice(
