@@ -37,6 +37,7 @@ Prints one JSON line and writes <output_root>/results.json.
 import argparse
 import datetime
 import json
+import os
 import pathlib
 import platform
 import re
@@ -187,7 +188,9 @@ def main():
     seconds, rate = _training_stats(proc.stderr)
     result = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(),
-        "machine": f"{platform.node()} {platform.processor()}",
+        "machine": (
+            f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs"
+        ),
         "train_sentences": args.max_train_sentences or "all",
         "epochs": args.num_train_epochs,
         "max_seq_length": args.max_seq_length,
