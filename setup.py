@@ -8,6 +8,8 @@ SCRIPTS = [
     "run_classifier",
     "run_squad",
     "extract_features",
+    "run_ner",
+    "run_multiple_choice",
 ]
 
 setuptools.setup(

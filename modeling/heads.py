@@ -1,11 +1,12 @@
-"""Output heads (run_pretraining.py, run_classifier.py, run_squad.py); their
-losses are in losses.py.
+"""Output heads (run_pretraining.py, run_classifier.py, run_squad.py,
+run_ner.py, run_multiple_choice.py); their losses are in losses.py.
 
 Layer names follow the original scopes: the pre-training heads live in a
 layer `cls` (`cls/predictions/...`, `cls/seq_relationship/...`). The
 classifier's `output_weights` / `output_bias` sit at the ROOT scope in the
 original; `ClassifierHead` creates them outside any name scope so their
-paths are exactly those names (the one exception to "path = layer names").
+paths are exactly those names (the one exception to "path = layer names"),
+and so do its subclasses `TokenClassifierHead` and `MultipleChoiceHead`.
 
 Shapes: B = batch size, T = sequence length, P = predictions per sequence,
 H = hidden size, V = vocab size, L = number of labels.
@@ -354,3 +355,37 @@ class SquadHeads(keras.layers.Layer):
             initializer_range=self.initializer_range,
         )
         return config
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class TokenClassifierHead(ClassifierHead):
+    """run_ner's head: dropout(0.1) on every token's final hidden state,
+    then one dense layer to L label logits.
+
+    The same root-scope variables as ClassifierHead, `output_weights` [L, H]
+    and `output_bias` [L], so the head loads and saves under the names a
+    classifier checkpoint uses.
+    """
+
+    def call(self, sequence_output, training=False):
+        """sequence_output: [B, T, H] -> float32 logits [B, T, L]."""
+        return super().call(sequence_output, training=training)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class MultipleChoiceHead(ClassifierHead):
+    """run_multiple_choice's head (the BERT paper's SWAG set-up): one dense
+    unit scores each choice's pooled [CLS] vector; a softmax over the
+    choices (in the loss) picks one.
+
+    Root-scope `output_weights` [1, H] and `output_bias` [1], as a
+    one-label ClassifierHead.
+    """
+
+    def __init__(self, hidden_size, initializer_range, **kwargs):
+        kwargs.pop("num_labels", None)  # get_config's copy: always 1.
+        super().__init__(1, hidden_size, initializer_range, **kwargs)
+
+    def call(self, pooled_output, training=False):
+        """pooled_output: [B, C, H] (C choices) -> float32 logits [B, C]."""
+        return super().call(pooled_output, training=training)[..., 0]

@@ -91,3 +91,33 @@ def pretraining_losses(outputs, features):
         "next_sentence_loss": nsp_loss,
         "total_loss": mlm_loss + nsp_loss,
     }
+
+
+def token_classification_loss(logits, label_ids, label_mask):
+    """run_ner's loss: softmax cross-entropy averaged over the labelled
+    pieces (the first WordPiece of each word); other positions, [CLS],
+    [SEP] and padding have label_mask 0. A batch without any labelled
+    piece gives 0.
+
+    Args:
+        logits: float Tensor [B, T, L].
+        label_ids: int Tensor [B, T].
+        label_mask: 0/1 Tensor [B, T].
+
+    Returns:
+        float32 scalar.
+    """
+    logits = ops.cast(logits, "float32")
+    one_hot = ops.one_hot(
+        ops.cast(label_ids, "int32"), ops.shape(logits)[-1], dtype="float32"
+    )
+    nll = -ops.sum(one_hot * ops.log_softmax(logits, axis=-1), axis=-1)
+    mask = ops.cast(label_mask, "float32")
+    return ops.sum(nll * mask) / ops.maximum(ops.sum(mask), 1.0)
+
+
+def multiple_choice_loss(logits, labels):
+    """run_multiple_choice's loss: the mean softmax cross-entropy over each
+    example's choices (logits [B, C], labels int [B]); the classifier's
+    formula with the choices as classes."""
+    return classifier_loss(logits, labels)

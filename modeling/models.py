@@ -1,11 +1,12 @@
-"""Task models: the encoder plus the heads of run_pretraining / run_classifier.
+"""Task models: the encoder plus the heads of run_pretraining,
+run_classifier, run_squad, run_ner and run_multiple_choice.
 
 Each model builds all of its weights in __init__, outside any name scope, so
 that a variable's path is its original checkpoint name: a Keras Model called
 later would otherwise prefix its own name (`bert_pretrainer/bert/...`).
 
 Shapes: B = batch size, T = sequence length, P = predictions per sequence,
-H = hidden size, V = vocab size, L = number of labels.
+H = hidden size, V = vocab size, L = number of labels, C = number of choices.
 """
 
 import keras
@@ -179,6 +180,127 @@ class BertSpanLabeler(keras.Model):
         outputs = self.bert(features, training=training)
         start, end = self.cls(outputs["sequence_output"])
         return {"start_logits": start, "end_logits": end}
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertTokenClassifier(keras.Model):
+    """BERT with run_ner's head on every token.
+
+    Args:
+        config: BertConfig.
+        num_labels: int, number of tags L.
+        use_one_hot_embeddings: bool, see `encoder.BertModel`.
+
+    Attributes:
+        bert: encoder.BertModel (variables `bert/...`).
+        classifier: heads.TokenClassifierHead (variables `output_weights`
+            [L, H] and `output_bias` [L] at the root scope).
+    """
+
+    def __init__(
+        self, config, num_labels, use_one_hot_embeddings=False, **kwargs
+    ):
+        kwargs.setdefault("name", "bert_token_classifier")
+        super().__init__(**kwargs)
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int):
+            raise TypeError(f"num_labels must be an int, got {num_labels!r}")
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be positive, got {num_labels}")
+        self.config = config
+        self.num_labels = num_labels
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        # === Layers ===
+        self.bert = encoder.BertModel(
+            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
+        )
+        self.classifier = heads.TokenClassifierHead(
+            num_labels,
+            config.hidden_size,
+            config.initializer_range,
+            name="classifier",
+        )
+        self.bert.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        """features: dict with "input_ids", "input_mask", "segment_ids" int
+        [B, T] (other keys ignored) -> float32 logits [B, T, L]."""
+        outputs = self.bert(features, training=training)
+        return self.classifier(outputs["sequence_output"], training=training)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "num_labels": self.num_labels,
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertMultipleChoice(keras.Model):
+    """BERT scoring C packed choices per example (run_multiple_choice).
+
+    Each choice is its own `[CLS] A [SEP] B [SEP]` sequence; the encoder
+    runs on the B * C sequences and one dense unit scores each pooled
+    vector. The number of choices is the inputs' second dimension.
+
+    Args:
+        config: BertConfig.
+        use_one_hot_embeddings: bool, see `encoder.BertModel`.
+
+    Attributes:
+        bert: encoder.BertModel (variables `bert/...`).
+        classifier: heads.MultipleChoiceHead (variables `output_weights`
+            [1, H] and `output_bias` [1] at the root scope).
+    """
+
+    def __init__(self, config, use_one_hot_embeddings=False, **kwargs):
+        kwargs.setdefault("name", "bert_multiple_choice")
+        super().__init__(**kwargs)
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        # === Layers ===
+        self.bert = encoder.BertModel(
+            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
+        )
+        self.classifier = heads.MultipleChoiceHead(
+            config.hidden_size, config.initializer_range, name="classifier"
+        )
+        self.bert.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        """features: dict with "input_ids", "input_mask", "segment_ids" int
+        [B, C, T] (other keys ignored) -> float32 logits [B, C]."""
+        ids = features["input_ids"]
+        shape = keras.ops.shape(ids)
+        flat = {
+            name: keras.ops.reshape(features[name], (-1, shape[2]))
+            for name in ("input_ids", "input_mask", "segment_ids")
+        }
+        pooled = self.bert(flat, training=training)["pooled_output"]
+        pooled = keras.ops.reshape(pooled, (shape[0], shape[1], -1))
+        return self.classifier(pooled, training=training)
 
     def get_config(self):
         return {

@@ -21,6 +21,7 @@ from modeling import layers
 from modeling import models
 
 B, T, P, L = 2, 8, 3, 3  # batch, sequence, predictions, labels
+C = 4  # choices (multiple choice)
 F32, BF16 = "float32", "bfloat16"
 
 
@@ -45,6 +46,7 @@ def _inputs(config):
         "hidden": floats(B, T, h),
         "wide": floats(B, T, config.intermediate_size),
         "pooled": floats(B, h),
+        "choices": floats(B, C, h),
         "gathered": floats(B * P, h),
         "table": floats(config.vocab_size, h),
     }
@@ -77,12 +79,23 @@ def _layer_cases(c):
         case.variables = {
             k: v for k, v in tables[task].items() if k.startswith(prefix)
         }
-    # The classifier's variables sit at the root scope, outside its name.
-    cases[heads.ClassifierHead].variables = {
-        "output_weights": (L, c.hidden_size),
-        "output_bias": (L,),
-    }
+    # The classifier's variables sit at the root scope, outside its name
+    # (also the token classifier's and the multiple-choice head's).
+    for cls, labels in ROOT_SCOPE_HEADS.items():
+        num = L if labels is None else labels
+        cases[cls].variables = {
+            "output_weights": (num, c.hidden_size),
+            "output_bias": (num,),
+        }
     return cases
+
+
+# Heads with root-scope variables: {class: number of labels (None: L)}.
+ROOT_SCOPE_HEADS = {
+    heads.ClassifierHead: None,
+    heads.TokenClassifierHead: None,
+    heads.MultipleChoiceHead: 1,
+}
 
 
 # (task, scope): the task model a layer is checked in, and the scope the
@@ -115,6 +128,9 @@ def _checkpoint_tables(c):
         "pretraining": checkpoints.original_variable_shapes(c),
         "classifier": dict(
             encoder_names, output_weights=(L, h), output_bias=(L,)
+        ),
+        "multiple_choice": dict(
+            encoder_names, output_weights=(1, h), output_bias=(1,)
         ),
         "squad": dict(
             encoder_names,
@@ -265,6 +281,25 @@ def _layer_cases_without_names(c):
             output_shape=(B, L),
             mixed_dtype=F32,
         ),
+        heads.TokenClassifierHead: Case(
+            heads.TokenClassifierHead,
+            dict(
+                num_labels=L,
+                hidden_size=h,
+                initializer_range=r,
+                name="classifier",
+            ),
+            (x["hidden"],),
+            output_shape=(B, T, L),
+            mixed_dtype=F32,
+        ),
+        heads.MultipleChoiceHead: Case(
+            heads.MultipleChoiceHead,
+            dict(hidden_size=h, initializer_range=r, name="classifier"),
+            (x["choices"],),
+            output_shape=(B, C),
+            mixed_dtype=F32,
+        ),
         heads.SpanHead: Case(
             heads.SpanHead,
             dict(hidden_size=h, initializer_range=r, name="squad"),
@@ -313,6 +348,22 @@ def _model_cases(c):
             mixed_dtype=F32,
             variables=tables["classifier"],
         ),
+        models.BertTokenClassifier: Case(
+            models.BertTokenClassifier,
+            dict(config=c, num_labels=L),
+            (f,),
+            output_shape=(B, T, L),
+            mixed_dtype=F32,
+            variables=tables["classifier"],
+        ),
+        models.BertMultipleChoice: Case(
+            models.BertMultipleChoice,
+            dict(config=c),
+            (_choice_features(f),),
+            output_shape=(B, C),
+            mixed_dtype=F32,
+            variables=tables["multiple_choice"],
+        ),
         models.BertSpanLabeler: Case(
             models.BertSpanLabeler,
             dict(config=c),
@@ -321,6 +372,14 @@ def _model_cases(c):
             mixed_dtype=F32,
             variables=tables["squad"],
         ),
+    }
+
+
+def _choice_features(f):
+    """[B, C, T] features: each example's C choices, rolled copies."""
+    return {
+        name: np.stack([np.roll(f[name], i, axis=0) for i in range(C)], 1)
+        for name in ("input_ids", "input_mask", "segment_ids")
     }
 
 
@@ -364,9 +423,9 @@ def test_every_layer_class_has_a_case():
                 defined.add(obj)
     covered = set(LAYER_CLASSES) | set(MODEL_CLASSES)
     assert sorted(map(_name, defined - covered)) == []
-    # Every layer case checks its checkpoint names (ClassifierHead's are
-    # set apart: root scope).
-    assert set(SCOPES) | {heads.ClassifierHead} == set(LAYER_CLASSES)
+    # Every layer case checks its checkpoint names (the root-scope heads'
+    # are set apart).
+    assert set(SCOPES) | set(ROOT_SCOPE_HEADS) == set(LAYER_CLASSES)
     # Models also need the .keras round trip of test_model.
     assert set(MODEL_CLASSES) == {
         c for c in defined if issubclass(c, keras.Model)

@@ -1,0 +1,230 @@
+"""Serving SavedModels on raw text for run_ner.py and run_multiple_choice.py.
+
+Like the classifier's export (serving.py), the graph tokenizes with the
+in-graph WordPiece tokenizer (the ids of FullTokenizer) and packs inputs as
+the Python path does, so a server needs only TensorFlow and
+tensorflow-text:
+
+    import tensorflow_text  # noqa: F401 (registers the ops)
+    loaded = tf.saved_model.load(export_dir)
+    # NER: sentences of space-separated words -> one tag per word.
+    out = loaded.signatures["serving_default"](text=tf.constant([...]))
+    out["tags"]       # string [batch, max words], "" after the last word
+    out["num_words"]  # int32 [batch]
+    # Multiple choice: -> choice probabilities.
+    out = loaded.signatures["serving_default"](
+        sent1=tf.constant([...]), sent2=tf.constant([...]),
+        endings=tf.constant([[...], ...]))   # [batch, choices]
+    out["probabilities"]  # float32 [batch, choices]
+
+NER in graph does what modeling/data/conll.py does: words split on
+whitespace, each word's WordPieces ([UNK] for a word with none, cut to a
+window), a sentence split greedily into windows of whole words of at most
+max_seq_length - 2 pieces, the tag of a word read at its first piece.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from modeling.data import file_io
+from modeling.export import serving
+from modeling.text import in_graph
+from modeling.text import vocabulary
+
+SERVING_DEFAULT = serving.SERVING_DEFAULT
+EXPORT_INFO_FILE = serving.EXPORT_INFO_FILE
+
+
+def _head(ids, keep):
+    """The first keep[i] items of each row of a RaggedTensor."""
+    mask = tf.ragged.range(ids.row_lengths()) < keep[:, tf.newaxis]
+    return tf.ragged.boolean_mask(ids, mask)
+
+
+def window_ids(sentence_ids, piece_counts, max_pieces):
+    """The window of each word, as conll.sentence_windows cuts them: a new
+    window at each sentence and whenever the next word would not fit.
+
+    Args:
+      sentence_ids: int64 [N], the sentence of each word (non-decreasing).
+      piece_counts: int64 [N], pieces per word (each <= max_pieces).
+      max_pieces: int.
+
+    Returns:
+      int64 [N], windows numbered from 0 over the whole batch.
+    """
+
+    def step(state, elem):
+        prev_sentence, used, window = state
+        sentence, count = elem
+        new = tf.logical_or(
+            tf.not_equal(sentence, prev_sentence), used + count > max_pieces
+        )
+        return (
+            sentence,
+            tf.where(new, count, used + count),
+            tf.where(new, window + 1, window),
+        )
+
+    start = tf.constant(-1, tf.int64)
+    initial = (start, tf.constant(0, tf.int64), start)
+    return tf.scan(step, (sentence_ids, piece_counts), initializer=initial)[2]
+
+
+class TaggerServer(tf.Module):
+    """Raw sentences -> one tag per word (run_ner's model).
+
+    Args:
+      model: the fine-tuned BertTokenClassifier.
+      vocab_file, do_lower_case, max_seq_length: as the run's.
+      label_list: the tags in id order.
+    """
+
+    def __init__(
+        self, model, vocab_file, do_lower_case, max_seq_length, label_list
+    ):
+        super().__init__(name="tagger_server")
+        self.model = model
+        self.tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
+        self.packer = in_graph.InputPacker.from_vocab_file(
+            vocab_file, max_seq_length
+        )
+        self.unk_id = vocabulary.load_vocab(vocab_file)[vocabulary.UNK_TOKEN]
+        self.max_pieces = max_seq_length - 2
+        self.labels = tf.constant(list(label_list))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, "text")])
+    def serve_text(self, text):
+        words = tf.strings.split(text)  # [B, (W)]
+        pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int32)
+        # A word without pieces gets [UNK]; a word over a window is cut.
+        empty = tf.equal(pieces.row_lengths(), 0)
+        unk = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], self.unk_id),
+            tf.cast(empty, tf.int64),
+        )
+        pieces = tf.concat([pieces, unk], axis=1)
+        pieces = _head(
+            pieces,
+            tf.minimum(
+                pieces.row_lengths(), tf.constant(self.max_pieces, tf.int64)
+            ),
+        )
+        counts = pieces.row_lengths()
+        windows = window_ids(words.value_rowids(), counts, self.max_pieces)
+        num_windows = tf.reduce_max(tf.concat([windows, [-1]], 0)) + 1
+        packed = tf.RaggedTensor.from_value_rowids(
+            pieces, windows, nrows=num_windows
+        ).merge_dims(1, 2)
+        features = self.packer(packed)
+        logits = tf.cast(self.model(features, training=False), tf.float32)
+        # Each word's first piece: 1 ([CLS]) + the pieces before it in its
+        # window.
+        before = tf.cumsum(counts, exclusive=True)
+        window_start = tf.math.unsorted_segment_min(
+            before, windows, num_windows
+        )
+        position = 1 + before - tf.gather(window_start, windows)
+        word_logits = tf.gather_nd(
+            logits, tf.stack([windows, position], axis=1)
+        )
+        ids = tf.argmax(word_logits, axis=-1, output_type=tf.int32)
+        splits = words.row_splits
+        return {
+            "tags": tf.RaggedTensor.from_row_splits(
+                tf.gather(self.labels, ids), splits
+            ).to_tensor(""),
+            "tag_ids": tf.RaggedTensor.from_row_splits(ids, splits).to_tensor(
+                -1
+            ),
+            "probabilities": tf.RaggedTensor.from_row_splits(
+                tf.nn.softmax(word_logits, axis=-1), splits
+            ).to_tensor(0.0),
+            "num_words": tf.cast(words.row_lengths(), tf.int32),
+        }
+
+
+class ChoiceServer(tf.Module):
+    """Raw SWAG fields -> choice probabilities (run_multiple_choice)."""
+
+    def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
+        super().__init__(name="choice_server")
+        self.model = model
+        self.preprocessor = serving.make_preprocessor(
+            vocab_file, do_lower_case, max_seq_length
+        )
+        self.max_seq_length = max_seq_length
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, "sent1"),
+            tf.TensorSpec([None], tf.string, "sent2"),
+            tf.TensorSpec([None, None], tf.string, "endings"),
+        ]
+    )
+    def serve_text(self, sent1, sent2, endings):
+        shape = tf.shape(endings)
+        choices = shape[1]
+        # As swag.convert_examples: A = sent1, B = sent2 + " " + ending.
+        first = tf.repeat(sent1, choices)
+        second = tf.strings.strip(
+            tf.strings.join(
+                [tf.repeat(sent2, choices), tf.reshape(endings, [-1])], " "
+            )
+        )
+        features = self.preprocessor(first, second)
+        features = {
+            k: tf.reshape(v, [shape[0], choices, self.max_seq_length])
+            for k, v in features.items()
+        }
+        logits = tf.cast(self.model(features, training=False), tf.float32)
+        return {
+            "probabilities": tf.nn.softmax(logits, axis=-1),
+            "logits": logits,
+        }
+
+
+def _save(server, export_dir, info):
+    """The SavedModel and assets.extra/bert_export.json, atomically."""
+    signatures = {SERVING_DEFAULT: server.serve_text.get_concrete_function()}
+    with file_io.atomic_path(export_dir.rstrip("/")) as tmp_dir:
+        tf.saved_model.save(server, tmp_dir, signatures=signatures)
+        extra = os.path.join(tmp_dir, "assets.extra")
+        tf.io.gfile.makedirs(extra)
+        with tf.io.gfile.GFile(os.path.join(extra, EXPORT_INFO_FILE), "w") as f:
+            f.write(json.dumps(info, indent=2) + "\n")
+        file_io.remove_if_exists(export_dir)
+    return export_dir
+
+
+def export_tagger(
+    model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir
+):
+    """Writes run_ner's serving SavedModel to export_dir."""
+    server = TaggerServer(
+        model, vocab_file, do_lower_case, max_seq_length, label_list
+    )
+    info = {
+        "task": "token_classification",
+        "labels": list(label_list),
+        "max_seq_length": max_seq_length,
+        "inputs": ["text"],
+        "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
+    }
+    return _save(server, export_dir, info)
+
+
+def export_multiple_choice(
+    model, vocab_file, do_lower_case, max_seq_length, export_dir
+):
+    """Writes run_multiple_choice's serving SavedModel to export_dir."""
+    server = ChoiceServer(model, vocab_file, do_lower_case, max_seq_length)
+    info = {
+        "task": "multiple_choice",
+        "max_seq_length": max_seq_length,
+        "inputs": ["sent1", "sent2", "endings"],
+        "outputs": ["probabilities", "logits"],
+    }
+    return _save(server, export_dir, info)

@@ -1,0 +1,188 @@
+"""What run_ner.py and run_multiple_choice.py share: in-memory feature
+arrays as tf.data pipelines, the model's logits over a dataset in order,
+and --eval_during_training's best-checkpoint keeping.
+
+Their features are small (a few int arrays per example), so they are kept
+as numpy arrays rather than written to TFRecords first.
+"""
+
+import os
+import weakref
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from modeling import checkpoints
+from modeling.tasks import classifier_eval
+from modeling.tasks import common
+from modeling.tasks import metrics
+from modeling.training import checkpoint_manager
+from modeling.training import distribute
+
+# Names shared with run_classifier's --eval_during_training.
+BEST_DIR = classifier_eval.BEST_DIR
+EVAL_HISTORY_FILE = classifier_eval.EVAL_HISTORY_FILE
+
+_PREDICT_STEPS = weakref.WeakKeyDictionary()
+
+
+# The root-scope head of the classifier, tagger and multiple-choice models.
+HEAD_VARIABLES = ("output_weights", "output_bias")
+
+
+def init_from_checkpoint(model, path):
+    """--init_checkpoint for a model with a root-scope head (model.bert +
+    `output_weights` / `output_bias`).
+
+    The encoder always comes from the checkpoint. The head does too when the
+    checkpoint has one of the model's shapes (continuing a run of the same
+    task and labels); a pre-trained checkpoint has none, and the head of
+    another task (a classifier's [2, H], a tagger's [L, H]) has another
+    shape: the head then starts fresh, so a checkpoint fine-tuned by any of
+    the scripts initialises the others.
+    """
+    shapes = checkpoints.checkpoint_shapes(path)
+    head = [
+        v
+        for v in model.weights
+        if checkpoints.variable_name(v) in HEAD_VARIABLES
+    ]
+    if all(
+        shapes.get(checkpoints.variable_name(v)) == tuple(v.shape) for v in head
+    ):
+        return checkpoints.load_weights(model, path)
+    other = {n: list(shapes[n]) for n in HEAD_VARIABLES if n in shapes}
+    if other:
+        logging.warning(
+            "%s has a head of another shape (%s): only the encoder is "
+            "loaded; the head starts untrained.",
+            path,
+            other,
+        )
+    return checkpoints.load_weights(model.bert, path)
+
+
+def pad_to_batch(arrays, batch_size):
+    """Pads every array (same first dimension N) with zero rows to a
+    multiple of batch_size, so that every batch has one static shape.
+
+    Returns:
+      (padded dict, N).
+    """
+    n = len(next(iter(arrays.values())))
+    extra = -n % batch_size
+    if not extra:
+        return arrays, n
+    return {
+        k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
+        for k, v in arrays.items()
+    }, n
+
+
+def train_dataset(arrays, batch_size, seed, start_step=0):
+    """Training batches: every epoch a new seeded shuffle of all examples,
+    repeated, remainder dropped, positioned after `start_step` batches (a
+    resumed run sees the batches an uninterrupted one would)."""
+    n = len(next(iter(arrays.values())))
+    d = tf.data.Dataset.from_tensor_slices(arrays)
+    seed = common.DEFAULT_DATA_SEED if seed is None else seed
+    d = d.shuffle(n, seed=seed, reshuffle_each_iteration=True).repeat()
+    d = d.batch(batch_size, drop_remainder=True)
+    if start_step:
+        d = d.skip(start_step)
+    return d.prefetch(2)
+
+
+def inference_dataset(arrays, batch_size):
+    """Eval/predict batches in order; the arrays must be padded to a
+    multiple of batch_size (`pad_to_batch`)."""
+    d = tf.data.Dataset.from_tensor_slices(arrays)
+    return d.batch(batch_size, drop_remainder=True).prefetch(2)
+
+
+def predict_logits(strategy, model, dataset):
+    """The model's float32 logits over `dataset`, in order (numpy)."""
+    step = _predict_step(strategy, model)
+    parts = [
+        step(batch).numpy()
+        for batch in distribute.distribute_dataset(strategy, dataset)
+    ]
+    return np.concatenate(parts, axis=0)
+
+
+def _predict_step(strategy, model):
+    """A tf.function computing logits, cached on the model (no retracing)."""
+    cached = _PREDICT_STEPS.get(model)
+    if cached is not None:
+        return cached
+
+    def replica_fn(features):
+        return tf.cast(model(features, training=False), tf.float32)
+
+    @tf.function(autograph=False, reduce_retracing=True)
+    def step(features):
+        logits = strategy.run(replica_fn, args=(features,))
+        return strategy.gather(logits, axis=0)
+
+    _PREDICT_STEPS[model] = step
+    return step
+
+
+def write_eval_results(path, results):
+    """Logs the results and writes eval_results.txt (sorted `key = value`
+    lines, floats as float32 values)."""
+    logging.info(
+        "***** Eval results *****\n%s", metrics.format_eval_results(results)
+    )
+    common.write_eval_results(path, metrics.as_reported(results))
+
+
+class BestCheckpointKeeper:
+    """--eval_during_training: evaluates at each checkpoint, keeps the best,
+    as run_classifier does: the best weights (no optimizer slots) in
+    output_dir/best/model.ckpt-<step> with its eval_results.txt, every
+    evaluation appended to output_dir/eval_history.txt.
+
+    Args:
+      evaluate: global_step -> dict of eval results.
+      model: the model being trained.
+      output_dir: str.
+      metric: the key of the results to maximize (e.g. "eval_f1").
+      write: whether this process writes files (the chief); every worker
+        evaluates.
+    """
+
+    def __init__(self, evaluate, model, output_dir, metric, write=True):
+        self.evaluate = evaluate
+        self.model = model
+        self.output_dir = output_dir
+        self.metric = metric
+        self.write = write
+        self.best_dir = os.path.join(output_dir, BEST_DIR)
+        self.best_value = classifier_eval._previous_best(self.best_dir, metric)
+
+    def __call__(self, global_step):
+        results = self.evaluate(global_step)
+        if not self.write:
+            return results
+        value = results[self.metric]
+        history = os.path.join(self.output_dir, EVAL_HISTORY_FILE)
+        line = metrics.format_eval_results(results).replace("\n", "  ")
+        with tf.io.gfile.GFile(history, "a") as f:
+            f.write(line.rstrip() + "\n")
+        if self.best_value is None or value > self.best_value:
+            logging.info(
+                "New best %s = %s at step %d", self.metric, value, global_step
+            )
+            self.best_value = value
+            checkpoints.write_checkpoint(
+                os.path.join(self.best_dir, f"model.ckpt-{int(global_step)}"),
+                checkpoint_manager.model_variables(self.model),
+                global_step=global_step,
+                keep_max=1,
+            )
+            write_eval_results(
+                os.path.join(self.best_dir, common.EVAL_RESULTS_FILE), results
+            )
+        return results

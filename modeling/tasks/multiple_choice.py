@@ -1,0 +1,289 @@
+"""What run_multiple_choice.py does: SWAG-style multiple choice.
+
+Fine-tunes BertMultipleChoice (each choice packed as `[CLS] sent1 [SEP]
+sent2 ending_i [SEP]`, one dense unit on its pooled vector, a softmax over
+the choices) with the shared training loop; eval_results.txt holds
+eval_accuracy and eval_loss; --do_predict writes test_results.tsv, one row
+of choice probabilities per test example (tab-separated, as
+run_classifier's).
+
+Steps: `int(len(train_examples) / train_batch_size * num_train_epochs)`,
+warmup `int(steps * warmup_proportion)`, as run_classifier counts them.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from modeling import config as config_lib
+from modeling import losses
+from modeling import models
+from modeling.data import file_io
+from modeling.data import swag
+from modeling.tasks import common
+from modeling.tasks import fine_tuning
+from modeling.tasks import metrics
+from modeling.text import tokenization
+from modeling.training import trainer as trainer_lib
+
+TEST_RESULTS_FILE = "test_results.tsv"
+# Looked for in data_dir, in this order (SWAG's names first).
+TRAIN_FILES = ("train.csv",)
+EVAL_FILES = ("val.csv", "dev.csv")
+PREDICT_FILES = ("test.csv",)
+SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
+LABEL_IDS = "label_ids"
+
+
+@dataclasses.dataclass
+class Settings(common.CommonSettings):
+    """run_multiple_choice's flags (the shared ones are CommonSettings')."""
+
+    vocab_file: str
+    data_dir: str | None = None
+    train_file: str | None = None
+    eval_file: str | None = None
+    predict_file: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_predict: bool = False
+    train_batch_size: int = 16
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    eval_during_training: bool = False
+    export_dir: str | None = None
+
+    def __post_init__(self):
+        if not self.output_dir:
+            raise ValueError("output_dir is required")
+        if self.run_config is None:
+            self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
+
+
+@dataclasses.dataclass
+class ChoiceTask:
+    settings: Settings
+    bert_config: config_lib.BertConfig
+    tokenizer: tokenization.FullTokenizer
+    strategy: tf.distribute.Strategy
+
+    def path(self, name):
+        return os.path.join(self.settings.output_dir, name)
+
+    def data_path(self, flag, names, what):
+        s = self.settings
+        value = getattr(s, flag)
+        if value:
+            return value
+        if not s.data_dir:
+            raise ValueError(f"--{flag} or --data_dir is required for {what}")
+        for name in names:
+            path = os.path.join(s.data_dir, name)
+            if tf.io.gfile.exists(path):
+                return path
+        raise FileNotFoundError(
+            f"No {what} file in --data_dir={s.data_dir} (looked for "
+            f"{', '.join(names)}); name it with --{flag}"
+        )
+
+    def arrays(self, examples):
+        """numpy int32 features: [N, C, T] sequences, [N] labels."""
+        lists = swag.convert_examples(
+            examples, self.settings.max_seq_length, self.tokenizer
+        )
+        return {k: np.array(v, np.int32) for k, v in lists.items()}
+
+
+def prepare(settings):
+    s = settings
+    tokenization.validate_case_matches_checkpoint(
+        s.do_lower_case, s.init_checkpoint
+    )
+    if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
+        raise ValueError(
+            "At least one of `do_train`, `do_eval` or `do_predict' must be "
+            "True (or give --export_dir)."
+        )
+    bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
+    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
+    config_lib.check_vocab_size(s.vocab_file, bert_config)
+    strategy = common.set_up(s)
+    tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
+    return ChoiceTask(s, bert_config, tokenizer, strategy)
+
+
+def loss_fn(features, logits):
+    labels = features[LABEL_IDS]
+    correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels)
+    return {
+        "loss": losses.multiple_choice_loss(logits, labels),
+        "accuracy": tf.reduce_mean(tf.cast(correct, tf.float32)),
+    }
+
+
+def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
+    s = task.settings
+
+    def init_fn(model):
+        # The encoder; the head too if it has this model's shape.
+        fine_tuning.init_from_checkpoint(model, s.init_checkpoint)
+
+    training_task = trainer_lib.Task(
+        build_model=lambda: models.BertMultipleChoice(
+            task.bert_config, use_one_hot_embeddings=s.use_tpu
+        ),
+        loss_fn=loss_fn,
+        init_fn=init_fn if s.init_checkpoint else None,
+    )
+    config = dataclasses.replace(
+        s.run_config,
+        output_dir=s.output_dir,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=num_warmup_steps,
+    )
+    return trainer_lib.Trainer(training_task, config, task.strategy)
+
+
+def element_spec(task):
+    seq = tf.TensorSpec([None, None, task.settings.max_seq_length], tf.int32)
+    spec = {name: seq for name in SEQ_FEATURES}
+    spec[LABEL_IDS] = tf.TensorSpec([None], tf.int32)
+    return spec
+
+
+def train(task):
+    s = task.settings
+    examples = swag.read_swag(
+        task.data_path("train_file", TRAIN_FILES, "training"), "train"
+    )
+    arrays = task.arrays(examples)
+    num_train_steps = int(
+        len(examples) / s.train_batch_size * s.num_train_epochs
+    )
+    num_warmup_steps = int(num_train_steps * s.warmup_proportion)
+    if num_train_steps < 1:
+        raise ValueError(
+            f"{len(examples)} train examples / train_batch_size "
+            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
+            "gives 0 training steps"
+        )
+    logging.info(
+        "***** Running training: %d examples of %d choices, batch size %d, "
+        "%d steps *****",
+        len(examples),
+        swag.num_choices(examples),
+        s.train_batch_size,
+        num_train_steps,
+    )
+    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
+
+    def dataset_fn(start_step):
+        return fine_tuning.train_dataset(
+            arrays, s.train_batch_size, s.random_seed, start_step
+        )
+
+    if s.eval_during_training:
+        trainer.build(dataset_fn(0).element_spec)
+        eval_arrays = read_eval_arrays(task)
+        keeper = fine_tuning.BestCheckpointKeeper(
+            lambda step: evaluate(task, trainer.model, eval_arrays, step),
+            trainer.model,
+            s.output_dir,
+            "eval_accuracy",
+            write=trainer.is_chief,
+        )
+        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
+    trainer.train(dataset_fn)
+    return trainer
+
+
+def read_eval_arrays(task):
+    path = task.data_path("eval_file", EVAL_FILES, "evaluation")
+    return task.arrays(swag.read_swag(path, "dev"))
+
+
+def logits_of(task, model, arrays, batch_size):
+    padded, n = fine_tuning.pad_to_batch(arrays, batch_size)
+    dataset = fine_tuning.inference_dataset(padded, batch_size)
+    return fine_tuning.predict_logits(task.strategy, model, dataset)[:n]
+
+
+def evaluate(task, model, arrays, global_step):
+    """eval_accuracy and eval_loss (mean cross-entropy over the choices)."""
+    logits = logits_of(task, model, arrays, task.settings.eval_batch_size)
+    labels = arrays[LABEL_IDS]
+    return {
+        "eval_accuracy": float(np.mean(np.argmax(logits, -1) == labels)),
+        "eval_loss": float(np.mean(metrics.per_example_loss(logits, labels))),
+        "global_step": int(global_step),
+    }
+
+
+def predict(task, model, write=True):
+    """test_results.tsv: per test example, its choice probabilities."""
+    s = task.settings
+    path = task.data_path("predict_file", PREDICT_FILES, "prediction")
+    examples = swag.read_swag(path, "test", require_label=False)
+    logits = logits_of(task, model, task.arrays(examples), s.predict_batch_size)
+    probabilities = tf.nn.softmax(logits, axis=-1).numpy()
+    if write:
+        lines = [
+            "\t".join(str(np.float32(v)) for v in row) + "\n"
+            for row in probabilities
+        ]
+        file_io.write_text(task.path(TEST_RESULTS_FILE), "".join(lines))
+    return probabilities
+
+
+def run(settings):
+    """run_multiple_choice's main(): train, evaluate, predict.
+
+    Returns:
+      The eval results (dict) when do_eval, else None.
+    """
+    task = prepare(settings)
+    s = task.settings
+    if s.do_train:
+        trainer = train(task)
+    else:
+        trainer = make_trainer(task)
+        trainer.restore_for_inference(
+            element_spec(task),
+            missing_message=(
+                f"No checkpoint in --output_dir={s.output_dir} and no "
+                "--init_checkpoint: nothing to evaluate. Train first "
+                "(--do_train)."
+            ),
+            init_warning=(
+                f"No checkpoint in {s.output_dir}: using "
+                f"{s.init_checkpoint}, whose choice head is untrained."
+            ),
+        )
+    results = None
+    if s.do_eval:
+        results = evaluate(
+            task, trainer.model, read_eval_arrays(task), trainer.global_step
+        )
+        if trainer.is_chief:
+            fine_tuning.write_eval_results(
+                task.path(common.EVAL_RESULTS_FILE), results
+            )
+    if s.do_predict:
+        predict(task, trainer.model, trainer.is_chief)
+    if s.export_dir and trainer.is_chief:
+        from modeling.export import task_serving
+
+        task_serving.export_multiple_choice(
+            trainer.model,
+            s.vocab_file,
+            s.do_lower_case,
+            s.max_seq_length,
+            s.export_dir,
+        )
+        logging.info("Exported the serving SavedModel to %s", s.export_dir)
+    return results

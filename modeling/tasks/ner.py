@@ -1,0 +1,393 @@
+"""What run_ner.py does: token classification (CoNLL-2003 NER).
+
+Fine-tunes BertTokenClassifier (the encoder plus root-scope `output_weights`
+[L, H] / `output_bias` [L]) on a CoNLL file with the shared training loop,
+evaluates entity-level precision/recall/F1 (conlleval's definition), token
+accuracy and loss into eval_results.txt, and with --do_predict writes the
+test file back with a predicted-tag column (test_predictions.txt).
+
+Steps: `int(num_windows / train_batch_size * num_train_epochs)` training
+steps (a window is a sentence, or a piece of a long one, see
+modeling/data/conll.py), `int(steps * warmup_proportion)` warmup steps,
+as run_classifier counts them.
+
+The label list: --label_list, else output_dir/label_list.txt (written by an
+earlier training run), else the training file's tags; it is written to
+output_dir/label_list.txt so that eval and predict use the same ids.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from modeling import config as config_lib
+from modeling import losses
+from modeling import models
+from modeling.data import conll
+from modeling.tasks import common
+from modeling.tasks import conlleval
+from modeling.tasks import fine_tuning
+from modeling.tasks import metrics
+from modeling.text import tokenization
+from modeling.training import trainer as trainer_lib
+
+PREDICTIONS_FILE = "test_predictions.txt"
+# Looked for in data_dir, in this order, unless a file flag names one.
+TRAIN_FILES = ("train.txt", "eng.train")
+EVAL_FILES = ("dev.txt", "valid.txt", "eng.testa")
+PREDICT_FILES = ("test.txt", "eng.testb")
+SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
+LABEL_IDS = "label_ids"
+LABEL_MASK = "label_mask"
+
+
+@dataclasses.dataclass
+class Settings(common.CommonSettings):
+    """run_ner's flags (the shared ones are common.CommonSettings')."""
+
+    vocab_file: str
+    data_dir: str | None = None
+    train_file: str | None = None
+    eval_file: str | None = None
+    predict_file: str | None = None
+    label_list: str | None = None
+    do_lower_case: bool = True
+    max_seq_length: int = 128
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    eval_during_training: bool = False
+    export_dir: str | None = None
+
+    def __post_init__(self):
+        if not self.output_dir:
+            raise ValueError("output_dir is required")
+        if self.run_config is None:
+            self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
+
+
+@dataclasses.dataclass
+class NerTask:
+    settings: Settings
+    bert_config: config_lib.BertConfig
+    tokenizer: tokenization.FullTokenizer
+    strategy: tf.distribute.Strategy
+    label_list: list = None
+
+    def path(self, name):
+        return os.path.join(self.settings.output_dir, name)
+
+    def data_path(self, flag, names, what):
+        """The file of a flag, else the first of `names` in data_dir."""
+        s = self.settings
+        value = getattr(s, flag)
+        if value:
+            return value
+        if not s.data_dir:
+            raise ValueError(f"--{flag} or --data_dir is required for {what}")
+        for name in names:
+            path = os.path.join(s.data_dir, name)
+            if tf.io.gfile.exists(path):
+                return path
+        raise FileNotFoundError(
+            f"No {what} file in --data_dir={s.data_dir} (looked for "
+            f"{', '.join(names)}); name it with --{flag}"
+        )
+
+    def features(self, sentences):
+        """Windowed features of the sentences as numpy arrays, and the
+        conll.Feature list (for mapping predictions back)."""
+        feats = conll.convert_sentences(
+            sentences,
+            self.label_list,
+            self.settings.max_seq_length,
+            self.tokenizer,
+        )
+        arrays = {
+            name: np.array([getattr(f, name) for f in feats], np.int32)
+            for name in SEQ_FEATURES + (LABEL_IDS, LABEL_MASK)
+        }
+        return arrays, feats
+
+
+def prepare(settings):
+    """Checks the settings; builds the task (the label list comes later).
+
+    Raises:
+      ValueError: no mode, max_seq_length too long, case mismatch, vocab
+        larger than the model's.
+    """
+    s = settings
+    tokenization.validate_case_matches_checkpoint(
+        s.do_lower_case, s.init_checkpoint
+    )
+    if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
+        raise ValueError(
+            "At least one of `do_train`, `do_eval` or `do_predict' must be "
+            "True (or give --export_dir)."
+        )
+    bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
+    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
+    config_lib.check_vocab_size(s.vocab_file, bert_config)
+    strategy = common.set_up(s)
+    tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
+    return NerTask(s, bert_config, tokenizer, strategy)
+
+
+def resolve_labels(task, train_data=None):
+    """Sets task.label_list (see the module doc) and writes
+    output_dir/label_list.txt when it is new.
+
+    Raises:
+      ValueError: no source of labels; --label_list disagreeing with the
+        saved list; a training tag outside the list (file and line).
+    """
+    s = task.settings
+    saved_path = task.path(conll.LABEL_LIST_FILE)
+    saved = None
+    if tf.io.gfile.exists(saved_path):
+        saved = conll.read_label_list(saved_path)
+    if s.label_list:
+        labels = [x.strip() for x in s.label_list.split(",") if x.strip()]
+        if saved is not None and saved != labels:
+            raise ValueError(
+                f"--label_list {labels} differs from {saved_path} {saved} "
+                "that this output_dir's checkpoints were trained with"
+            )
+    elif saved is not None:
+        labels = saved
+    elif train_data is not None:
+        labels = conll.labels_from_sentences(train_data.sentences)
+    else:
+        raise ValueError(
+            f"No label list: {saved_path} does not exist; train first "
+            "(--do_train) or give --label_list"
+        )
+    if train_data is not None:
+        conll.check_tags(train_data, labels)
+    if saved is None and (train_data is not None or s.label_list):
+        conll.write_label_list(saved_path, labels)
+    task.label_list = labels
+    logging.info("Labels (%d): %s", len(labels), " ".join(labels))
+
+
+def loss_fn(features, logits):
+    """Cross-entropy over the labelled pieces, and their accuracy."""
+    mask = tf.cast(features[LABEL_MASK], tf.float32)
+    loss = losses.token_classification_loss(logits, features[LABEL_IDS], mask)
+    predicted = tf.argmax(logits, -1, output_type=tf.int32)
+    correct = tf.cast(tf.equal(predicted, features[LABEL_IDS]), tf.float32)
+    accuracy = tf.reduce_sum(correct * mask) / tf.maximum(
+        tf.reduce_sum(mask), 1.0
+    )
+    return {"loss": loss, "accuracy": accuracy}
+
+
+def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
+    s = task.settings
+
+    def init_fn(model):
+        # The encoder; the head too if it has this model's shape.
+        fine_tuning.init_from_checkpoint(model, s.init_checkpoint)
+
+    training_task = trainer_lib.Task(
+        build_model=lambda: models.BertTokenClassifier(
+            task.bert_config,
+            len(task.label_list),
+            use_one_hot_embeddings=s.use_tpu,
+        ),
+        loss_fn=loss_fn,
+        init_fn=init_fn if s.init_checkpoint else None,
+    )
+    config = dataclasses.replace(
+        s.run_config,
+        output_dir=s.output_dir,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=num_warmup_steps,
+    )
+    return trainer_lib.Trainer(training_task, config, task.strategy)
+
+
+def element_spec(task):
+    seq = tf.TensorSpec([None, task.settings.max_seq_length], tf.int32)
+    return {name: seq for name in SEQ_FEATURES + (LABEL_IDS, LABEL_MASK)}
+
+
+def train(task, train_data):
+    s = task.settings
+    arrays, _ = task.features(train_data.sentences)
+    num_windows = len(arrays["input_ids"])
+    num_train_steps = int(num_windows / s.train_batch_size * s.num_train_epochs)
+    num_warmup_steps = int(num_train_steps * s.warmup_proportion)
+    if num_train_steps < 1:
+        raise ValueError(
+            f"{num_windows} training windows / train_batch_size "
+            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
+            "gives 0 training steps"
+        )
+    logging.info(
+        "***** Running training: %d sentences (%d windows), batch size %d, "
+        "%d steps *****",
+        len(train_data.sentences),
+        num_windows,
+        s.train_batch_size,
+        num_train_steps,
+    )
+    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
+
+    def dataset_fn(start_step):
+        return fine_tuning.train_dataset(
+            arrays, s.train_batch_size, s.random_seed, start_step
+        )
+
+    if s.eval_during_training:
+        trainer.build(dataset_fn(0).element_spec)
+        eval_data = read_eval_data(task)
+        keeper = fine_tuning.BestCheckpointKeeper(
+            lambda step: evaluate(task, trainer.model, eval_data, step),
+            trainer.model,
+            s.output_dir,
+            "eval_f1",
+            write=trainer.is_chief,
+        )
+        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
+    trainer.train(dataset_fn)
+    return trainer
+
+
+def read_eval_data(task):
+    path = task.data_path("eval_file", EVAL_FILES, "evaluation")
+    data = conll.read_conll(path)
+    conll.check_tags(data, task.label_list)
+    return data
+
+
+def predict_words(task, model, sentences, batch_size):
+    """Per-word predicted tags of every sentence, and the logits and
+    features they came from.
+
+    Returns:
+      (tags per sentence, logits [W, T, L] of the real windows, arrays).
+    """
+    arrays, feats = task.features(sentences)
+    padded, n = fine_tuning.pad_to_batch(arrays, batch_size)
+    dataset = fine_tuning.inference_dataset(padded, batch_size)
+    logits = fine_tuning.predict_logits(task.strategy, model, dataset)[:n]
+    predicted = np.argmax(logits, axis=-1)
+    tags = conll.word_predictions(feats, predicted, sentences, task.label_list)
+    return tags, logits, arrays
+
+
+def evaluate(task, model, eval_data, global_step):
+    """eval_results: conlleval entity precision/recall/F1 (overall and
+    `eval_f1_<TYPE>`), token accuracy over words, and eval_loss, the mean
+    cross-entropy over labelled pieces."""
+    s = task.settings
+    logging.info(
+        "***** Running evaluation: %d sentences *****",
+        len(eval_data.sentences),
+    )
+    tags, logits, arrays = predict_words(
+        task, model, eval_data.sentences, s.eval_batch_size
+    )
+    scores = conlleval.evaluate([x.tags for x in eval_data.sentences], tags)
+    mask = arrays[LABEL_MASK].astype(bool)
+    log_probs = metrics.log_softmax(logits[mask])
+    nll = -log_probs[np.arange(len(log_probs)), arrays[LABEL_IDS][mask]]
+    results = {
+        "eval_precision": scores["precision"],
+        "eval_recall": scores["recall"],
+        "eval_f1": scores["f1"],
+        "eval_accuracy": scores["accuracy"],
+        "eval_loss": float(np.mean(nll)),
+        "global_step": int(global_step),
+    }
+    for kind, per in scores["per_type"].items():
+        results[f"eval_f1_{kind}"] = per["f1"]
+    return results
+
+
+def predict(task, model, write=True):
+    """Writes output_dir/test_predictions.txt: the predict file's lines,
+    each word line with its predicted tag appended."""
+    s = task.settings
+    path = task.data_path("predict_file", PREDICT_FILES, "prediction")
+    data = conll.read_conll(path, require_tags=False)
+    conll.check_tags(data, task.label_list)
+    logging.info(
+        "***** Running prediction: %d sentences *****", len(data.sentences)
+    )
+    tags, _, _ = predict_words(
+        task, model, data.sentences, s.predict_batch_size
+    )
+    lines = conll.prediction_lines(data, tags)
+    if write:
+        from modeling.data import file_io
+
+        file_io.write_text(
+            task.path(PREDICTIONS_FILE), "".join(f"{x}\n" for x in lines)
+        )
+    return tags
+
+
+def run(settings):
+    """run_ner's main(): train, evaluate, predict.
+
+    Returns:
+      The eval results (dict) when do_eval, else None.
+    """
+    task = prepare(settings)
+    s = task.settings
+    train_data = None
+    if s.do_train:
+        train_data = conll.read_conll(
+            task.data_path("train_file", TRAIN_FILES, "training")
+        )
+    resolve_labels(task, train_data)
+    if s.do_train:
+        trainer = train(task, train_data)
+    else:
+        trainer = make_trainer(task)
+        trainer.restore_for_inference(
+            element_spec(task),
+            missing_message=(
+                f"No checkpoint in --output_dir={s.output_dir} and no "
+                "--init_checkpoint: nothing to evaluate. Train first "
+                "(--do_train)."
+            ),
+            init_warning=(
+                f"No checkpoint in {s.output_dir}: using "
+                f"{s.init_checkpoint}, whose token classifier head is "
+                "untrained."
+            ),
+        )
+    results = None
+    if s.do_eval:
+        results = evaluate(
+            task, trainer.model, read_eval_data(task), trainer.global_step
+        )
+        if trainer.is_chief:
+            fine_tuning.write_eval_results(
+                task.path(common.EVAL_RESULTS_FILE), results
+            )
+    if s.do_predict:
+        predict(task, trainer.model, trainer.is_chief)
+    if s.export_dir and trainer.is_chief:
+        from modeling.export import task_serving
+
+        task_serving.export_tagger(
+            trainer.model,
+            s.vocab_file,
+            s.do_lower_case,
+            s.max_seq_length,
+            task.label_list,
+            s.export_dir,
+        )
+        logging.info("Exported the serving SavedModel to %s", s.export_dir)
+    return results

@@ -1,0 +1,97 @@
+"""BERT multiple choice (SWAG format), the BERT paper's SWAG set-up.
+
+    python run_multiple_choice.py --do_train --do_eval \
+      --data_dir=$SWAG_DIR --vocab_file=$BERT_BASE_DIR/vocab.txt \
+      --bert_config_file=$BERT_BASE_DIR/bert_config.json \
+      --init_checkpoint=$BERT_BASE_DIR/bert_model.ckpt \
+      --max_seq_length=80 --train_batch_size=16 --learning_rate=2e-5 \
+      --num_train_epochs=3.0 --output_dir=/tmp/swag_output/
+
+data_dir holds SWAG's train.csv, val.csv and test.csv (--train_file,
+--eval_file, --predict_file name others). Each choice is packed as
+`[CLS] sent1 [SEP] sent2 ending_i [SEP]`; one dense unit scores each
+choice's pooled vector (root-scope `output_weights` [1, H] /
+`output_bias` [1]) and a softmax over the choices picks one. Writes
+checkpoints, eval_results.txt (eval_accuracy, eval_loss) and
+test_results.tsv (one row of choice probabilities per test example).
+"""
+
+from absl import flags
+
+from modeling import flags as shared_flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string(
+    "data_dir", None, "Folder of SWAG's train.csv, val.csv and test.csv."
+)
+flags.DEFINE_string("train_file", None, "Training CSV (default: data_dir's).")
+flags.DEFINE_string("eval_file", None, "Dev CSV (default: data_dir's).")
+flags.DEFINE_string(
+    "predict_file",
+    None,
+    "CSV to predict (default: data_dir's test.csv); needs no label column.",
+)
+shared_flags.define_flags("vocab_file", "do_lower_case")
+flags.DEFINE_integer(
+    "max_seq_length",
+    128,
+    "The maximum length of one packed choice after WordPiece tokenization; "
+    "longer pairs are truncated (the longer side first), shorter padded.",
+)
+flags.DEFINE_bool("do_predict", False, "Whether to predict the test file.")
+flags.DEFINE_integer(
+    "train_batch_size", 16, "Total batch size (examples) for training."
+)
+flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_float(
+    "num_train_epochs", 3.0, "Total number of training epochs to perform."
+)
+flags.DEFINE_float(
+    "warmup_proportion",
+    0.1,
+    "Proportion of training to perform linear learning rate warmup for.",
+)
+flags.DEFINE_integer(
+    "save_checkpoints_steps", 1000, "How often to save the model checkpoint."
+)
+flags.DEFINE_integer(
+    "iterations_per_loop",
+    1000,
+    "How many steps each compiled loop call runs between host-side logging.",
+)
+flags.DEFINE_bool(
+    "eval_during_training",
+    False,
+    "Evaluate on the dev set at every checkpoint and keep the best by "
+    "accuracy under output_dir/best/ (eval_history.txt has every one).",
+)
+flags.DEFINE_string(
+    "export_dir",
+    None,
+    "Write a serving SavedModel here: its signature takes raw sent1, sent2 and endings [batch, choices] and returns the choice probabilities, "
+    "tokenized in the graph.",
+)
+shared_flags.define_common_flags()
+
+
+def main(_):
+    # Imported here so that `--help` does not load TensorFlow.
+    from modeling.tasks import multiple_choice
+
+    multiple_choice.run(
+        shared_flags.settings_from_flags(multiple_choice.Settings)
+    )
+
+
+def run():
+    """Console entry point (setup.py: bert-run-multiple-choice)."""
+    shared_flags.run_script(
+        main, required=("vocab_file", "bert_config_file", "output_dir")
+    )
+
+
+if __name__ == "__main__":
+    run()
