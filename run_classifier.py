@@ -35,7 +35,7 @@ flags.DEFINE_string(
     "xnli (the original's) or sst-2, sts-b, qqp, qnli, rte, wnli, mnli-mm, ax.",
 )
 ## Other parameters
-shared_flags.define_flags("vocab_file", "do_lower_case")
+shared_flags.define_flags(*shared_flags.FINE_TUNING)
 flags.DEFINE_integer(
     "max_seq_length",
     128,
@@ -47,29 +47,6 @@ flags.DEFINE_bool(
     "do_predict",
     False,
     "Whether to run the model in inference mode on the test set.",
-)
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_float(
-    "num_train_epochs", 3.0, "Total number of training epochs to perform."
-)
-flags.DEFINE_float(
-    "warmup_proportion",
-    0.1,
-    "Proportion of training to perform linear learning rate warmup for. "
-    "E.g., 0.1 = 10% of training.",
-)
-flags.DEFINE_integer(
-    "save_checkpoints_steps", 1000, "How often to save the model checkpoint."
-)
-flags.DEFINE_integer(
-    "iterations_per_loop",
-    1000,
-    "How many steps to make in each estimator call (here: how many steps "
-    "each compiled loop call runs; off TPU a call also ends after 100 "
-    "steps or 30 seconds, so that progress is logged).",
 )
 
 ## Added (not in the original)

@@ -32,7 +32,7 @@ flags.DEFINE_string(
     None,
     "CSV to predict (default: data_dir's test.csv); needs no label column.",
 )
-shared_flags.define_flags("vocab_file", "do_lower_case")
+shared_flags.define_flags(*shared_flags.FINE_TUNING)
 flags.DEFINE_integer(
     "max_seq_length",
     128,
@@ -42,25 +42,6 @@ flags.DEFINE_integer(
 flags.DEFINE_bool("do_predict", False, "Whether to predict the test file.")
 flags.DEFINE_integer(
     "train_batch_size", 16, "Total batch size (examples) for training."
-)
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predict.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_float(
-    "num_train_epochs", 3.0, "Total number of training epochs to perform."
-)
-flags.DEFINE_float(
-    "warmup_proportion",
-    0.1,
-    "Proportion of training to perform linear learning rate warmup for.",
-)
-flags.DEFINE_integer(
-    "save_checkpoints_steps", 1000, "How often to save the model checkpoint."
-)
-flags.DEFINE_integer(
-    "iterations_per_loop",
-    1000,
-    "How many steps each compiled loop call runs between host-side logging.",
 )
 flags.DEFINE_bool(
     "eval_during_training",

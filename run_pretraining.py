@@ -42,24 +42,12 @@ flags.DEFINE_integer(
     "Maximum number of masked LM predictions per sequence. "
     "Must match data generation.",
 )
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
-flags.DEFINE_integer(
-    "save_checkpoints_steps", 1000, "How often to save the model checkpoint."
-)
-flags.DEFINE_integer(
-    "iterations_per_loop",
-    1000,
-    "How many steps to make in each estimator call (here: how many steps "
-    "each compiled loop call runs; off TPU a call also ends after 100 "
-    "steps or 30 seconds, so that progress is logged).",
-)
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 
 shared_flags.define_common_flags()
+shared_flags.define_flags("eval_batch_size")
 
 
 def main(_):

@@ -24,7 +24,9 @@ from modeling import flags as shared_flags
 FLAGS = flags.FLAGS
 
 ## Other parameters
-shared_flags.define_flags("vocab_file", "do_lower_case")
+shared_flags.define_flags(
+    "vocab_file", "do_lower_case", "num_train_epochs", "warmup_proportion"
+)
 flags.DEFINE_string(
     "train_file", None, "SQuAD json for training. E.g., train-v1.1.json"
 )
@@ -53,28 +55,8 @@ flags.DEFINE_integer(
     "this will be truncated to this length.",
 )
 flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
 flags.DEFINE_integer(
     "predict_batch_size", 8, "Total batch size for predictions."
-)
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_float(
-    "num_train_epochs", 3.0, "Total number of training epochs to perform."
-)
-flags.DEFINE_float(
-    "warmup_proportion",
-    0.1,
-    "Proportion of training to perform linear learning rate warmup for. "
-    "E.g., 0.1 = 10% of training.",
-)
-flags.DEFINE_integer(
-    "save_checkpoints_steps", 1000, "How often to save the model checkpoint."
-)
-flags.DEFINE_integer(
-    "iterations_per_loop",
-    1000,
-    "How many steps to make in each estimator call (here: how many steps "
-    "each compiled loop call runs between host-side logging).",
 )
 flags.DEFINE_integer(
     "n_best_size",

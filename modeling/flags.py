@@ -129,8 +129,75 @@ _SHARED = {
     ),
 }
 # What define_common_flags defines: the flags of every training script.
-_TRAINING_SCRIPTS = tuple(
-    name for name in _SHARED if name not in ("vocab_file", "do_lower_case")
+_SHARED.update(
+    {
+        # Training flags of the original's scripts, same defaults and help
+        # in each of them. A script whose original differs (SQuAD's
+        # predict_batch_size help, multiple choice's smaller batch) defines
+        # its own first: define_flags skips a flag that exists.
+        "train_batch_size": lambda: flags.DEFINE_integer(
+            "train_batch_size", 32, "Total batch size for training."
+        ),
+        "eval_batch_size": lambda: flags.DEFINE_integer(
+            "eval_batch_size", 8, "Total batch size for eval."
+        ),
+        "predict_batch_size": lambda: flags.DEFINE_integer(
+            "predict_batch_size", 8, "Total batch size for predict."
+        ),
+        "learning_rate": lambda: flags.DEFINE_float(
+            "learning_rate", 5e-5, "The initial learning rate for Adam."
+        ),
+        "num_train_epochs": lambda: flags.DEFINE_float(
+            "num_train_epochs",
+            3.0,
+            "Total number of training epochs to perform.",
+        ),
+        "warmup_proportion": lambda: flags.DEFINE_float(
+            "warmup_proportion",
+            0.1,
+            "Proportion of training to perform linear learning rate warmup "
+            "for. E.g., 0.1 = 10% of training.",
+        ),
+        "save_checkpoints_steps": lambda: flags.DEFINE_integer(
+            "save_checkpoints_steps",
+            1000,
+            "How often to save the model checkpoint.",
+        ),
+        "iterations_per_loop": lambda: flags.DEFINE_integer(
+            "iterations_per_loop",
+            1000,
+            "How many steps to make in each estimator call (here: how many "
+            "steps each compiled loop call runs; off TPU a call also ends "
+            "after 100 steps or 30 seconds, so that progress is logged).",
+        ),
+    }
+)
+# What define_common_flags defines: the flags every training script has.
+_TRAINING_SCRIPTS = (
+    "bert_config_file",
+    "output_dir",
+    "init_checkpoint",
+    "do_train",
+    "do_eval",
+    "use_tpu",
+    "tpu_name",
+    "tpu_zone",
+    "gcp_project",
+    "master",
+    "num_tpu_cores",
+    "train_batch_size",
+    "learning_rate",
+    "save_checkpoints_steps",
+    "iterations_per_loop",
+)
+# The fine-tuning scripts' flags beyond those (define_flags(*FINE_TUNING)).
+FINE_TUNING = (
+    "vocab_file",
+    "do_lower_case",
+    "eval_batch_size",
+    "predict_batch_size",
+    "num_train_epochs",
+    "warmup_proportion",
 )
 
 
