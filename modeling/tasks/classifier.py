@@ -33,10 +33,11 @@ HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
 
 
 @dataclasses.dataclass
-class Settings(common.CommonSettings):
+class Settings(common.FineTuningSettings):
     """run_classifier's flags (same names and defaults) plus the new ones;
     the shared ones (bert_config_file, output_dir, init_checkpoint, modes,
-    random_seed, strategy, TPU) are common.CommonSettings'.
+    random_seed, strategy, TPU, batch sizes, epochs, ...) are
+    common.FineTuningSettings'.
 
     `run_config` carries the shared training flags (modeling/flags.py
     `run_config`); its num_train_steps / num_warmup_steps are replaced here
@@ -45,18 +46,8 @@ class Settings(common.CommonSettings):
 
     data_dir: str
     task_name: str
-    vocab_file: str
-    do_lower_case: bool = True
     max_seq_length: int = 128
-    do_predict: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    eval_during_training: bool = False
     glue_submission_dir: str | None = None
-    export_dir: str | None = None
     # None: on, except on TPU (see `prepare`).
     dynamic_padding: bool | None = None
 

@@ -88,6 +88,24 @@ class CommonSettings:
     run_config: typing.Any = None
 
 
+@dataclasses.dataclass(kw_only=True)
+class FineTuningSettings(CommonSettings):
+    """The flags every fine-tuning runner shares (run_classifier, run_squad,
+    run_ner, run_multiple_choice), same names and defaults; each task adds
+    its own (max_seq_length among them: its default differs by task)."""
+
+    vocab_file: str
+    do_lower_case: bool = True
+    do_predict: bool = False
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    eval_during_training: bool = False
+    export_dir: str | None = None
+
+
 def set_up(settings):
     """The set-up every model runner does once its settings are checked:
     creates output_dir (when set), seeds Python/NumPy/TF (random_seed), sets

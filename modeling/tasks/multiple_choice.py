@@ -39,24 +39,15 @@ LABEL_IDS = "label_ids"
 
 
 @dataclasses.dataclass
-class Settings(common.CommonSettings):
-    """run_multiple_choice's flags (the shared ones are CommonSettings')."""
+class Settings(common.FineTuningSettings):
+    """run_multiple_choice's flags (the shared ones are FineTuningSettings')."""
 
-    vocab_file: str
     data_dir: str | None = None
     train_file: str | None = None
     eval_file: str | None = None
     predict_file: str | None = None
-    do_lower_case: bool = True
     max_seq_length: int = 128
-    do_predict: bool = False
-    train_batch_size: int = 16
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    eval_during_training: bool = False
-    export_dir: str | None = None
+    train_batch_size: int = dataclasses.field(default=16, kw_only=True)
 
     def __post_init__(self):
         if not self.output_dir:

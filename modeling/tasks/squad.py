@@ -59,22 +59,15 @@ _HEAD_NAME = "cls/squad/output_weights"
 
 
 @dataclasses.dataclass
-class Settings(common.CommonSettings):
+class Settings(common.FineTuningSettings):
     """run_squad's flags (same names and defaults) plus the new ones; the
-    shared ones are common.CommonSettings'."""
+    shared ones are common.FineTuningSettings'."""
 
-    vocab_file: str
     train_file: str | None = None
     predict_file: str | None = None
-    do_lower_case: bool = True
     max_seq_length: int = 384
     doc_stride: int = 128
     max_query_length: int = 64
-    do_predict: bool = False
-    train_batch_size: int = 32
-    predict_batch_size: int = 8
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
     n_best_size: int = 20
     max_answer_length: int = 30
     verbose_logging: bool = False
@@ -82,7 +75,6 @@ class Settings(common.CommonSettings):
     null_score_diff_threshold: float = 0.0
     best_null_threshold: bool = False
     max_skipped_fraction: float = squad_data.DEFAULT_MAX_SKIPPED_FRACTION
-    eval_during_training: bool = False
 
     def __post_init__(self):
         if not self.output_dir:
