@@ -79,3 +79,19 @@ def uncased_vocab_file(minilm_dir):
 def tiny_config_dict():
     """A copy of constants.TINY_CONFIG (the original modeling_test sizes)."""
     return dict(TINY_CONFIG)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_absl_verbosity():
+    """Each test starts with absl logging at INFO, as the scripts run it.
+
+    A script run in-process (absl app.run) parses --verbosity and leaves the
+    absl logger at that level, which would hide INFO lines from `caplog` in
+    every later test: a test's outcome must not depend on the ones before.
+    """
+    from absl import logging as absl_logging
+
+    verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.INFO)
+    yield
+    absl_logging.set_verbosity(verbosity)

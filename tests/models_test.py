@@ -78,9 +78,15 @@ def test_every_output_matches_the_original(pretrainer, golden):
 def test_dropout_only_when_training(pretrainer, golden):
     eval_a = _run(pretrainer, golden)["total_loss"]
     eval_b = _run(pretrainer, golden)["total_loss"]
-    train = _run(pretrainer, golden, training=True)["total_loss"]
     assert float(eval_a) == float(eval_b)
-    assert abs(float(train) - float(eval_a)) > 1e-4
+    # Dropout (0.1 in tiny_init's config) zeroes about a tenth of the hidden
+    # units: every token's vector moves by far more than float rounding.
+    # (The total loss is an average whose change can be as small as 1e-4.)
+    eval_out = np.asarray(_run(pretrainer, golden)["sequence_output"])
+    train_out = np.asarray(
+        _run(pretrainer, golden, training=True)["sequence_output"]
+    )
+    assert np.abs(train_out - eval_out).max() > 1e-2
 
 
 def test_mixed_bfloat16_is_close_and_losses_float32(golden_dir, golden):
