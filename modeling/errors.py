@@ -3,8 +3,12 @@ run_script; the statuses are in tasks/common.py).
 
 Here, outside tasks/, because the library raises them (the training loop on
 SIGTERM, data generation on bad input) and the core never imports tasks/.
-Imports nothing.
+Also the one way library code keeps SIGTERM out of a step that must not be
+cut in two (`sigterm_deferred`). Imports only the standard library.
 """
+
+import contextlib
+import signal
 
 # The exit status after SIGTERM with the state saved: 128 + 15, as if the
 # signal had killed the process (what schedulers expect from a preempted
@@ -24,6 +28,27 @@ class Terminated(Interrupted):
     raises it in the main thread): every `with` block on the way out
     removes its temporary files, folders and worker processes; nothing
     partial is published. Re-running the command starts that step over."""
+
+
+# SIGTERM deferral: the scripts' handler (modeling/flags.py) only marks a
+# signal pending while `depth` > 0; the outermost block delivers it again.
+_DEFERRAL = {"depth": 0, "pending": False}
+
+
+@contextlib.contextmanager
+def sigterm_deferred():
+    """Holds SIGTERM until the block ends, then delivers it (Terminated is
+    raised as the block exits). For steps that must not be cut in two, such
+    as creating a temporary folder and registering its removal, or starting
+    worker processes and the context that stops them."""
+    _DEFERRAL["depth"] += 1
+    try:
+        yield
+    finally:
+        _DEFERRAL["depth"] -= 1
+        if not _DEFERRAL["depth"] and _DEFERRAL["pending"]:
+            _DEFERRAL["pending"] = False
+            signal.raise_signal(signal.SIGTERM)
 
 
 class UserError(ValueError):

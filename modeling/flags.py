@@ -356,7 +356,12 @@ def run_script(main, required=()):
 # a watcher thread woken by the signal exits anyway after
 # SIGTERM_GRACE_SECS.
 SIGTERM_GRACE_SECS = 10.0
-_TERMINATION = {"pid": None, "received": False}
+_TERMINATION = {
+    "pid": None,
+    "received": False,
+    "forking": 0,
+    "fork_pending": False,
+}
 
 
 def install_sigterm_exit(grace_secs=None):
@@ -378,8 +383,27 @@ def install_sigterm_exit(grace_secs=None):
         target=_sigterm_watchdog, args=(reader, grace), daemon=True
     ).start()
     # Forked workers (data generation) must not share the wakeup socket nor
-    # raise in their own loops: a SIGTERM ends them plainly.
-    os.register_at_fork(after_in_child=_reset_sigterm_in_child)
+    # raise in their own loops: a SIGTERM ends them plainly. In the parent,
+    # an exception raised while os.fork runs its hooks is printed and
+    # ignored, so a SIGTERM arriving then waits until the fork is done.
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_reset_sigterm_in_child,
+    )
+
+
+def _before_fork():
+    _TERMINATION["forking"] += 1
+
+
+def _after_fork_in_parent():
+    if _TERMINATION["forking"] == 1 and _TERMINATION["fork_pending"]:
+        _TERMINATION["fork_pending"] = False
+        # Delivered again from another thread once this hook has returned
+        # (the handler then runs in the main thread's own code).
+        threading.Timer(0.05, signal.raise_signal, (signal.SIGTERM,)).start()
+    _TERMINATION["forking"] -= 1
 
 
 def _reset_sigterm_in_child():
@@ -394,6 +418,12 @@ def _raise_terminated(signum, frame):
     del signum, frame
     if _TERMINATION["received"]:
         return  # Already on the way out.
+    if _TERMINATION["forking"]:
+        _TERMINATION["fork_pending"] = True
+        return
+    if errors._DEFERRAL["depth"]:
+        errors._DEFERRAL["pending"] = True
+        return
     _TERMINATION["received"] = True
     raise errors.Terminated(
         "SIGTERM: stopped; no partial output was left behind. Re-run the "

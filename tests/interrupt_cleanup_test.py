@@ -115,3 +115,41 @@ def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path):
     assert child.returncode == common.EXIT_INTERRUPTED, stderr
     assert time.time() - started < 10
     assert "SIGTERM: still running 1 s later" in stderr
+
+
+DEFERRAL_SCRIPT = """
+import os, signal, sys
+from modeling import errors
+from modeling import flags
+flags.install_sigterm_exit()
+steps = []
+try:
+    with errors.sigterm_deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # Bytecodes where a handler could run.
+            pass
+        steps.append("inside")
+    steps.append("after")
+except errors.Terminated:
+    steps.append("terminated")
+# A signal that comes while os.fork runs its hooks (where a raised exception
+# would be printed and ignored) is delivered again after the fork.
+flags._TERMINATION["received"] = False
+flags._TERMINATION["forking"] = 1
+flags._raise_terminated(signal.SIGTERM, None)
+steps.append(flags._TERMINATION["fork_pending"])
+print(steps)
+"""
+
+
+def test_sigterm_waits_for_a_deferred_step_and_for_a_fork():
+    out = subprocess.run(
+        [sys.executable, "-c", DEFERRAL_SCRIPT],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "['inside', 'terminated', True]"

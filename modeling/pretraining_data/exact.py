@@ -18,6 +18,7 @@ import tempfile
 
 from absl import logging
 
+from modeling import errors
 from modeling import progress
 from modeling.pretraining_data import generation
 from modeling.pretraining_data import records as records_lib
@@ -75,22 +76,16 @@ class ConcurrentEncoder:
     or on the number of processes.
     """
 
-    def __init__(self, pool, chunk=None):
+    def __init__(self, pool, tmpdir, chunk=None):
+        """`tmpdir`: where forked workers leave their records. The caller
+        owns it and removes it only after the pool is gone: a worker still
+        encoding when a run is interrupted could otherwise write a file into
+        it while it is being removed."""
         self._pool = pool
         self._chunk = chunk or _ENCODE_CHUNK
         self._sent = 0
         self._pending = []
-        self._tmpdir = None
-        if pool.forks:
-            self._tmpdir = tempfile.TemporaryDirectory(prefix="bert_records_")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        if self._tmpdir is not None:
-            self._tmpdir.cleanup()
-        return False
+        self._tmpdir = tmpdir if pool.forks else None
 
     def __call__(self, store, final=False):
         """Sends whole chunks of new instances (all of them when final)."""
@@ -98,7 +93,7 @@ class ConcurrentEncoder:
             end = min(len(store), self._sent + self._chunk)
             path = None
             if self._tmpdir is not None:
-                path = os.path.join(self._tmpdir.name, f"{len(self._pending)}")
+                path = os.path.join(self._tmpdir, f"{len(self._pending)}")
             payload = store.chunk_bytes(self._sent, end)
             task = (payload, path)
             self._pending.append((self._pool.submit(_encode_chunk, task), path))
@@ -215,12 +210,18 @@ def create_exact(
     rng = rng_lib.make_rng(options.random_seed)
     # Encoding runs in processes - 1 forked workers beside the generation
     # (which is sequential), or here at the end with one process.
+    # Exit order matters on an interruption: the pool's workers are killed
+    # before their hand-over folder is removed.
+    with errors.sigterm_deferred():
+        # Created and its removal registered in one step.
+        records_dir = tempfile.TemporaryDirectory(prefix="bert_records_")
     with (
+        records_dir as tmpdir,
         shards.ForkPool(
             max(1, processes - 1), (encoder, corpus), fork=processes > 1
         ) as pool,
-        ConcurrentEncoder(pool) as concurrent,
     ):
+        concurrent = ConcurrentEncoder(pool, tmpdir)
         store, order = generation.generate_instances(
             corpus, options, vocab_ids, rng, on_document=concurrent
         )

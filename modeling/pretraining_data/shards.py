@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import threading
 
+from modeling import errors
 from modeling.data import file_io
 
 # Blank-line search window past a nominal cut (a document boundary there
@@ -147,6 +148,23 @@ def state():
     return _STATE
 
 
+def _die_with_parent(parent_pid):
+    """A worker's first step: it ends when the parent process does.
+
+    The parent can end without stopping its pool (the SIGTERM watchdog's
+    os._exit when cleanup is blocked); workers left waiting for tasks would
+    then hold the parent's stderr and its caller waiting forever. Linux
+    kills them through prctl(PR_SET_PDEATHSIG); elsewhere nothing changes.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (AttributeError, OSError):
+        return
+    if os.getppid() != parent_pid:  # The parent ended before the prctl.
+        os._exit(0)
+
+
 class ForkPool:
     """A context: `processes` forked workers that inherit `worker_state`.
 
@@ -169,9 +187,15 @@ class ForkPool:
         _STATE = self._state
         if self._fork:
             context = multiprocessing.get_context("fork")
-            self._pool = context.Pool(
-                self.processes, maxtasksperchild=self._max_tasks
-            )
+            # The workers and the `with` that stops them come as one: a
+            # SIGTERM meanwhile is delivered once __exit__ is sure to run.
+            with errors.sigterm_deferred():
+                self._pool = context.Pool(
+                    self.processes,
+                    maxtasksperchild=self._max_tasks,
+                    initializer=_die_with_parent,
+                    initargs=(os.getpid(),),
+                )
         return self
 
     def imap(self, fn, items):
