@@ -46,7 +46,7 @@ python run_pretraining.py \
   --iterations_per_loop=100 \
   --max_eval_steps=20 \
   --random_seed=12345 \
-  2>&1 | tee "$OUT/run_pretraining.log" | grep --line-buffered -E "step [0-9]+:|Eval results|  [a-z_]+ = "
+  2>&1 | tee "$OUT/run_pretraining.log" | grep --line-buffered -E "step [0-9]+(/[0-9]+ \([0-9]+%\))?:|Eval results|  [a-z_]+ = "
 
 echo
 echo "== $OUT/pretraining_output/eval_results.txt =="
