@@ -16,8 +16,19 @@ from modeling import encoder
 from modeling import heads
 
 
+class _TaskModel(keras.Model):
+    """What every task model shares: its config holds the BertConfig as a
+    dict (get_config), rebuilt here."""
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
+        return cls(bert_config, **config)
+
+
 @keras.saving.register_keras_serializable(package="bert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(_TaskModel):
     """BERT with the masked-LM and next-sentence heads (run_pretraining).
 
     Args:
@@ -76,15 +87,9 @@ class BertPretrainer(keras.Model):
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
-        return cls(bert_config, **config)
-
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertClassifier(keras.Model):
+class BertClassifier(_TaskModel):
     """BERT with run_classifier's head on the pooled output.
 
     Args:
@@ -98,10 +103,16 @@ class BertClassifier(keras.Model):
             and `output_bias` [L], at the root scope as in the original).
     """
 
+    # The head and the encoder output it reads (BertTokenClassifier
+    # changes both).
+    _DEFAULT_NAME = "bert_classifier"
+    _HEAD = heads.ClassifierHead
+    _INPUT = "pooled_output"
+
     def __init__(
         self, config, num_labels, use_one_hot_embeddings=False, **kwargs
     ):
-        kwargs.setdefault("name", "bert_classifier")
+        kwargs.setdefault("name", self._DEFAULT_NAME)
         super().__init__(**kwargs)
         if isinstance(num_labels, bool) or not isinstance(num_labels, int):
             raise TypeError(f"num_labels must be an int, got {num_labels!r}")
@@ -114,7 +125,7 @@ class BertClassifier(keras.Model):
         self.bert = encoder.BertModel(
             config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
         )
-        self.classifier = heads.ClassifierHead(
+        self.classifier = self._HEAD(
             num_labels,
             config.hidden_size,
             config.initializer_range,
@@ -125,9 +136,10 @@ class BertClassifier(keras.Model):
 
     def call(self, features, training=False):
         """features: dict with "input_ids", "input_mask", "segment_ids" int
-        [B, T] (other keys ignored) -> float32 logits [B, L]."""
+        [B, T] (other keys ignored) -> float32 logits [B, L] (a token
+        classifier's: [B, T, L])."""
         outputs = self.bert(features, training=training)
-        return self.classifier(outputs["pooled_output"], training=training)
+        return self.classifier(outputs[self._INPUT], training=training)
 
     def get_config(self):
         return {
@@ -137,15 +149,9 @@ class BertClassifier(keras.Model):
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
-        return cls(bert_config, **config)
-
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertSpanLabeler(keras.Model):
+class BertSpanLabeler(_TaskModel):
     """BERT with run_squad's span head on every token.
 
     Args:
@@ -188,15 +194,9 @@ class BertSpanLabeler(keras.Model):
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
-        return cls(bert_config, **config)
-
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(BertClassifier):
     """BERT with run_ner's head on every token.
 
     Args:
@@ -210,54 +210,13 @@ class BertTokenClassifier(keras.Model):
             [L, H] and `output_bias` [L] at the root scope).
     """
 
-    def __init__(
-        self, config, num_labels, use_one_hot_embeddings=False, **kwargs
-    ):
-        kwargs.setdefault("name", "bert_token_classifier")
-        super().__init__(**kwargs)
-        if isinstance(num_labels, bool) or not isinstance(num_labels, int):
-            raise TypeError(f"num_labels must be an int, got {num_labels!r}")
-        if num_labels < 1:
-            raise ValueError(f"num_labels must be positive, got {num_labels}")
-        self.config = config
-        self.num_labels = num_labels
-        self.use_one_hot_embeddings = use_one_hot_embeddings
-        # === Layers ===
-        self.bert = encoder.BertModel(
-            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
-        )
-        self.classifier = heads.TokenClassifierHead(
-            num_labels,
-            config.hidden_size,
-            config.initializer_range,
-            name="classifier",
-        )
-        self.bert.build()
-        self.built = True
-
-    def call(self, features, training=False):
-        """features: dict with "input_ids", "input_mask", "segment_ids" int
-        [B, T] (other keys ignored) -> float32 logits [B, T, L]."""
-        outputs = self.bert(features, training=training)
-        return self.classifier(outputs["sequence_output"], training=training)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "config": self.config.to_dict(),
-            "num_labels": self.num_labels,
-            "use_one_hot_embeddings": self.use_one_hot_embeddings,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
-        return cls(bert_config, **config)
+    _DEFAULT_NAME = "bert_token_classifier"
+    _HEAD = heads.TokenClassifierHead
+    _INPUT = "sequence_output"  # Logits [B, T, L].
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertMultipleChoice(keras.Model):
+class BertMultipleChoice(_TaskModel):
     """BERT scoring C packed choices per example (run_multiple_choice).
 
     Each choice is its own `[CLS] A [SEP] B [SEP]` sequence; the encoder
@@ -308,9 +267,3 @@ class BertMultipleChoice(keras.Model):
             "config": self.config.to_dict(),
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
         }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
-        return cls(bert_config, **config)
