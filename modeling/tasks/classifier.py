@@ -26,7 +26,6 @@ from modeling.data import input_pipeline
 from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.text import tokenization
-from modeling.training import trainer as trainer_lib
 
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
 HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
@@ -50,12 +49,6 @@ class Settings(common.FineTuningSettings):
     glue_submission_dir: str | None = None
     # None: on, except on TPU (see `prepare`).
     dynamic_padding: bool | None = None
-
-    def __post_init__(self):
-        if not self.output_dir:
-            raise ValueError("output_dir is required")
-        if self.run_config is None:
-            self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
 
 
 @dataclasses.dataclass
@@ -206,36 +199,26 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
             model, s.init_checkpoint, ignore_missing=HEAD_VARIABLES
         )
 
-    training_task = trainer_lib.Task(
-        build_model=lambda: build_classifier(
+    return common.make_trainer(
+        s,
+        task.strategy,
+        lambda: build_classifier(
             task.bert_config, task.num_labels, use_one_hot_embeddings=s.use_tpu
         ),
-        loss_fn=loss_fn(task.processor.is_regression),
-        init_fn=init_fn if s.init_checkpoint else None,
+        loss_fn(task.processor.is_regression),
+        init_fn,
+        num_train_steps,
+        num_warmup_steps,
     )
-    config = dataclasses.replace(
-        s.run_config,
-        output_dir=s.output_dir,
-        num_train_steps=num_train_steps,
-        num_warmup_steps=num_warmup_steps,
-    )
-    return trainer_lib.Trainer(training_task, config, task.strategy)
 
 
 def train(task):
     """Writes train.tf_record and fine-tunes; returns the Trainer."""
     s = task.settings
     train_examples = task.processor.get_train_examples(s.data_dir)
-    num_train_steps = int(
-        len(train_examples) / s.train_batch_size * s.num_train_epochs
+    num_train_steps, num_warmup_steps = common.fine_tuning_steps(
+        s, len(train_examples)
     )
-    num_warmup_steps = int(num_train_steps * s.warmup_proportion)
-    if num_train_steps < 1:
-        raise ValueError(
-            f"{len(train_examples)} train examples / train_batch_size "
-            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
-            "gives 0 training steps"
-        )
     train_file = task.write_records(train_examples, "train.tf_record")
     logging.info(
         "***** Running training: %d examples, batch size %d, %d steps *****",

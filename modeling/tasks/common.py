@@ -105,6 +105,15 @@ class FineTuningSettings(CommonSettings):
     eval_during_training: bool = False
     export_dir: str | None = None
 
+    def __post_init__(self):
+        if not self.output_dir:
+            raise ValueError("output_dir is required")
+        if self.run_config is None:
+            # The shared training flags' defaults (a task built in Python).
+            from modeling.training import trainer  # TensorFlow.
+
+            self.run_config = trainer.RunConfig(self.output_dir, 0)
+
 
 def set_up(settings):
     """The set-up every model runner does once its settings are checked:
@@ -133,6 +142,58 @@ def set_up(settings):
         settings.gcp_project,
         settings.master,
     )
+
+
+def fine_tuning_steps(settings, num_examples, what="train examples"):
+    """The original's step arithmetic for a fine-tuning run.
+
+    Returns:
+      (num_train_steps, num_warmup_steps): int(num_examples /
+      train_batch_size * num_train_epochs) and int(steps *
+      warmup_proportion).
+
+    Raises:
+      ValueError: that gives no training step.
+    """
+    s = settings
+    num_train_steps = int(
+        num_examples / s.train_batch_size * s.num_train_epochs
+    )
+    if num_train_steps < 1:
+        raise ValueError(
+            f"{num_examples} {what} / train_batch_size "
+            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
+            "gives 0 training steps"
+        )
+    return num_train_steps, int(num_train_steps * s.warmup_proportion)
+
+
+def make_trainer(
+    settings,
+    strategy,
+    build_model,
+    loss_fn,
+    init_fn,
+    num_train_steps=1,
+    num_warmup_steps=0,
+):
+    """The shared Trainer of a fine-tuning task: `init_fn` loads
+    --init_checkpoint when there is one; the step counts replace those of
+    run_config (for inference only they just have to be valid)."""
+    from modeling.training import trainer as trainer_lib  # TensorFlow.
+
+    task = trainer_lib.Task(
+        build_model=build_model,
+        loss_fn=loss_fn,
+        init_fn=init_fn if settings.init_checkpoint else None,
+    )
+    config = dataclasses.replace(
+        settings.run_config,
+        output_dir=settings.output_dir,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=num_warmup_steps,
+    )
+    return trainer_lib.Trainer(task, config, strategy)
 
 
 def write_eval_results(path, results):

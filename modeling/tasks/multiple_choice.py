@@ -27,7 +27,6 @@ from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import metrics
 from modeling.text import tokenization
-from modeling.training import trainer as trainer_lib
 
 TEST_RESULTS_FILE = "test_results.tsv"
 # Looked for in data_dir, in this order (SWAG's names first).
@@ -48,12 +47,6 @@ class Settings(common.FineTuningSettings):
     predict_file: str | None = None
     max_seq_length: int = 128
     train_batch_size: int = dataclasses.field(default=16, kw_only=True)
-
-    def __post_init__(self):
-        if not self.output_dir:
-            raise ValueError("output_dir is required")
-        if self.run_config is None:
-            self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
 
 
 @dataclasses.dataclass
@@ -124,20 +117,17 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
         # The encoder; the head too if it has this model's shape.
         fine_tuning.init_from_checkpoint(model, s.init_checkpoint)
 
-    training_task = trainer_lib.Task(
-        build_model=lambda: models.BertMultipleChoice(
+    return common.make_trainer(
+        s,
+        task.strategy,
+        lambda: models.BertMultipleChoice(
             task.bert_config, use_one_hot_embeddings=s.use_tpu
         ),
-        loss_fn=loss_fn,
-        init_fn=init_fn if s.init_checkpoint else None,
+        loss_fn,
+        init_fn,
+        num_train_steps,
+        num_warmup_steps,
     )
-    config = dataclasses.replace(
-        s.run_config,
-        output_dir=s.output_dir,
-        num_train_steps=num_train_steps,
-        num_warmup_steps=num_warmup_steps,
-    )
-    return trainer_lib.Trainer(training_task, config, task.strategy)
 
 
 def element_spec(task):
@@ -153,16 +143,9 @@ def train(task):
         task.data_path("train_file", TRAIN_FILES, "training"), "train"
     )
     arrays = task.arrays(examples)
-    num_train_steps = int(
-        len(examples) / s.train_batch_size * s.num_train_epochs
+    num_train_steps, num_warmup_steps = common.fine_tuning_steps(
+        s, len(examples)
     )
-    num_warmup_steps = int(num_train_steps * s.warmup_proportion)
-    if num_train_steps < 1:
-        raise ValueError(
-            f"{len(examples)} train examples / train_batch_size "
-            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
-            "gives 0 training steps"
-        )
     logging.info(
         "***** Running training: %d examples of %d choices, batch size %d, "
         "%d steps *****",

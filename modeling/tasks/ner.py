@@ -32,7 +32,6 @@ from modeling.tasks import conlleval
 from modeling.tasks import fine_tuning
 from modeling.tasks import metrics
 from modeling.text import tokenization
-from modeling.training import trainer as trainer_lib
 
 PREDICTIONS_FILE = "test_predictions.txt"
 # Looked for in data_dir, in this order, unless a file flag names one.
@@ -54,12 +53,6 @@ class Settings(common.FineTuningSettings):
     predict_file: str | None = None
     label_list: str | None = None
     max_seq_length: int = 128
-
-    def __post_init__(self):
-        if not self.output_dir:
-            raise ValueError("output_dir is required")
-        if self.run_config is None:
-            self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
 
 
 @dataclasses.dataclass
@@ -186,22 +179,19 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
         # The encoder; the head too if it has this model's shape.
         fine_tuning.init_from_checkpoint(model, s.init_checkpoint)
 
-    training_task = trainer_lib.Task(
-        build_model=lambda: models.BertTokenClassifier(
+    return common.make_trainer(
+        s,
+        task.strategy,
+        lambda: models.BertTokenClassifier(
             task.bert_config,
             len(task.label_list),
             use_one_hot_embeddings=s.use_tpu,
         ),
-        loss_fn=loss_fn,
-        init_fn=init_fn if s.init_checkpoint else None,
+        loss_fn,
+        init_fn,
+        num_train_steps,
+        num_warmup_steps,
     )
-    config = dataclasses.replace(
-        s.run_config,
-        output_dir=s.output_dir,
-        num_train_steps=num_train_steps,
-        num_warmup_steps=num_warmup_steps,
-    )
-    return trainer_lib.Trainer(training_task, config, task.strategy)
 
 
 def element_spec(task):
@@ -213,14 +203,9 @@ def train(task, train_data):
     s = task.settings
     arrays, _ = task.features(train_data.sentences)
     num_windows = len(arrays["input_ids"])
-    num_train_steps = int(num_windows / s.train_batch_size * s.num_train_epochs)
-    num_warmup_steps = int(num_train_steps * s.warmup_proportion)
-    if num_train_steps < 1:
-        raise ValueError(
-            f"{num_windows} training windows / train_batch_size "
-            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
-            "gives 0 training steps"
-        )
+    num_train_steps, num_warmup_steps = common.fine_tuning_steps(
+        s, num_windows, "training windows"
+    )
     logging.info(
         "***** Running training: %d sentences (%d windows), batch size %d, "
         "%d steps *****",

@@ -45,7 +45,6 @@ from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
-from modeling.training import trainer as trainer_lib
 
 TRAIN_RECORD_FILE = "train.tf_record"
 EVAL_RECORD_FILE = "eval.tf_record"
@@ -75,12 +74,6 @@ class Settings(common.FineTuningSettings):
     null_score_diff_threshold: float = 0.0
     best_null_threshold: bool = False
     max_skipped_fraction: float = squad_data.DEFAULT_MAX_SKIPPED_FRACTION
-
-    def __post_init__(self):
-        if not self.output_dir:
-            raise ValueError("output_dir is required")
-        if self.run_config is None:
-            self.run_config = trainer_lib.RunConfig(self.output_dir, 0)
 
 
 @dataclasses.dataclass
@@ -225,20 +218,17 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
                 "The span head cls/squad/* comes from %s", report.checkpoint
             )
 
-    training_task = trainer_lib.Task(
-        build_model=lambda: models.BertSpanLabeler(
+    return common.make_trainer(
+        s,
+        task.strategy,
+        lambda: models.BertSpanLabeler(
             task.bert_config, use_one_hot_embeddings=s.use_tpu
         ),
-        loss_fn=loss_fn,
-        init_fn=init_fn if s.init_checkpoint else None,
+        loss_fn,
+        init_fn,
+        num_train_steps,
+        num_warmup_steps,
     )
-    config = dataclasses.replace(
-        s.run_config,
-        output_dir=s.output_dir,
-        num_train_steps=num_train_steps,
-        num_warmup_steps=num_warmup_steps,
-    )
-    return trainer_lib.Trainer(training_task, config, task.strategy)
 
 
 def read_records(task, path, batch_size, is_training, num_records=None):
@@ -277,16 +267,9 @@ def train(task):
     """Writes train.tf_record and fine-tunes; returns the Trainer."""
     s = task.settings
     examples = list(task.train_examples)
-    num_train_steps = int(
-        len(examples) / s.train_batch_size * s.num_train_epochs
+    num_train_steps, num_warmup_steps = common.fine_tuning_steps(
+        s, len(examples)
     )
-    num_warmup_steps = int(num_train_steps * s.warmup_proportion)
-    if num_train_steps < 1:
-        raise ValueError(
-            f"{len(examples)} train examples / train_batch_size "
-            f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
-            "gives 0 training steps"
-        )
     # After the step count, before the features, as the original.
     random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
     train_file = task.path(TRAIN_RECORD_FILE)
