@@ -148,23 +148,6 @@ def state():
     return _STATE
 
 
-def _die_with_parent(parent_pid):
-    """A worker's first step: it ends when the parent process does.
-
-    The parent can end without stopping its pool (the SIGTERM watchdog's
-    os._exit when cleanup is blocked); workers left waiting for tasks would
-    then hold the parent's stderr and its caller waiting forever. Linux
-    kills them through prctl(PR_SET_PDEATHSIG); elsewhere nothing changes.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
-    except (AttributeError, OSError):
-        return
-    if os.getppid() != parent_pid:  # The parent ended before the prctl.
-        os._exit(0)
-
-
 class ForkPool:
     """A context: `processes` forked workers that inherit `worker_state`.
 
@@ -191,10 +174,7 @@ class ForkPool:
             # SIGTERM meanwhile is delivered once __exit__ is sure to run.
             with errors.sigterm_deferred():
                 self._pool = context.Pool(
-                    self.processes,
-                    maxtasksperchild=self._max_tasks,
-                    initializer=_die_with_parent,
-                    initargs=(os.getpid(),),
+                    self.processes, maxtasksperchild=self._max_tasks
                 )
         return self
 
