@@ -36,6 +36,13 @@ setuptools.setup(
     extras_require={
         # safetensors: reading HuggingFace checkpoints (converter, numpy API only).
         "test": ["pytest>=8", "safetensors>=0.4"],
+        # apache-beam: create_pretraining_data.py --runner=beam, the same
+        # per-shard generation on a cluster engine (DirectRunner, Dataflow,
+        # Flink, Spark). Optional: the other modes do not need it.
+        "beam": ["apache-beam>=2.77,<3"],
+        # The notebooks in notebooks/: papermill runs them with parameters
+        # (tests do too), ipykernel is their kernel, matplotlib plots curves.
+        "notebooks": ["papermill>=2.6", "ipykernel>=6", "matplotlib>=3.8"],
     },
     entry_points={
         "console_scripts": [
