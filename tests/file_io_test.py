@@ -2,6 +2,9 @@
 input glob expander, on local paths and TensorFlow's ram:// file system."""
 
 import os
+import subprocess
+import sys
+import tempfile
 import uuid
 
 import pytest
@@ -167,3 +170,49 @@ def test_expand_input_files_sorts_globs_and_names_bad_patterns(tmp_path):
     (tmp_path / "d.txt").mkdir()
     with pytest.raises(IsADirectoryError, match="d.txt"):
         expand(f"{tmp_path}/*.txt")
+
+
+def _dead_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_writer_sweeps_what_killed_writers_left(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_io, "_swept", set())
+    dead, host = _dead_pid(), file_io._HOST
+    other_host = f"{(int(host, 16) + 1) % 0x10000:04x}"
+    stale = [
+        f".out.tfrecord.tmp-{dead}-{host}0a1b2c",
+        f".model.ckpt-7.tmp-{dead}-{host}0a1b2c.index",
+        f".model.ckpt-7.tmp-{dead}-{host}0a1b2c.data-00000-of-00001",
+    ]
+    kept = [
+        f".out.tfrecord.tmp-{os.getpid()}-{host}0a1b2c",  # this process
+        f".out.tfrecord.tmp-{dead}-{other_host}0a1b2c",  # another host's
+        "out.tfrecord",
+        f"tmp-{dead}-{host}0a1b2c",  # not a temporary name of ours
+    ]
+    for name in stale + kept:
+        (tmp_path / name).write_text("x")
+    (tmp_path / f".saved.tmp-{dead}-{host}0a1b2c").mkdir()  # a folder
+    stale.append(f".saved.tmp-{dead}-{host}0a1b2c")
+    file_io.write_text(tmp_path / "new.txt", "new")
+    assert sorted(os.listdir(tmp_path)) == sorted(kept + ["new.txt"])
+
+
+def test_scratch_dirs_of_killed_runs_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = _dead_pid()
+    stale = tmp_path / f"bert_shards_{dead}-{file_io._HOST}_x1"
+    stale.mkdir()
+    (stale / "0.bin").write_bytes(b"x")
+    other = tmp_path / f"bert_records_{dead}-{file_io._HOST}_x1"
+    other.mkdir()
+    with file_io.scratch_dir("bert_shards_") as scratch:
+        assert os.path.basename(scratch).startswith(
+            f"bert_shards_{os.getpid()}-{file_io._HOST}_"
+        )
+        assert not stale.exists()
+        assert other.exists()  # another prefix: not this writer's to judge
+    assert not os.path.exists(scratch)

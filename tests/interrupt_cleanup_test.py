@@ -18,33 +18,22 @@ CORPUS = REPO / "tests" / "testdata" / "train_corpus.txt"
 VOCAB = REPO / "vocab" / "books_uncased_8k.txt"
 
 
-@pytest.mark.parametrize(
-    "mode, watch",
-    [
-        # Exact mode: SIGTERM while its encoder's temporary folder exists.
-        ([], "tmp/bert_records_*"),
-        # Scale mode: SIGTERM while the output is being written.
-        (
-            ["--num_workers=2", "--shard_size_mb=0.05"],
-            "out/.out.tfrecord.tmp-*",
-        ),
-    ],
-    ids=["exact", "scale"],
-)
-def test_create_pretraining_data_sigterm_leaves_nothing(tmp_path, mode, watch):
+def _start_generator(tmp_path, mode, dupe_factor=10):
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text(CORPUS.read_text(encoding="utf-8") * 3, encoding="utf-8")
-    (tmp_path / "tmp").mkdir()
-    (tmp_path / "out").mkdir()
-    output = tmp_path / "out" / "out.tfrecord"
-    child = subprocess.Popen(
+    if not corpus.exists():
+        corpus.write_text(
+            CORPUS.read_text(encoding="utf-8") * 3, encoding="utf-8"
+        )
+        (tmp_path / "tmp").mkdir()
+        (tmp_path / "out").mkdir()
+    return subprocess.Popen(
         [
             sys.executable,
             str(REPO / "create_pretraining_data.py"),
             f"--input_file={corpus}",
-            f"--output_file={output}",
+            f"--output_file={tmp_path / 'out' / 'out.tfrecord'}",
             f"--vocab_file={VOCAB}",
-            "--dupe_factor=10",
+            f"--dupe_factor={dupe_factor}",
             *mode,
         ],
         cwd=REPO,
@@ -57,22 +46,63 @@ def test_create_pretraining_data_sigterm_leaves_nothing(tmp_path, mode, watch):
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _signal_when(child, pattern, signum):
     try:
         deadline = time.time() + 120
-        while not glob.glob(str(tmp_path / watch)):
+        while not glob.glob(pattern):
             assert child.poll() is None, "finished before the signal"
-            assert time.time() < deadline, f"no {watch} appeared"
+            assert time.time() < deadline, f"no {pattern} appeared"
             time.sleep(0.01)
-        child.send_signal(signal.SIGTERM)
+        child.send_signal(signum)
         _, stderr = child.communicate(timeout=60)
     finally:
         if child.poll() is None:
             child.kill()
+    return stderr
+
+
+MODES = pytest.mark.parametrize(
+    "mode, watch",
+    [
+        # Exact mode: the signal while its encoder's temporary folder exists.
+        ([], "tmp/bert_records_*"),
+        # Scale mode: the signal while the output is being written.
+        (
+            ["--num_workers=2", "--shard_size_mb=0.05"],
+            "out/.out.tfrecord.tmp-*",
+        ),
+    ],
+    ids=["exact", "scale"],
+)
+
+
+@MODES
+def test_create_pretraining_data_sigterm_leaves_nothing(tmp_path, mode, watch):
+    child = _start_generator(tmp_path, mode)
+    stderr = _signal_when(child, str(tmp_path / watch), signal.SIGTERM)
     assert child.returncode == common.EXIT_INTERRUPTED, stderr[-3000:]
     assert "SIGTERM: stopped" in stderr
     assert "Traceback" not in stderr, stderr[-3000:]
     assert os.listdir(tmp_path / "tmp") == []
     assert os.listdir(tmp_path / "out") == []
+
+
+@MODES
+def test_a_rerun_removes_what_a_sigkill_left(tmp_path, mode, watch):
+    """SIGKILL runs no handler: the leftovers are there until the next run
+    into the same folders removes them (file_io.sweep_stale_temps)."""
+    child = _start_generator(tmp_path, mode)
+    _signal_when(child, str(tmp_path / watch), signal.SIGKILL)
+    assert child.returncode == -signal.SIGKILL
+    assert glob.glob(str(tmp_path / watch))  # left behind
+    rerun = _start_generator(tmp_path, mode, dupe_factor=1)
+    _, stderr = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, stderr[-3000:]
+    assert "left by a killed run" in stderr
+    assert os.listdir(tmp_path / "tmp") == []
+    assert os.listdir(tmp_path / "out") == ["out.tfrecord"]
 
 
 BLOCKED_SCRIPT = """

@@ -6,6 +6,12 @@ Every writer in `modeling/` writes under a temporary name from `temp_name`
 system and a leftover is easy to recognize) and renames it into place with
 `publish`; on any error the temporary file or folder is removed.
 
+A SIGKILL (or a power cut) leaves no chance to remove anything, so the next
+writer into the same folder sweeps: a temporary name carries its writer's
+process id and a tag of its host, and a leftover whose process is gone from
+this host is deleted (`sweep_stale_temps`). Private scratch folders under the
+system's temporary folder (`scratch_dir`) are named and swept the same way.
+
 Local paths need only the standard library. Remote paths (anything with a
 "://", e.g. gs://...) go through tf.io.gfile, imported only when one comes
 up: data generation never loads TensorFlow.
@@ -14,7 +20,22 @@ up: data generation never loads TensorFlow.
 import contextlib
 import glob
 import os
+import re
+import socket
+import tempfile
 import uuid
+import zlib
+
+from absl import logging
+
+# Four hex digits of the host name: a leftover is only ever judged by the
+# host that wrote it (on a shared file system another host's live writer
+# has a process id that means nothing here).
+_HOST = f"{zlib.crc32(socket.gethostname().encode()) & 0xFFFF:04x}"
+# `.<name>.tmp-<pid>-<host><6 hex>`, then whatever suffix a writer adds to
+# the temporary name (a checkpoint's `.index`, `.data-00000-of-00001`).
+_TEMP_RE = re.compile(r"^\..+\.tmp-(\d+)-([0-9a-f]{4})[0-9a-f]{6}")
+_swept = set()
 
 
 def is_remote(path):
@@ -30,12 +51,66 @@ def _gfile():
 
 def temp_name(final):
     """The temporary name `final` is written under before `publish`:
-    `<folder>/.<name>.tmp-<pid>-<8 hex>`, unique per writer (several workers
-    of a multi-worker run may write the same file at once)."""
+    `<folder>/.<name>.tmp-<pid>-<host tag><6 hex>`, unique per writer
+    (several workers of a multi-worker run may write the same file at once).
+    The first call for a local folder sweeps it (`sweep_stale_temps`)."""
     final = os.fspath(final).rstrip("/")
     folder, name = final.rsplit("/", 1) if "/" in final else ("", final)
-    tag = f".{name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    if not is_remote(final):
+        sweep_stale_temps(folder or ".")
+    tag = f".{name}.tmp-{os.getpid()}-{_HOST}{uuid.uuid4().hex[:6]}"
     return f"{folder}/{tag}" if folder else tag
+
+
+def _process_gone(pid):
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # Alive, someone else's.
+        return False
+    return False
+
+
+def _sweep(folder, pattern):
+    try:
+        names = os.listdir(folder)
+    except OSError:  # Not there yet: the writer's own error says so.
+        return
+    for name in names:
+        match = pattern.match(name)
+        if match is None or match.group(2) != _HOST:
+            continue
+        if _process_gone(int(match.group(1))):
+            path = os.path.join(folder, name)
+            logging.info("Removing %s, left by a killed run", path)
+            try:
+                remove_if_exists(path)
+            except OSError as e:  # Raced with another sweeper, or read-only.
+                logging.warning("Could not remove %s: %s", path, e)
+
+
+def sweep_stale_temps(folder):
+    """Deletes the temporary files and folders in the local `folder` that a
+    writer on this host left when it was killed (its process is gone).
+    Once per folder per process: leftovers come from runs before this one."""
+    key = os.path.abspath(folder)
+    if key in _swept:
+        return
+    _swept.add(key)
+    _sweep(folder, _TEMP_RE)
+
+
+def scratch_dir(prefix):
+    """A `tempfile.TemporaryDirectory` for work files that are never
+    published, named `<prefix><pid>-<host tag>_...` in the system's temporary
+    folder; scratch folders of the same prefix whose process is gone are
+    deleted first."""
+    pattern = re.compile(re.escape(prefix) + r"(\d+)-([0-9a-f]{4})_")
+    _sweep(tempfile.gettempdir(), pattern)
+    return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-{_HOST}_")
 
 
 def publish(temp, final):

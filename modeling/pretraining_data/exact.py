@@ -14,12 +14,12 @@ import dataclasses
 import itertools
 import multiprocessing
 import os
-import tempfile
 
 from absl import logging
 
 from modeling import errors
 from modeling import progress
+from modeling.data import file_io
 from modeling.pretraining_data import generation
 from modeling.pretraining_data import records as records_lib
 from modeling.pretraining_data import rng as rng_lib
@@ -214,7 +214,7 @@ def create_exact(
     # before their hand-over folder is removed.
     with errors.sigterm_deferred():
         # Created and its removal registered in one step.
-        records_dir = tempfile.TemporaryDirectory(prefix="bert_records_")
+        records_dir = file_io.scratch_dir("bert_records_")
     with (
         records_dir as tmpdir,
         shards.ForkPool(

@@ -23,12 +23,12 @@ import array
 import dataclasses
 import os
 import random
-import tempfile
 import time
 
 import numpy as np
 from absl import logging
 
+from modeling.data import file_io
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
 from modeling.pretraining_data import records
@@ -251,7 +251,7 @@ def create_scaled(
     shards_lib.release_large_blocks_to_os()  # Workers inherit it.
     # The pool forks before the writers open; one worker runs in-process.
     with (
-        tempfile.TemporaryDirectory(prefix="bert_shards_") as tmpdir,
+        file_io.scratch_dir("bert_shards_") as tmpdir,
         shards_lib.ForkPool(
             num_workers,
             dataclasses.replace(state, tmpdir=tmpdir),
