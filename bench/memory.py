@@ -12,29 +12,32 @@ Usage:
   .venv/bin/python bench/memory.py [--num_train_epochs=0.1] [--extra=...]
       [--output_root=/tmp/bench_memory]
 
-Measured (2026-11-23, the 2-vCPU development VM shared with other jobs,
-float32; MRPC 3668 train examples, 0.1 epoch = 11 steps, then --do_eval on
-the 408 dev examples); the process tree is one process (no workers):
-  defaults (--dynamic_padding on):  peak 3108 MB (train 3108, eval 2545,
-                                    before the first step 2627 incl. trace)
-    bench/memory.py
-  --nodynamic_padding (the original's padding, the old default):
-                                    peak 4150 MB (train 4150, eval 3585)
-    bench/memory.py --extra=--nodynamic_padding
-  defaults, MALLOC_ARENA_MAX=2:     peak 3084 MB (allocator arenas are not
-                                    the cause)
-Where it goes (in-process RSS after each stage of a Trainer on random
-batches 32 x 128, the same model, no dynamic padding): TensorFlow imported
-540 MB; model and optimizer built 695 MB; variables and Adam slots 853 MB;
-init_checkpoint loaded 987 MB (peak 1075 MB while reading); after the first
-training step 3511 MB; after 11 steps 3610 MB; with --use_xla 3177 / 3263 MB.
-So about 2.5 GB is the training step's working set: the activations kept
-for the backward pass (per layer, the [32, 12, 128, 128] attention scores,
-probabilities and dropout masks, and the [32, 128, 1536] feed-forward
-intermediates of the tanh GELU's element-wise ops), which dynamic padding
-shrinks with the batch's length. Bringing it under HF's 2.3 GB would need
-recomputation (gradient checkpointing) or fused GELU/dropout kernels: not
-done here.
+Measured (2026-11-23, the 2-vCPU development VM (AMD EPYC, AVX-512) shared
+with other jobs, float32; MRPC 3668 train examples, 0.1 epoch = 11 steps,
+then --do_eval on the 408 dev examples); the process tree is one process:
+
+                         GELU autodiff (before)   GELU written-out gradient
+  defaults (--dynamic_padding on)   3108 MB            2806 MB
+  --nodynamic_padding               4150 MB            3427 MB
+  (per phase, after: start 589, restore + first step 2325, train 2806,
+   eval 2241 MB; --nodynamic_padding: restore 2939, train 3427, eval 2857)
+
+  bench/memory.py ; bench/memory.py --extra=--nodynamic_padding
+  (MALLOC_ARENA_MAX=2 changed nothing: 3084 MB before.)
+
+Where it goes (in-process RSS of the same model, random batches 32 x 128,
+plain Adam, in a tf.function step): after TensorFlow import and the model
+build 890 MB; after the first step 3272 MB with autodiff's GELU gradient,
+2333 MB with layers.gelu's written-out one (which keeps only the GELU's
+input for the backward pass instead of five [32, 128, 1536] intermediates
+per layer). What remains of the step is about 160 MB per layer of
+activations that the backward pass needs (per layer: the [32, 12, 128, 128]
+attention probabilities, before and after dropout, the GELU's input and
+output, eight [32, 128, 384] tensors, the boolean dropout masks), the
+gradients and the Adam slots. HF PyTorch's fine-tune keeps about the same
+activations; its process starts lighter (TensorFlow alone is 540 MB
+resident). Under 2.3 GB at full padding needs recomputation in the backward
+pass (gradient checkpointing): not done.
 """
 
 import argparse

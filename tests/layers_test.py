@@ -5,6 +5,7 @@ import math
 import keras
 import numpy as np
 import pytest
+from tolerance import assert_float32_close
 
 from modeling import config as config_lib
 from modeling import layers
@@ -18,6 +19,33 @@ def test_gelu_is_the_tanh_approximation():
     np.testing.assert_allclose(layers.gelu(x), expected, rtol=1e-6, atol=1e-7)
     # Differs from the exact erf GELU (HF "gelu"): 0.841192 vs 0.841345.
     assert abs(float(layers.gelu(np.float32(1.0))) - 0.841192) < 1e-6
+
+
+def test_gelu_gradient_is_the_derivative_of_the_formula():
+    """The written-out gradient (it keeps less for the backward pass) equals
+    autodiff's through the original's formula, in float64 exactly enough to
+    be the same function and in float32 within accumulation rounding."""
+    import tensorflow as tf
+
+    def plain(x):
+        c = math.sqrt(2 / math.pi)
+        return 0.5 * x * (1.0 + tf.tanh(c * (x + 0.044715 * x * x * x)))
+
+    for dtype in (tf.float64, tf.float32):
+        x = tf.constant(np.linspace(-6, 6, 2001), dtype)
+        upstream = tf.constant(
+            np.random.default_rng(0).normal(size=2001), dtype
+        )
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            ours, reference = layers.gelu(x), plain(x)
+        got = tape.gradient(ours, x, output_gradients=upstream)
+        want = tape.gradient(reference, x, output_gradients=upstream)
+        if dtype == tf.float64:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        else:
+            assert_float32_close(got, want)
+            assert_float32_close(ours, reference)
 
 
 def test_get_activation_accepts_original_names():
