@@ -21,6 +21,9 @@ class TransformerEncoder(keras.layers.Layer):
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
         self.config = config
+        # Recompute each block's activations in the backward pass instead of
+        # keeping them (set by the Trainer from --gradient_checkpointing).
+        self.gradient_checkpointing = False
         self.blocks = [
             layers.TransformerBlock(config, name=f"layer_{i}")
             for i in range(config.num_hidden_layers)
@@ -44,7 +47,10 @@ class TransformerEncoder(keras.layers.Layer):
         """
         outputs = []
         for block in self.blocks:
-            x = block(x, input_mask, training=training)
+            if training and self.gradient_checkpointing and block.built:
+                x = _recomputed(block, x, input_mask)
+            else:
+                x = block(x, input_mask, training=training)
             outputs.append(x)
         return outputs
 
@@ -58,6 +64,49 @@ class TransformerEncoder(keras.layers.Layer):
         config = dict(config)
         bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
         return cls(bert_config, **config)
+
+
+def _recomputed(block, x, input_mask):
+    """block(x, input_mask, training=True), keeping only `x` for the
+    backward pass, which runs the block again (tf.recompute_grad).
+
+    A block's activations for the backward pass are ~160 MB per layer at
+    batch 32 x 128 (hidden 384), most of a fine-tune's memory; kept instead
+    is its [B, T, H] input, for about a third more compute per step. The
+    dropout seeds are drawn once, before, so the rerun drops the same units
+    as the first run (layers.Dropout).
+    """
+    import tensorflow as tf  # tf.recompute_grad has no keras.ops peer.
+
+    dropouts = [
+        layer
+        for layer in block._flatten_layers()
+        if isinstance(layer, layers.Dropout) and layer.rate > 0
+    ]
+    seeds = [layer.draw_seed() for layer in dropouts]
+
+    @tf.recompute_grad
+    def run(h):
+        for layer, seed in zip(dropouts, seeds):
+            layer.set_drawn_seed(seed)
+        try:
+            return block(h, input_mask, training=True)
+        finally:
+            for layer in dropouts:
+                layer.set_drawn_seed(None)
+
+    return run(x)
+
+
+def set_gradient_checkpointing(model, enabled=True):
+    """Turns gradient checkpointing on or off in every encoder of `model`."""
+    found = False
+    for layer in model._flatten_layers():
+        if isinstance(layer, TransformerEncoder):
+            layer.gradient_checkpointing = enabled
+            found = True
+    if not found:
+        raise ValueError(f"{model.name} holds no TransformerEncoder")
 
 
 @keras.saving.register_keras_serializable(package="bert")

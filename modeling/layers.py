@@ -69,6 +69,43 @@ def gelu(x):
     return x * (0.5 * (1.0 + _gelu_tanh(x))), grad
 
 
+@keras.saving.register_keras_serializable(package="bert")
+class Dropout(keras.layers.Dropout):
+    """keras.layers.Dropout whose seed can be drawn before the call.
+
+    Gradient checkpointing (encoder.TransformerEncoder) runs a block's
+    forward pass twice, the second time in the backward pass; both runs
+    must drop the same units. `draw_seed` takes the next seed from the
+    layer's own generator, exactly what a plain call would take, and while
+    `drawn_seed` holds it the call uses it instead of drawing: the same
+    stateless op keras's TensorFlow backend runs, so the masks are those of
+    an ordinary run too (tests/encoder_test.py compares them).
+    """
+
+    def draw_seed(self):
+        import tensorflow as tf  # The checkpointing path is TF-only.
+
+        seed = self.seed_generator.next()
+        if seed.dtype != tf.int32:  # keras's cast: stateless ops take int32.
+            seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+        return seed
+
+    def call(self, inputs, training=False):
+        seed = getattr(self, "_drawn_seed", None)
+        if seed is None or not training or self.rate == 0:
+            return super().call(inputs, training=training)
+        import tensorflow as tf
+
+        return tf.nn.experimental.stateless_dropout(
+            inputs, rate=self.rate, seed=seed
+        )
+
+    def set_drawn_seed(self, seed):
+        # object.__setattr__: a tensor is state of one call, not something
+        # for keras to track.
+        object.__setattr__(self, "_drawn_seed", seed)
+
+
 def get_activation(name):
     """Maps an original `hidden_act` string to a function (None = linear)."""
     key = (name or "linear").lower()
@@ -128,7 +165,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout_rate = dropout_rate
         self.use_one_hot_embeddings = use_one_hot_embeddings
         self.layer_norm = layer_norm()
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+        self.dropout = Dropout(dropout_rate, name="dropout")
 
     def build(self, input_shape=None):
         def table(name, rows):
@@ -225,7 +262,7 @@ class SelfAttention(keras.layers.Layer):
         self.query = dense("query")
         self.key = dense("key")
         self.value = dense("value")
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+        self.dropout = Dropout(dropout_rate, name="dropout")
 
     def build(self, input_shape):
         for layer in (self.query, self.key, self.value):
@@ -293,7 +330,7 @@ class DenseResidual(keras.layers.Layer):
             kernel_initializer=initializer(initializer_range),
             name="dense",
         )
-        self.dropout = keras.layers.Dropout(dropout_rate, name="dropout")
+        self.dropout = Dropout(dropout_rate, name="dropout")
         self.layer_norm = layer_norm()
 
     def build(self, input_shape):

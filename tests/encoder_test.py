@@ -150,3 +150,68 @@ def test_names_survive_wrapping_in_a_user_model(config, inputs):
     assert paths[0] == "bert/embeddings/word_embeddings"
     assert "bert/pooler/dense/kernel" in paths
     assert paths[-1] == "wrapper/head/bias"  # the user's own layer
+
+
+def test_a_dropout_seed_drawn_ahead_gives_the_plain_mask():
+    from modeling import layers
+
+    x = np.ones((4, 16, 32), np.float32)
+    plain = layers.Dropout(0.3, seed=7)
+    ahead = layers.Dropout(0.3, seed=7)
+    for _ in range(2):  # the generators advance alike
+        want = plain(x, training=True)
+        ahead.set_drawn_seed(ahead.draw_seed())
+        got = ahead(x, training=True)
+        ahead.set_drawn_seed(None)
+        np.testing.assert_array_equal(got, want)
+    assert float(np.mean(np.asarray(got) == 0)) > 0.2
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "graph"])
+def test_gradient_checkpointing_gives_the_same_loss_and_gradients(
+    config, inputs, compiled
+):
+    """With dropout on: the recomputed blocks drop the units the first pass
+    dropped, so the loss and every gradient are those of a plain step."""
+    import tensorflow as tf
+
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
+    keras.utils.set_random_seed(3)
+    model = encoder.BertModel(config)
+    model(inputs)
+    states = [
+        v for v in model.non_trainable_variables if "seed_generator" in v.path
+    ]
+    assert states, "no dropout seed generators found"
+    start = [v.numpy() for v in states]
+
+    def step():
+        with tf.GradientTape() as tape:
+            out = model(inputs, training=True)
+            loss = tf.reduce_sum(out["sequence_output"] ** 2)
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    results = []
+    for enabled in (False, True):
+        for v, value in zip(states, start):
+            v.assign(value)
+        encoder.set_gradient_checkpointing(model, enabled)
+        # A new tf.function: the flag is read when the step is traced.
+        results.append((tf.function(step) if compiled else step)())
+    (loss, grads), (loss_cp, grads_cp) = results
+    tolerance.assert_float32_close(loss_cp, loss)
+    # One scale for all: some gradients are exactly zero in theory (the key
+    # bias: a softmax ignores a constant shift) and only rounding noise.
+    scale = max(float(tf.reduce_max(tf.abs(g))) for g in grads if g is not None)
+    for g, g_cp, v in zip(grads, grads_cp, model.trainable_variables):
+        assert (g is None) == (g_cp is None), v.path
+        if g is None:  # the pooler: not in this loss
+            continue
+        tolerance.assert_float32_close(
+            tf.convert_to_tensor(g_cp),
+            tf.convert_to_tensor(g),
+            scale=scale,
+            err_msg=v.path,
+        )
+    with pytest.raises(ValueError, match="no TransformerEncoder"):
+        encoder.set_gradient_checkpointing(keras.layers.Dense(2))

@@ -102,6 +102,8 @@ ROOT_SCOPE_HEADS = {
 # layer sits in there (its parent's path).
 SCOPES = {
     layers.BertEmbeddings: ("pretraining", "bert/"),
+    # No variables (its seed generator's state is not a weight).
+    layers.Dropout: ("pretraining", "bert/encoder/layer_0/attention/self/"),
     layers.SelfAttention: ("pretraining", "bert/encoder/layer_0/attention/"),
     layers.DenseResidual: ("pretraining", "bert/encoder/layer_0/"),
     layers.Attention: ("pretraining", "bert/encoder/layer_0/"),
@@ -162,6 +164,12 @@ def _layer_cases_without_names(c):
                 name="embeddings",
             ),
             (f["input_ids"], f["segment_ids"]),
+            output_shape=hidden,
+        ),
+        layers.Dropout: Case(
+            layers.Dropout,
+            dict(rate=0.1, name="dropout"),
+            (x["hidden"],),
             output_shape=hidden,
         ),
         layers.SelfAttention: Case(

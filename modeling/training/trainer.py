@@ -37,6 +37,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
+from modeling import encoder
 from modeling import errors
 from modeling import progress
 from modeling.training import checkpoint_manager
@@ -88,6 +89,9 @@ class RunConfig:
     optimizer_type: str = "adamw"
     precision: str = "float32"
     use_xla: bool = False
+    # Recompute each Transformer block in the backward pass instead of
+    # keeping its activations (encoder.set_gradient_checkpointing).
+    gradient_checkpointing: bool = False
     handle_sigterm: bool = True
     # A safety checkpoint every this many seconds besides
     # save_checkpoints_steps (None or 0: none).
@@ -115,6 +119,8 @@ class Trainer:
             raise ValueError("gradient_accumulation_steps must be >= 1")
         with self.strategy.scope():
             self.model = task.build_model()
+            if config.gradient_checkpointing:
+                encoder.set_gradient_checkpointing(self.model)
             self.optimizer = optimization.create_optimizer(
                 config.learning_rate,
                 config.num_train_steps,
