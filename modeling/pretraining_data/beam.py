@@ -47,7 +47,8 @@ network and ignore --direct_num_workers. Name `PrismRunner` to get Prism.
 
 Apache Beam is an optional extra (`pip install .[beam]`), imported only
 when this runner runs: importing this module loads neither Beam nor
-TensorFlow (tests/layering_test.py).
+TensorFlow (tests/layering_test.py). As in the other modes, only remote
+paths (gs://...) make a process load TensorFlow, for tf.io.
 """
 
 import dataclasses
