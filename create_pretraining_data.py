@@ -4,7 +4,10 @@ The original release's script with its flags and defaults. By default
 (`--num_workers=0`) it writes the same records as the original for the same
 inputs, vocabulary, flags and seed. With `--num_workers=N` (N >= 1) it runs
 the scale mode instead: N processes over input shards, bounded memory,
-records deterministic for a seed but NOT those of the original.
+records deterministic for a seed but NOT those of the original. With
+`--runner=beam` the scale mode's shards run as an Apache Beam pipeline
+(local, Dataflow, Flink, Spark): the scale mode's records, one file per
+shard.
 """
 
 from absl import flags
@@ -81,11 +84,41 @@ flags.DEFINE_integer(
 flags.DEFINE_float(
     "shard_size_mb",
     1.0,
-    "Scale mode only: size of an input shard in MB of text (cut at a blank "
-    "line near the boundary when there is one). Each shard's instances "
-    "(all dupe_factor passes) are shuffled together, so bigger shards mix "
-    "better and use more memory per worker (about 20 MB of records per MB "
-    "of text at dupe_factor=10).",
+    "Scale mode and --runner=beam: size of an input shard in MB of text "
+    "(cut at a blank line near the boundary when there is one). Each "
+    "shard's instances (all dupe_factor passes) are shuffled together, so "
+    "bigger shards mix better and use more memory per worker (about 20 MB "
+    "of records per MB of text at dupe_factor=10).",
+)
+flags.DEFINE_bool(
+    "per_shard_output",
+    False,
+    "Scale mode: write each input shard's records to its own file, "
+    "<output_file>-SSSSS-of-NNNNN (one --output_file), instead of "
+    "round-robin across the --output_file list: the layout --runner=beam "
+    "writes, file for file the same records.",
+)
+flags.DEFINE_enum(
+    "runner",
+    "local",
+    ["local", "beam"],
+    "'local': this machine (exact or scale mode, per --num_workers). "
+    "'beam': the scale mode's per-shard work as an Apache Beam pipeline "
+    "(pip install .[beam]), on the runner --beam_pipeline_options names. "
+    "It writes the scale mode's records for the same --random_seed and "
+    "--shard_size_mb, one file per input shard: "
+    "<output_file>-SSSSS-of-NNNNN.",
+)
+flags.DEFINE_string(
+    "beam_pipeline_options",
+    None,
+    "--runner=beam: Beam's pipeline options, as a command line. Default: "
+    "'--runner=DirectRunner --direct_num_workers=0 "
+    "--direct_running_mode=multi_processing' (one local worker process per "
+    "CPU). The DirectRunner runs on Beam's local FnApiRunner, without "
+    "trying to download the Prism runner. For Dataflow: '--runner="
+    "DataflowRunner --project=P --region=R --temp_location=gs://... "
+    "--setup_file=./setup.py' with gs:// input and output paths.",
 )
 
 

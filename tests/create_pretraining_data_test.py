@@ -17,6 +17,7 @@ import tensorflow as tf
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
 from modeling.pretraining_data import scale
+from modeling.pretraining_data import shards
 from modeling.text import tokenization
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -185,7 +186,7 @@ BAD_INPUTS = {
 }
 
 
-@pytest.mark.parametrize("mode", ["exact", "scale"])
+@pytest.mark.parametrize("mode", ["exact", "scale", "scale_per_shard"])
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 def test_bad_input_is_a_clear_error_and_leaves_no_file(
     case, mode, toy_tokenizer, tmp_path
@@ -202,7 +203,12 @@ def test_bad_input_is_a_clear_error_and_leaves_no_file(
             )
         else:
             scale.create_scaled(
-                [str(corpus)], [str(out)], toy_tokenizer, options, num_workers=2
+                [str(corpus)],
+                [str(out)],
+                toy_tokenizer,
+                options,
+                num_workers=2,
+                per_shard_output=mode == "scale_per_shard",
             )
     assert _leftovers(tmp_path) == []
 
@@ -311,6 +317,40 @@ def test_scale_mode_is_deterministic_whatever_the_worker_count(
         for e in examples
     ]
     assert 0.3 < sum(labels) / len(labels) < 0.7
+
+
+def test_scale_mode_per_shard_output_is_the_one_file_output_cut_by_shard(
+    toy_tokenizer, tmp_path
+):
+    corpus = _corpus(tmp_path, num_docs=60)
+    options = generation.GenerationOptions(max_seq_length=32, dupe_factor=2)
+    outputs = {}
+    for per_shard in (False, True):
+        (tmp_path / str(per_shard)).mkdir()
+        scale.create_scaled(
+            [str(corpus)],
+            [str(tmp_path / str(per_shard) / "out.tfrecord")],
+            toy_tokenizer,
+            options,
+            num_workers=2,
+            shard_bytes=1500,
+            per_shard_output=per_shard,
+        )
+        outputs[per_shard] = sorted(os.listdir(tmp_path / str(per_shard)))
+    count = len(list(shards.plan_shards([str(corpus)], 1500)))
+    assert count > 3
+    assert outputs[True] == [
+        f"out.tfrecord-{i:05d}-of-{count:05d}" for i in range(count)
+    ]
+    per_shard = [
+        r.numpy()
+        for name in outputs[True]
+        for r in tf.data.TFRecordDataset(str(tmp_path / "True" / name))
+    ]
+    one_file = tmp_path / "False" / "out.tfrecord"
+    assert per_shard == [
+        r.numpy() for r in tf.data.TFRecordDataset(str(one_file))
+    ]
 
 
 def test_scale_mode_masks_like_the_original(toy_tokenizer, tmp_path):

@@ -198,6 +198,28 @@ def write_text(path, text):
         f.write(text)
 
 
+def make_dirs(path):
+    """Creates a folder and its parents; nothing when it exists."""
+    path = os.fspath(path)
+    if is_remote(path):
+        _gfile().makedirs(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+
+
+def exists(path):
+    path = os.fspath(path)
+    return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def glob_files(pattern):
+    """The sorted paths matching one glob pattern (local or remote)."""
+    pattern = os.fspath(pattern)
+    if is_remote(pattern):
+        return sorted(_gfile().glob(pattern))
+    return sorted(glob.glob(pattern))
+
+
 def expand_input_files(input_file):
     """A comma-separated list of globs -> the list of files, each sorted.
 
@@ -213,10 +235,7 @@ def expand_input_files(input_file):
         pattern = pattern.strip()
         if not pattern:
             continue
-        if is_remote(pattern):
-            matched = sorted(_gfile().glob(pattern))
-        else:
-            matched = sorted(glob.glob(pattern))
+        matched = glob_files(pattern)
         if not matched:
             raise FileNotFoundError(
                 f"No file matches input pattern {pattern!r}"

@@ -1,13 +1,17 @@
 """What create_pretraining_data.py does: its `Settings` and `run`.
 
-Exact mode (num_workers=0) does not import TensorFlow (records are written
-by modeling/pretraining_data/records.py); scale mode does.
+Three ways to make the records: exact mode (runner "local", num_workers=0:
+the original's records), scale mode (runner "local", num_workers >= 1:
+local worker processes over input shards) and the Beam runner (runner
+"beam": the scale mode's shards as an Apache Beam pipeline). None of them
+imports TensorFlow unless a path is remote (gs://...).
 """
 
 import dataclasses
 
 from absl import logging
 
+from modeling import errors
 from modeling.data import file_io
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
@@ -17,7 +21,8 @@ from modeling.text import tokenization
 @dataclasses.dataclass
 class Settings:
     """create_pretraining_data's flags (the original's names and defaults,
-    plus decode_errors, num_workers and shard_size_mb)."""
+    plus decode_errors, num_workers, shard_size_mb, per_shard_output,
+    runner and beam_pipeline_options)."""
 
     input_file: str
     output_file: str
@@ -33,6 +38,10 @@ class Settings:
     decode_errors: str = "strict"
     num_workers: int = 0
     shard_size_mb: float = 1.0
+    per_shard_output: bool = False
+    runner: str = "local"
+    # beam.DEFAULT_PIPELINE_OPTIONS; None takes it.
+    beam_pipeline_options: str | None = None
 
     def options(self):
         """The generation.GenerationOptions of these settings."""
@@ -59,6 +68,29 @@ def output_files(value):
     return files
 
 
+RUNNERS = ("local", "beam")
+
+
+def _check_runner(s):
+    if s.runner not in RUNNERS:
+        raise errors.UserError(
+            f"--runner={s.runner}: must be one of {', '.join(RUNNERS)}"
+        )
+    if s.num_workers < 0:
+        raise errors.UserError(f"--num_workers={s.num_workers}: must be >= 0")
+    if s.runner == "beam" and s.num_workers:
+        raise errors.UserError(
+            f"--num_workers={s.num_workers} is the local runner's; with "
+            "--runner=beam the runner's options set the parallelism "
+            "(--beam_pipeline_options='--direct_num_workers=N' locally)"
+        )
+    if s.per_shard_output and s.runner == "local" and not s.num_workers:
+        raise errors.UserError(
+            "--per_shard_output needs input shards: --num_workers >= 1 "
+            "(scale mode) or --runner=beam"
+        )
+
+
 def run(settings):
     """create_pretraining_data's main(): writes the records.
 
@@ -67,8 +99,7 @@ def run(settings):
         text (naming the file and line).
     """
     s = settings
-    if s.num_workers < 0:
-        raise ValueError(f"--num_workers={s.num_workers}: must be >= 0")
+    _check_runner(s)
     input_files = file_io.expand_input_files(s.input_file)
     outputs = output_files(s.output_file)
     options = s.options()
@@ -82,13 +113,28 @@ def run(settings):
     logging.info("*** Writing to output files ***")
     for output_file in outputs:
         logging.info("  %s", output_file)
-    if s.num_workers == 0:
+    shard_bytes = int(s.shard_size_mb * 1e6)
+    if s.runner == "beam":
+        # Imported here: it needs Apache Beam (an optional extra).
+        from modeling.pretraining_data import beam
+
+        beam_options = s.beam_pipeline_options
+        if beam_options is None:
+            beam_options = beam.DEFAULT_PIPELINE_OPTIONS
+        beam.create_with_beam(
+            input_files,
+            outputs,
+            tokenizer,
+            options,
+            shard_bytes=shard_bytes,
+            decode_errors=s.decode_errors,
+            beam_pipeline_options=beam_options,
+        )
+    elif s.num_workers == 0:
         exact.create_exact(
             input_files, outputs, tokenizer, options, s.decode_errors
         )
     else:
-        # Imported here: it loads TensorFlow, which the exact mode loads in
-        # the background instead.
         from modeling.pretraining_data import scale
 
         scale.create_scaled(
@@ -97,6 +143,7 @@ def run(settings):
             tokenizer,
             options,
             num_workers=s.num_workers,
-            shard_bytes=int(s.shard_size_mb * 1e6),
+            shard_bytes=shard_bytes,
             decode_errors=s.decode_errors,
+            per_shard_output=s.per_shard_output,
         )

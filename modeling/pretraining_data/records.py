@@ -10,9 +10,14 @@ only the final byte concatenation to Python. Feature names come from
 modeling/data/feature_names.py. Nothing here imports TensorFlow (see tfrecord_io).
 """
 
+import glob
+import os
+import re
+
 import numpy as np
 from absl import logging
 
+from modeling import errors
 from modeling.data import feature_names
 from modeling.data import file_io
 from modeling.data import tfrecord_io
@@ -314,6 +319,116 @@ class AtomicRecordWriters:
         finally:
             for temp in self._temps:
                 file_io.remove_if_exists(temp)
+        return False
+
+
+class ShardRecordFiles:
+    """One TFRecord file per input shard, `<prefix>-SSSSS-of-NNNNN`, all
+    published together.
+
+    The scale mode with --per_shard_output and the Beam runner write this
+    layout: file i holds shard i's records in the order the scale mode
+    writes them, so the two compare file by file, and the scale mode's
+    single-file output is these files concatenated in order. Shards are
+    written in any order, by any process, into a hidden folder beside the
+    outputs (`file_io.temp_name` of the prefix); `publish` renames them into
+    place once all are there. Leaving the `with` block without `publish`
+    (an error, SIGTERM) removes the folder, so nothing is published. The
+    "-of-NNNNN" suffix tells a reader whether a set is complete (one that
+    globs `<prefix>-*` during the renames, milliseconds, may see part of
+    one).
+
+    Args:
+      prefix: str, the --output_file.
+      work_dir: str, the hidden folder; None for a new one (the process
+        that publishes makes it; workers pass its name along).
+    """
+
+    def __init__(self, prefix, work_dir=None):
+        self.prefix = os.fspath(prefix)
+        self.work_dir = work_dir or file_io.temp_name(self.prefix)
+        self.num_written = 0
+
+    @staticmethod
+    def name(prefix, index, count):
+        """The published name of shard `index` of `count`."""
+        return f"{prefix}-{index:05d}-of-{count:05d}"
+
+    def path(self, index):
+        """Where shard `index` is written before `publish`."""
+        return f"{self.work_dir}/shard-{index:05d}"
+
+    def __enter__(self):
+        try:
+            # Created and its removal registered in one step.
+            with errors.sigterm_deferred():
+                file_io.make_dirs(self.work_dir)
+        except BaseException:
+            file_io.remove_if_exists(self.work_dir)
+            raise
+        return self
+
+    def write(self, index, records):
+        """Writes shard `index` (under a temporary name, then renamed: a
+        task that a runner retries or runs twice writes the same file).
+
+        Returns:
+          (count, bytes) of the records.
+        """
+        nbytes = 0
+        with AtomicRecordWriters([self.path(index)]) as out:
+            for record in records:
+                out.write(record)
+                nbytes += len(record)
+            out.commit()
+        self.num_written += out.num_written
+        return out.num_written, nbytes
+
+    def publish(self, count):
+        """Renames shards 0 .. count - 1 into place; then removes the files
+        of an earlier run under the same prefix with another shard count
+        (a reader globbing the prefix would mix the two), and the folder.
+
+        Raises:
+          RuntimeError: a shard file is missing (a runner lost work).
+        """
+        missing = [i for i in range(count) if not file_io.exists(self.path(i))]
+        if missing:
+            raise RuntimeError(
+                f"{len(missing)} of {count} shard files were not written "
+                f"(shards {missing[:10]}); nothing was published"
+            )
+        for index in range(count):
+            file_io.publish(
+                self.path(index), self.name(self.prefix, index, count)
+            )
+        for stale in self.stale_files(count):
+            logging.warning("Removing %s, from an earlier run", stale)
+            file_io.remove_if_exists(stale)
+        file_io.remove_if_exists(self.work_dir)
+
+    def stale_files(self, count):
+        """Published files of this prefix whose shard count is not `count`."""
+        shape = re.compile(re.escape(self.prefix) + r"-\d{5,}-of-(\d{5,})")
+        matches = file_io.glob_files(glob.escape(self.prefix) + "-*-of-*")
+        return [
+            path
+            for path in matches
+            if (m := shape.fullmatch(path)) and int(m.group(1)) != count
+        ]
+
+    def first_records(self, count, limit):
+        """Up to `limit` published records, from shard 0 on."""
+        out = []
+        for index in range(count):
+            path = self.name(self.prefix, index, count)
+            out += tfrecord_io.read_records(path, limit - len(out))
+            if len(out) >= limit:
+                break
+        return out
+
+    def __exit__(self, exc_type, exc, tb):
+        file_io.remove_if_exists(self.work_dir)
         return False
 
 

@@ -8,7 +8,9 @@ document shuffle, `dupe_factor` passes, then a shuffle of all the shard's
 instances. Per-token masking is then drawn for the whole shard at once with
 numpy (the original's distribution; whole-word masking keeps the exact
 mode's draws). The parent writes shards in shard order, round-robin across the
-output files, as they complete.
+output files, as they complete; or, with `per_shard_output`, each shard to
+its own file (records.ShardRecordFiles), the layout of the Beam runner,
+which runs the same per-shard code (`make_records`) as a Beam pipeline.
 
 So the output is deterministic for a seed and shard size, whatever the
 number of workers, but it is NOT the original's: next-sentence negatives
@@ -55,17 +57,22 @@ def shard_rng(random_seed, shard_index):
     return random.Random(f"bert-pretraining-shard:{random_seed}:{shard_index}")
 
 
-def process_shard(shard):
-    """Turns one shard into records (runs in a worker).
+def make_records(shard, state):
+    """Turns one shard into records: the per-shard work of the scale mode,
+    which the Beam runner (pretraining_data/beam.py) also runs.
+
+    Args:
+      shard: shards.Shard.
+      state: what `worker_state` returns.
 
     Returns:
-      (shard, path, lengths, stats): path is a file (in the run's temporary
-      directory) holding the shard's serialized examples in output order,
-      back to back, or None when there are none; lengths an array of their
-      sizes; stats a ReadStats. A file, not the pool's pipe: see
-      pretraining_data_exact.ConcurrentEncoder.
+      (records, stats): an iterator of the shard's serialized examples in
+      output order, made as they are consumed (None when the shard holds
+      no document); a text.ReadStats.
+
+    Raises:
+      ValueError: bad text (naming the file and line).
     """
-    state = shards_lib.state()
     corpus = text.Corpus(state.vocab_ids.num_ids)
     tokens, lengths, stats = text.read_shard(
         shard, state.line_tokenizer, state.decode_errors, corpus.tokens.typecode
@@ -75,7 +82,7 @@ def process_shard(shard):
     stats.empty_documents = corpus.finish()
     stats.documents = len(corpus.documents)
     if not corpus.documents:
-        return shard, None, array.array("i"), stats
+        return None, stats
     rng = shard_rng(state.options.random_seed, shard.index)
     # Whole-word masking keeps the exact mode's masking; per-token masking
     # is drawn for the whole shard at once with numpy.
@@ -90,11 +97,28 @@ def process_shard(shard):
     )
     if not whole_word:
         mask_in_bulk(store, state.options, state.vocab_ids, rng.getrandbits(64))
-    # Written as they come: the worker never holds the shard's records.
+    return state.encoder.encode_stored(corpus, store, order), stats
+
+
+def process_shard(shard):
+    """Turns one shard into records (runs in a ForkPool worker).
+
+    Returns:
+      (shard, path, lengths, stats): path is a file (in the run's temporary
+      directory) holding the shard's serialized examples in output order,
+      back to back, or None when there are none; lengths an array of their
+      sizes; stats a ReadStats. A file, not the pool's pipe: see
+      pretraining_data_exact.ConcurrentEncoder.
+    """
+    state = shards_lib.state()
+    records, stats = make_records(shard, state)
     lengths = array.array("i")
+    if records is None:
+        return shard, None, lengths, stats
+    # Written as they come: the worker never holds the shard's records.
     path = os.path.join(state.tmpdir, f"shard-{shard.index}")
     with open(path, "wb") as f:
-        for record in state.encoder.encode_stored(corpus, store, order):
+        for record in records:
             f.write(record)
             lengths.append(len(record))
     return shard, path, lengths, stats
@@ -180,9 +204,9 @@ class _Progress:
         )
 
 
-def _check_scale_args(num_workers, shard_bytes, decode_errors):
-    if num_workers < 1:
-        raise ValueError(f"num_workers={num_workers}: scale mode needs >= 1")
+def check_shard_args(shard_bytes, decode_errors):
+    """Raises ValueError for a bad shard size or decode policy (the scale
+    mode's and the Beam runner's)."""
     if shard_bytes < 1:
         raise ValueError(
             f"shard size {shard_bytes} bytes: must be > 0 (--shard_size_mb)"
@@ -191,7 +215,8 @@ def _check_scale_args(num_workers, shard_bytes, decode_errors):
         raise ValueError(f"decode_errors={decode_errors!r}: unknown policy")
 
 
-def _worker_state(tokenizer, options, decode_errors):
+def worker_state(tokenizer, options, decode_errors):
+    """What `make_records` needs, made once per process."""
     vocab_ids = generation.VocabIds(tokenizer.vocab)
     encoder = records.RecordEncoder(
         options.max_seq_length, options.max_predictions_per_seq, vocab_ids
@@ -202,16 +227,33 @@ def _worker_state(tokenizer, options, decode_errors):
     )
 
 
-def _write_shard(out, path, lengths, inv_vocab):
+def _read_back(path, lengths):
+    """The records a worker left in `path` (removed once read)."""
     if path is None:
-        return
+        return []
     with open(path, "rb") as f:
         data = f.read()
     os.remove(path)
-    for record in exact.split_records(data, lengths):
-        if out.num_written < 20:
+    return exact.split_records(data, lengths)
+
+
+def _logged(made, num_written, inv_vocab, num_logged=20):
+    """Yields `made`, logging those among the first `num_logged` written."""
+    for record in made:
+        if num_written < num_logged:
             records.log_instance(record, inv_vocab)
-        out.write(record)
+        num_written += 1
+        yield record
+
+
+def check_per_shard_output(output_files):
+    """Raises ValueError unless there is one output prefix."""
+    if len(output_files) != 1:
+        raise ValueError(
+            f"--output_file={','.join(output_files)}: one file per input "
+            "shard is written, named <output_file>-SSSSS-of-NNNNN; give one "
+            "--output_file"
+        )
 
 
 def create_scaled(
@@ -222,6 +264,7 @@ def create_scaled(
     num_workers,
     shard_bytes=1_000_000,
     decode_errors="strict",
+    per_shard_output=False,
 ):
     """Scale mode: records from shards in parallel, streamed to the outputs.
 
@@ -233,6 +276,9 @@ def create_scaled(
       num_workers: int >= 1, worker processes.
       shard_bytes: int, nominal shard size in bytes.
       decode_errors: "strict", "replace" or "ignore".
+      per_shard_output: bool, write shard i's records to
+        `<output_file>-{i:05d}-of-{count:05d}` instead (one output file
+        given; records.ShardRecordFiles), as the Beam runner does.
 
     Returns:
       dict of counts: instances, shards, and ReadStats fields.
@@ -242,9 +288,16 @@ def create_scaled(
         file is left behind.
     """
     options.validate()
-    _check_scale_args(num_workers, shard_bytes, decode_errors)
+    if num_workers < 1:
+        raise ValueError(f"num_workers={num_workers}: scale mode needs >= 1")
+    check_shard_args(shard_bytes, decode_errors)
     shards_lib.check_output_files(output_files, input_files)
-    state = _worker_state(tokenizer, options, decode_errors)
+    if per_shard_output:
+        check_per_shard_output(output_files)
+        output = records.ShardRecordFiles(output_files[0])
+    else:
+        output = records.AtomicRecordWriters(output_files)
+    state = worker_state(tokenizer, options, decode_errors)
     stats = text.ReadStats()
     progress = _Progress(sum(shards_lib.file_size(f) for f in input_files))
     shards = shards_lib.plan_shards(input_files, shard_bytes)
@@ -257,19 +310,29 @@ def create_scaled(
             dataclasses.replace(state, tmpdir=tmpdir),
             max_tasks=_SHARDS_PER_WORKER,
         ) as pool,
-        records.AtomicRecordWriters(output_files) as out,
+        output as out,
     ):
         for shard, path, lengths, shard_stats in pool.imap(
             process_shard, shards
         ):
             stats.add(shard_stats)
-            _write_shard(out, path, lengths, tokenizer.inv_vocab)
+            made = _logged(
+                _read_back(path, lengths), out.num_written, tokenizer.inv_vocab
+            )
+            if per_shard_output:
+                out.write(shard.index, made)
+            else:
+                for record in made:
+                    out.write(record)
             progress.update(shard, out.num_written)
         progress.log(out.num_written)
         exact.log_read_stats(stats, input_files)
         if not stats.documents:
             exact.check_documents([], input_files)
-        out.commit()
+        if per_shard_output:
+            out.publish(progress.shards)
+        else:
+            out.commit()
     logging.info("Wrote %d total instances", out.num_written)
     return {
         "instances": out.num_written,
