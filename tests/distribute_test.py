@@ -1,5 +1,7 @@
 """Strategies give the same weights: default, MirroredStrategy on 2 logical
-CPUs, MultiWorkerMirroredStrategy with 2 local worker processes."""
+CPUs, MultiWorkerMirroredStrategy with 2 local worker processes. The
+notebooks' choice of strategy (auto_strategy, find_tpu) on what the machine
+has."""
 
 import json
 import os
@@ -34,6 +36,48 @@ def test_unknown_strategy_and_missing_tf_config_are_clear_errors(monkeypatch):
         distribute.create_strategy("multi_worker_mirrored")
     with pytest.raises(ValueError, match="--tpu_name"):
         distribute.create_strategy(use_tpu=True)
+
+
+def _fake_pci_device(root, name, vendor, device):
+    path = root / name
+    path.mkdir()
+    (path / "vendor").write_text(vendor + "\n")
+    (path / "device").write_text(device + "\n")
+
+
+def test_find_tpu(tmp_path, monkeypatch):
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    devices = str(tmp_path / "*")
+    # Google's virtual NIC shares the TPUs' vendor id: not a TPU.
+    _fake_pci_device(tmp_path, "0000:00:04.0", "0x1ae0", "0x0042")
+    _fake_pci_device(tmp_path, "0000:00:05.0", "0x10de", "0x0063")
+    assert distribute.find_tpu(devices) is None
+    _fake_pci_device(tmp_path, "0000:00:06.0", "0x1ae0", "0x0063")
+    assert distribute.find_tpu(devices) == "local"
+    monkeypatch.setenv("COLAB_TPU_ADDR", "10.0.0.2:8470")
+    assert distribute.find_tpu(devices) == "grpc://10.0.0.2:8470"
+    monkeypatch.setenv("TPU_NAME", "my-tpu")
+    assert distribute.find_tpu(devices) == "my-tpu"
+
+
+def test_auto_strategy_without_a_tpu(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    monkeypatch.setattr(distribute, "_PCI_DEVICES_GLOB", str(tmp_path / "*"))
+    strategy = distribute.auto_strategy()
+    if tf.config.list_logical_devices("GPU"):
+        assert isinstance(strategy, tf.distribute.MirroredStrategy)
+    else:
+        assert strategy is tf.distribute.get_strategy()
+    assert distribute.auto_strategy(use_tpu=False) is not None
+    with pytest.raises(ValueError, match="no TPU is attached"):
+        distribute.auto_strategy(use_tpu=True)
+    # A strategy already built (a notebook's) is used as it is, by every
+    # run in the process (a TPU system is initialized once).
+    assert distribute.create_strategy(strategy, use_tpu=True) is strategy
 
 
 @pytest.fixture(scope="module")

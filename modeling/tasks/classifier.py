@@ -133,7 +133,11 @@ def prepare(settings):
         )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
     config_lib.check_max_seq_length(s.max_seq_length, bert_config)
-    on_tpu = s.use_tpu or s.strategy == "tpu"
+    on_tpu = (
+        s.use_tpu
+        or s.strategy == "tpu"
+        or isinstance(s.strategy, tf.distribute.TPUStrategy)
+    )
     if s.dynamic_padding and on_tpu:
         raise ValueError(
             "--dynamic_padding gives batches of varying shapes, which TPUs "

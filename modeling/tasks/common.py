@@ -67,6 +67,9 @@ class CommonSettings:
     them. Fields whose flag a script does not define keep these defaults.
 
     Attributes:
+      strategy: a `--strategy` name, or a tf.distribute.Strategy already
+        built (a notebook's `distribute.auto_strategy`), used as it is; with
+        a TPUStrategy set use_tpu=True too (the TPU's fixed batch shapes).
       run_config: training.RunConfig from the shared training flags
         (modeling/flags.py `run_config`), or None for a runner that does
         not train (extract_features).
@@ -78,7 +81,7 @@ class CommonSettings:
     do_train: bool = False
     do_eval: bool = False
     random_seed: int | None = None
-    strategy: str = "default"
+    strategy: typing.Any = "default"
     use_tpu: bool = False
     tpu_name: str | None = None
     tpu_zone: str | None = None

@@ -3,9 +3,11 @@
 One code path for every device: the default strategy (one CPU or GPU),
 MirroredStrategy (several local devices), MultiWorkerMirroredStrategy (several
 hosts described by TF_CONFIG) and TPUStrategy (the original's `--use_tpu
---tpu_name` flags).
+--tpu_name` flags). `auto_strategy` picks one from what the machine has, for
+notebooks, where nobody passes flags.
 """
 
+import glob
 import json
 import os
 
@@ -28,7 +30,10 @@ def create_strategy(
     """Builds the tf.distribute strategy named by the run flags.
 
     Args:
-      strategy: one of STRATEGIES. `use_tpu` forces "tpu", as in the original.
+      strategy: one of STRATEGIES (`use_tpu` forces "tpu", as in the
+        original), or a tf.distribute.Strategy already built (a notebook's,
+        see `auto_strategy`), returned as it is: a TPU system is initialized
+        once per process, so a second run must reuse the first's strategy.
       use_tpu, tpu_name, tpu_zone, gcp_project, master: the original's TPU
         flags; `tpu_name` (or `master`) names the TPU to connect to.
 
@@ -39,6 +44,8 @@ def create_strategy(
       ValueError: an unknown strategy, a TPU without a name, or
         multi_worker_mirrored without TF_CONFIG.
     """
+    if isinstance(strategy, tf.distribute.Strategy):
+        return strategy
     if use_tpu:
         strategy = "tpu"
     if strategy not in STRATEGIES:
@@ -69,6 +76,83 @@ def create_strategy(
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
+
+
+# Where a TPU VM's chips show up: PCI devices of Google's vendor id with one
+# of the TPU device ids (v2/v3, v4, v5p, v5e, v6e, v7). Google's virtual NIC
+# shares the vendor id, so the device id has to be checked too.
+_PCI_DEVICES_GLOB = "/sys/bus/pci/devices/*"
+_GOOGLE_PCI_VENDOR = "0x1ae0"
+_TPU_PCI_DEVICES = frozenset(
+    ("0x0027", "0x005e", "0x0062", "0x0063", "0x006f", "0x0076")
+)
+
+
+def find_tpu(pci_devices_glob=None):
+    """The TPU this machine reaches without being told a name, or None.
+
+    In this order: $TPU_NAME (a Cloud TPU's name or address, as Cloud
+    TPU tooling sets it); $COLAB_TPU_ADDR (Colab's former remote TPU
+    runtime, host:port); "local" when TPU chips are attached to this machine
+    (a TPU VM: Colab's and Kaggle's TPU runtimes, Cloud TPU VMs).
+
+    Args:
+      pci_devices_glob: where PCI devices are listed (default: /sys; tests
+        give a fake).
+
+    Returns:
+      str for TPUClusterResolver(tpu=...), or None.
+    """
+    if os.environ.get("TPU_NAME"):
+        return os.environ["TPU_NAME"]
+    if os.environ.get("COLAB_TPU_ADDR"):
+        return "grpc://" + os.environ["COLAB_TPU_ADDR"]
+    for device in glob.glob(pci_devices_glob or _PCI_DEVICES_GLOB):
+        try:
+            with open(os.path.join(device, "vendor")) as f:
+                vendor = f.read().strip()
+            with open(os.path.join(device, "device")) as f:
+                device_id = f.read().strip()
+        except OSError:
+            continue
+        if vendor == _GOOGLE_PCI_VENDOR and device_id in _TPU_PCI_DEVICES:
+            return "local"
+    return None
+
+
+def auto_strategy(use_tpu=None, tpu_name=None, tpu_zone=None, gcp_project=None):
+    """The strategy for what this machine has: a TPU when one is attached
+    (TPUStrategy), else every local GPU (MirroredStrategy), else the default
+    strategy (the CPU). Built by `create_strategy`, as the flags would.
+
+    Args:
+      use_tpu: None: a TPU when `tpu_name` or `find_tpu` gives one; True: a
+        TPU or an error; False: never a TPU.
+      tpu_name, tpu_zone, gcp_project: as the original's flags; `tpu_name`
+        defaults to what `find_tpu` finds.
+
+    Raises:
+      ValueError: use_tpu=True and no TPU is named or found.
+    """
+    if use_tpu is not False:
+        tpu_name = tpu_name or find_tpu()
+        if tpu_name:
+            logging.info("Connecting to the TPU %s", tpu_name)
+            return create_strategy(
+                "tpu",
+                tpu_name=tpu_name,
+                tpu_zone=tpu_zone,
+                gcp_project=gcp_project,
+            )
+        if use_tpu:
+            raise ValueError(
+                "use_tpu=True, but no TPU is attached (no TPU chips, "
+                "$TPU_NAME or $COLAB_TPU_ADDR): pick a TPU runtime or name "
+                "the TPU (tpu_name)."
+            )
+    if tf.config.list_logical_devices("GPU"):
+        return create_strategy("mirrored")
+    return create_strategy("default")
 
 
 def set_precision(precision):
