@@ -10,6 +10,8 @@ SCRIPTS = [
     "extract_features",
     "run_ner",
     "run_multiple_choice",
+    "run_classifier_with_tfhub",
+    "export_hub",
 ]
 
 setuptools.setup(

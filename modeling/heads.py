@@ -116,12 +116,17 @@ class MaskedLMHead(keras.layers.Layer):
         Returns:
             float32 Tensor [N, V].
         """
+        # Losses are computed in float32 whatever the compute dtype.
+        return ops.log_softmax(self.logits(x, embedding_table), axis=-1)
+
+    def logits(self, x, embedding_table):
+        """The logits before the softmax (the Hub-style export's
+        `mlm_logits`); arguments as `call`'s. Returns float32 [N, V]."""
         h = self.transform(x)
         table = ops.cast(embedding_table, h.dtype)
         logits = ops.matmul(h, ops.transpose(table))
         logits = logits + ops.cast(self.output_bias, h.dtype)
-        # Losses are computed in float32 whatever the compute dtype.
-        return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+        return ops.cast(logits, "float32")
 
     def get_config(self):
         config = super().get_config()

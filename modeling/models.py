@@ -122,14 +122,18 @@ class BertClassifier(_TaskModel):
         self.num_labels = num_labels
         self.use_one_hot_embeddings = use_one_hot_embeddings
         # === Layers ===
-        self.bert = encoder.BertModel(
-            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
-        )
+        # The head first: its initial values and dropout seed are then the
+        # first draws after the random seed, whatever the encoder, so a
+        # head on a SavedModel encoder (hub.BertHubClassifier) gets the
+        # same ones.
         self.classifier = self._HEAD(
             num_labels,
             config.hidden_size,
             config.initializer_range,
             name="classifier",
+        )
+        self.bert = encoder.BertModel(
+            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
         )
         self.bert.build()
         self.built = True

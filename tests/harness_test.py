@@ -1,14 +1,16 @@
 """The harness (tests/harness.py) over every layer, head and model class.
 
-Each class of modeling.layers, modeling.encoder, modeling.heads and
-modeling.models has a case below; `test_every_layer_class_has_a_case` fails
-when a new Layer subclass is added without one.
+Each class of modeling.layers, modeling.encoder, modeling.heads,
+modeling.models and modeling.hub has a case below;
+`test_every_layer_class_has_a_case` fails when a new Layer subclass is
+added without one.
 """
 
 import inspect
 
 import constants
 import harness
+import hub_helpers
 import keras
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
 from modeling import heads
+from modeling import hub
 from modeling import layers
 from modeling import models
 
@@ -399,6 +402,9 @@ def _classes(cases_fn):
 
 LAYER_CLASSES = _classes(_layer_cases)
 MODEL_CLASSES = _classes(_model_cases)
+# Models over an encoder SavedModel: their case needs an export
+# (test_hub_classifier).
+HUB_CLASSES = [hub.BertHubClassifier]
 
 
 def _name(cls):
@@ -420,9 +426,30 @@ def test_model(cls, config, tmp_path):
     harness.run_model_test(_model_cases(config)[cls], tmp_path)
 
 
+@pytest.fixture(scope="module")
+def tiny_hub_encoder(tmp_path_factory):
+    """The TINY_CONFIG encoder exported as a TF Hub-style SavedModel."""
+    folder = tmp_path_factory.mktemp("tiny_hub")
+    return hub_helpers.export_tiny_encoder(folder)[0]
+
+
+def test_hub_classifier(tiny_hub_encoder, config, tmp_path):
+    # The encoder's variables keep the names they were saved under: the
+    # classifier checkpoint's table.
+    case = harness.Case(
+        hub.BertHubClassifier,
+        dict(handle=str(tiny_hub_encoder), num_labels=L),
+        (_inputs(config)["features"],),
+        output_shape=(B, L),
+        mixed_dtype=F32,
+        variables=_checkpoint_tables(config)["classifier"],
+    )
+    harness.run_model_test(case, tmp_path)
+
+
 def test_every_layer_class_has_a_case():
     defined = set()
-    for module in (layers, heads, encoder, models):
+    for module in (layers, heads, encoder, models, hub):
         for _, obj in inspect.getmembers(module, inspect.isclass):
             if (
                 issubclass(obj, keras.layers.Layer)
@@ -432,13 +459,13 @@ def test_every_layer_class_has_a_case():
                 and not obj.__name__.startswith("_")
             ):
                 defined.add(obj)
-    covered = set(LAYER_CLASSES) | set(MODEL_CLASSES)
+    covered = set(LAYER_CLASSES) | set(MODEL_CLASSES) | set(HUB_CLASSES)
     assert sorted(map(_name, defined - covered)) == []
     # Every layer case checks its checkpoint names (the root-scope heads'
     # are set apart).
     assert set(SCOPES) | set(ROOT_SCOPE_HEADS) == set(LAYER_CLASSES)
     # Models also need the .keras round trip of test_model.
-    assert set(MODEL_CLASSES) == {
+    assert set(MODEL_CLASSES) | set(HUB_CLASSES) == {
         c for c in defined if issubclass(c, keras.Model)
     }
 

@@ -51,12 +51,25 @@ class Settings(common.FineTuningSettings):
     dynamic_padding: bool | None = None
 
 
+@dataclasses.dataclass(kw_only=True)
+class HubSettings(Settings):
+    """run_classifier_with_tfhub's flags: run_classifier's, with the encoder
+    SavedModel at `bert_hub_module_handle` (modeling/hub.py) in place of
+    bert_config_file and init_checkpoint; vocab_file and do_lower_case are
+    read from it (as the original read its `tokenization_info`)."""
+
+    bert_hub_module_handle: str
+    bert_config_file: str | None = None
+    vocab_file: str | None = None
+
+
 @dataclasses.dataclass
 class ClassifierTask:
     """Everything fixed for one run: settings, processor, tokenizer, strategy."""
 
     settings: Settings
-    bert_config: config_lib.BertConfig
+    # None for a hub encoder of unknown config (_read_hub_tokenization).
+    bert_config: config_lib.BertConfig | None
     processor: glue.DataProcessor
     label_list: list | None
     tokenizer: tokenization.FullTokenizer
@@ -131,8 +144,12 @@ def prepare(settings):
             "At least one of `do_train`, `do_eval` or `do_predict' must be "
             "True (or give --export_dir)."
         )
-    bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
-    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
+    if _hub_handle(s):
+        bert_config = _read_hub_tokenization(s)
+    else:
+        bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
+    if bert_config is not None:
+        config_lib.check_max_seq_length(s.max_seq_length, bert_config)
     on_tpu = (
         s.use_tpu
         or s.strategy == "tpu"
@@ -151,7 +168,8 @@ def prepare(settings):
             s.dynamic_padding,
             "off on TPU" if on_tpu else "on CPU and GPU",
         )
-    config_lib.check_vocab_size(s.vocab_file, bert_config)
+    if bert_config is not None:
+        config_lib.check_vocab_size(s.vocab_file, bert_config)
     processor = glue.get_processor(s.task_name)
     if s.glue_submission_dir and processor.submission_name is None:
         raise ValueError(
@@ -162,6 +180,34 @@ def prepare(settings):
     return ClassifierTask(
         s, bert_config, processor, processor.get_labels(), tokenizer, strategy
     )
+
+
+def _hub_handle(settings):
+    return getattr(settings, "bert_hub_module_handle", None)
+
+
+def _read_hub_tokenization(settings):
+    """Sets vocab_file and do_lower_case from the encoder SavedModel.
+
+    Returns:
+      The BertConfig the encoder was exported from (exports of this
+      repository carry it), else None: the sequence length and vocabulary
+      size are then not checked.
+    """
+    from modeling import hub
+
+    handle = settings.bert_hub_module_handle
+    module = hub.load_encoder(handle)
+    settings.vocab_file, settings.do_lower_case = hub.tokenization_info(
+        module, handle
+    )
+    logging.info(
+        "Tokenization of %s: vocab_file=%s, do_lower_case=%s",
+        handle,
+        settings.vocab_file,
+        settings.do_lower_case,
+    )
+    return hub.exported_config(handle)
 
 
 def loss_fn(is_regression):
@@ -192,9 +238,21 @@ def build_classifier(bert_config, num_labels, use_one_hot_embeddings=False):
 
 
 def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
-    """The shared training.Trainer around a BertClassifier (for inference
-    only, the step counts just have to be valid)."""
+    """The shared training.Trainer around a BertClassifier, or with
+    --bert_hub_module_handle a hub.BertHubClassifier (for inference only,
+    the step counts just have to be valid)."""
     s = task.settings
+
+    def build_model():
+        if _hub_handle(s):
+            from modeling import hub
+
+            return hub.BertHubClassifier(
+                s.bert_hub_module_handle, task.num_labels
+            )
+        return build_classifier(
+            task.bert_config, task.num_labels, use_one_hot_embeddings=s.use_tpu
+        )
 
     def init_fn(model):
         # Only weights come from init_checkpoint (fresh Adam slots, step 0);
@@ -206,9 +264,7 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     return common.make_trainer(
         s,
         task.strategy,
-        lambda: build_classifier(
-            task.bert_config, task.num_labels, use_one_hot_embeddings=s.use_tpu
-        ),
+        build_model,
         loss_fn(task.processor.is_regression),
         init_fn,
         num_train_steps,

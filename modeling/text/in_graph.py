@@ -219,11 +219,25 @@ class InGraphTokenizer(tf.Module):
 
     def _tokenize_general(self, text):
         """Tokenizes any rows: the basic steps as regexes, then WordPiece."""
-        words = self.split_words(text)
         # [batch_size, (words), (pieces)] -> [batch_size, (tokens)].
-        return self._wordpiece.tokenize(words).merge_dims(1, 2)
+        return self.tokenize_words(text).merge_dims(1, 2)
 
     __call__ = tokenize
+
+    def tokenize_words(self, text):
+        """Tokenizes text into WordPiece ids grouped by word.
+
+        The words are BasicTokenizer's; their pieces concatenated are
+        `tokenize`'s ids. Every row takes the general path (the ASCII fast
+        path's op does not report word boundaries).
+
+        Args:
+          text: string Tensor of shape [batch_size] (UTF-8).
+
+        Returns:
+          int32 RaggedTensor [batch_size, (words), (pieces)].
+        """
+        return self._wordpiece.tokenize(self.split_words(text))
 
     def split_words(self, text):
         """Runs the original's BasicTokenizer on a batch of strings.
@@ -340,40 +354,40 @@ class InputPacker(tf.Module):
             vocab[vocabulary.SEP_TOKEN],
         )
 
-    def __call__(self, segment_a, segment_b=None):
+    def __call__(self, segment_a, segment_b=None, seq_length=None):
         """Packs one or two segments.
 
         Args:
           segment_a: int RaggedTensor [batch_size, (tokens)], ids of A.
           segment_b: like `segment_a` for B, or None for single segments;
             rows where B is empty are packed like single segments.
+          seq_length: int or int32 scalar Tensor, the length of the rows
+            of this call; default `max_seq_length`.
 
         Returns:
           dict with "input_ids", "input_mask" and "segment_ids", each an
-          int32 Tensor of shape [batch_size, max_seq_length].
+          int32 Tensor of shape [batch_size, seq_length].
         """
+        if seq_length is None:
+            seq_length = self.max_seq_length
         segment_a = tf.cast(segment_a, tf.int32)
         batch_size = segment_a.nrows()
         len_a = tf.cast(segment_a.row_lengths(), tf.int32)
         cls = tf.fill([batch_size, 1], self.cls_id)
         sep = tf.fill([batch_size, 1], self.sep_id)
         if segment_b is None:
-            keep_a = tf.minimum(len_a, self.max_seq_length - 2)
+            keep_a = tf.minimum(len_a, seq_length - 2)
             pieces = [cls, _head(segment_a, keep_a), sep]
             types = [0, 0, 0]
         else:
             segment_b = tf.cast(segment_b, tf.int32)
             len_b = tf.cast(segment_b.row_lengths(), tf.int32)
-            keep_a, keep_b = truncated_lengths(
-                len_a, len_b, self.max_seq_length - 3
-            )
+            keep_a, keep_b = truncated_lengths(len_a, len_b, seq_length - 3)
             # A row whose B has no tokens is packed as a single segment,
             # as the original does (`if tokens_b:`): no second [SEP], and
-            # A keeps max_seq_length - 2 tokens.
+            # A keeps seq_length - 2 tokens.
             has_b = len_b > 0
-            keep_a = tf.where(
-                has_b, keep_a, tf.minimum(len_a, self.max_seq_length - 2)
-            )
+            keep_a = tf.where(has_b, keep_a, tf.minimum(len_a, seq_length - 2))
             b = _head(segment_b, keep_b)
             sep_b = tf.ragged.boolean_mask(sep, has_b[:, None])
             pieces = [cls, _head(segment_a, keep_a), sep, b, sep_b]
@@ -382,7 +396,10 @@ class InputPacker(tf.Module):
         segments = tf.concat(
             [tf.ones_like(p) * t for p, t in zip(pieces, types)], axis=1
         )
-        shape = [None, self.max_seq_length]
+        if isinstance(seq_length, int):
+            shape = [None, seq_length]
+        else:  # A Tensor: the width is known when the graph runs.
+            shape = tf.stack([tf.cast(batch_size, tf.int32), seq_length])
         return {
             "input_ids": ids.to_tensor(0, shape=shape),
             "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),

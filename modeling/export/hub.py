@@ -1,0 +1,406 @@
+"""A BERT checkpoint as TF Hub-style SavedModels: an encoder and a
+preprocessing model (export_hub.py).
+
+The encoder SavedModel follows the TF Hub BERT convention (modeling/hub.py
+describes it), so code written for TF Hub / Kaggle BERT encoders uses it
+unchanged:
+
+    encoder = tf.saved_model.load(path)            # or hub.KerasLayer(path)
+    outputs = encoder(
+        {"input_word_ids": ids, "input_mask": mask, "input_type_ids": types},
+        training=False)                            # int32 [B, T] each
+    outputs["pooled_output"]      # [B, H]; also "default"
+    outputs["sequence_output"]    # [B, T, H]
+    outputs["encoder_outputs"]    # one [B, T, H] per layer
+    encoder.trainable_variables   # what fine-tuning updates
+    encoder.vocab_file, encoder.do_lower_case   # how to tokenize for it
+    encoder.mlm({... , "masked_lm_positions": positions})["mlm_logits"]
+                                  # with --with_mlm: [B, P, V]
+
+It also has `serving_default` (signature and attribute, flat outputs with
+`encoder_outputs_<i>`) for `keras.layers.TFSMLayer(path,
+call_endpoint="serving_default")`, and `train`, the same with dropout, for
+its `call_training_endpoint`.
+
+The preprocessing SavedModel turns text into those inputs with this
+repository's in-graph tokenizer (FullTokenizer's ids) and the original's
+truncation (needs `import tensorflow_text` before loading):
+
+    preprocessor = tf.saved_model.load(path)
+    preprocessor(tf.constant(["one sentence"]))    # dict at --max_seq_length
+    tokens = preprocessor.tokenize(tf.constant([...]))   # [B, words, pieces]
+    preprocessor.bert_pack_inputs([tokens_a, tokens_b], seq_length=64)
+
+`bert_pack_inputs` takes one or two segments (ragged [B, tokens] or [B,
+words, pieces]); a pair is cut as the original's `_truncate_seq_pair` does
+(tokens popped from the end of the longer segment), not by TF Hub's round
+robin.
+"""
+
+import os
+
+import keras
+import tensorflow as tf
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import encoder as encoder_lib
+from modeling import errors
+from modeling import heads
+from modeling import hub
+from modeling import models
+from modeling.data import file_io
+from modeling.text import in_graph
+
+SERVING_DEFAULT = "serving_default"
+TRAIN = "train"
+MLM = "mlm"
+ENCODER_DIR = "encoder"
+PREPROCESSING_DIR = "preprocessing"
+EXPORT_TYPES = ("encoder", "preprocessing", "both")
+
+
+def _input_specs(with_positions=False):
+    specs = {
+        name: tf.TensorSpec([None, None], tf.int32, name=name)
+        for name in hub.FEATURES_OF_INPUTS
+    }
+    if with_positions:
+        specs[hub.MASKED_LM_POSITIONS] = tf.TensorSpec(
+            [None, None], tf.int32, name=hub.MASKED_LM_POSITIONS
+        )
+    return specs
+
+
+def _features(inputs):
+    """The convention's inputs -> BertModel's feature names."""
+    return {
+        feature: inputs[name]
+        for name, feature in hub.FEATURES_OF_INPUTS.items()
+    }
+
+
+def _encoder_outputs(outputs):
+    """BertModel's outputs -> the convention's."""
+    return {
+        hub.POOLED_OUTPUT: outputs["pooled_output"],
+        hub.SEQUENCE_OUTPUT: outputs["sequence_output"],
+        hub.ENCODER_OUTPUTS: list(outputs["all_encoder_layers"]),
+        hub.DEFAULT_OUTPUT: outputs["pooled_output"],
+    }
+
+
+def _flat(outputs):
+    """Signature outputs must be flat: encoder_outputs -> _0, _1, ..."""
+    flat = {k: v for k, v in outputs.items() if k != hub.ENCODER_OUTPUTS}
+    for i, layer in enumerate(outputs[hub.ENCODER_OUTPUTS]):
+        flat[f"{hub.ENCODER_OUTPUTS}_{i}"] = layer
+    return flat
+
+
+def _trace_training_modes(function, *specs):
+    """Traces `function(*specs, training=...)` for both values, so that the
+    restored function takes either."""
+    for training in (False, True):
+        function.get_concrete_function(*specs, training=training)
+
+
+class HubEncoder(tf.train.Checkpoint):
+    """The encoder SavedModel's root object.
+
+    A tf.train.Checkpoint rather than a tf.Module: the convention wants
+    `variables` and `trainable_variables` as saved attributes, which
+    tf.Module computes instead.
+
+    Args:
+      bert: encoder.BertModel, weights loaded.
+      vocab_file: str, stored as the asset `vocab_file`.
+      do_lower_case: bool, stored as a boolean variable.
+      mlm: a MaskedLM or None.
+    """
+
+    def __init__(self, bert, vocab_file, do_lower_case, mlm=None):
+        super().__init__()
+        # Every state variable (the dropout seeds too) must be reachable
+        # from the root for the traced functions to be saved.
+        self.variables = list(bert.variables)
+        self.trainable_variables = list(bert.trainable_variables)
+        self.regularization_losses = []
+        self.vocab_file = tf.saved_model.Asset(vocab_file)
+        self.do_lower_case = tf.Variable(
+            bool(do_lower_case), trainable=False, name=hub.DO_LOWER_CASE
+        )
+
+        @tf.function
+        def call(inputs, training=False):
+            return _encoder_outputs(bert(_features(inputs), training=training))
+
+        _trace_training_modes(call, _input_specs())
+        self.__call__ = call
+
+        @tf.function(input_signature=[_input_specs()])
+        def serve(inputs):
+            return _flat(call(inputs, training=False))
+
+        @tf.function(input_signature=[_input_specs()])
+        def train(inputs):
+            return _flat(call(inputs, training=True))
+
+        # Attributes: TFSMLayer calls them with the dict.
+        setattr(self, SERVING_DEFAULT, serve)
+        setattr(self, TRAIN, train)
+        if mlm is not None:
+            self.mlm = mlm
+
+    def signatures(self):
+        """The signatures to save (keyword inputs, flat outputs; for TF
+        Serving and `loaded.signatures[...]`), by name."""
+        out = {
+            SERVING_DEFAULT: _keyword_signature(
+                getattr(self, SERVING_DEFAULT), _input_specs()
+            )
+        }
+        mlm = getattr(self, "mlm", None)
+        if mlm is not None:
+            out[MLM] = _keyword_signature(
+                lambda inputs: _flat(mlm.__call__(inputs, training=False)),
+                _input_specs(with_positions=True),
+            )
+        return out
+
+
+def _keyword_signature(function, specs):
+    """function(dict of Tensors) as a concrete function taking one keyword
+    argument per spec (named after it), as signatures must."""
+    names = list(specs)
+
+    @tf.function(input_signature=list(specs.values()))
+    def signature(*tensors):
+        return function(dict(zip(names, tensors)))
+
+    return signature.get_concrete_function()
+
+
+class MaskedLM(tf.train.Checkpoint):
+    """The `mlm` subobject: the encoder plus the pre-training masked-LM head
+    (heads.MaskedLMHead, tied to the word embeddings).
+
+    `mlm(inputs, training=False)`: the encoder's inputs plus
+    "masked_lm_positions" int32 [B, P] -> the encoder's outputs plus
+    "mlm_logits" float32 [B, P, V].
+
+    Args:
+      pretrainer: models.BertPretrainer, weights loaded.
+    """
+
+    def __init__(self, pretrainer):
+        super().__init__()
+        bert = pretrainer.bert
+        head = pretrainer.cls.predictions
+        self.variables = list(bert.variables) + list(head.variables)
+        self.trainable_variables = list(bert.trainable_variables) + list(
+            head.trainable_variables
+        )
+
+        @tf.function
+        def call(inputs, training=False):
+            outputs = bert(_features(inputs), training=training)
+            positions = inputs[hub.MASKED_LM_POSITIONS]
+            gathered = heads.gather_indexes(
+                outputs["sequence_output"], positions
+            )  # [B * P, H]
+            logits = head.logits(gathered, bert.embeddings.word_embeddings)
+            shape = tf.shape(positions)
+            result = _encoder_outputs(outputs)
+            result[hub.MLM_LOGITS] = tf.reshape(
+                logits, [shape[0], shape[1], -1]
+            )
+            return result
+
+        _trace_training_modes(call, _input_specs(with_positions=True))
+        self.__call__ = call
+
+
+class HubPreprocessor(tf.Module):
+    """The preprocessing SavedModel's root object.
+
+    Args:
+      vocab_file: str (stored in the tokenizer, and as the asset
+        `vocab_file`).
+      do_lower_case: bool.
+      seq_length: int, the default call's and bert_pack_inputs' default
+        sequence length.
+    """
+
+    def __init__(self, vocab_file, do_lower_case, seq_length):
+        super().__init__(name="preprocessing")
+        tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
+        packer = in_graph.InputPacker.from_vocab_file(vocab_file, seq_length)
+        self.tokenizer = tokenizer
+        self.packer = packer
+        self.vocab_file = tf.saved_model.Asset(vocab_file)
+        self.do_lower_case = tf.Variable(
+            bool(do_lower_case), trainable=False, name=hub.DO_LOWER_CASE
+        )
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def tokenize(text):
+            return tokenizer.tokenize_words(text)
+
+        @tf.function(autograph=False)
+        def bert_pack_inputs(inputs, seq_length=seq_length):
+            return _pack(packer, inputs, seq_length)
+
+        # One or two segments, each [B, tokens] or [B, words, pieces].
+        for ragged_rank in (1, 2):
+            spec = tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32)
+            for num_segments in (1, 2):
+                bert_pack_inputs.get_concrete_function(
+                    [spec] * num_segments,
+                    seq_length=tf.TensorSpec([], tf.int32),
+                )
+
+        @tf.function(
+            input_signature=[tf.TensorSpec([None], tf.string, "sentences")]
+        )
+        def call(sentences):
+            return _pack(packer, [tokenizer.tokenize(sentences)], seq_length)
+
+        self.tokenize = tokenize
+        self.bert_pack_inputs = bert_pack_inputs
+        self.__call__ = call
+        setattr(self, SERVING_DEFAULT, call)
+
+    def signatures(self):
+        return {SERVING_DEFAULT: self.__call__.get_concrete_function()}
+
+
+def _pack(packer, segments, seq_length):
+    """bert_pack_inputs: 1 or 2 ragged segments -> the convention's dict."""
+    segments = list(segments)
+    if len(segments) not in (1, 2):
+        raise ValueError(
+            f"bert_pack_inputs takes 1 or 2 segments, got {len(segments)}"
+        )
+    flat = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s for s in segments]
+    packed = packer(*flat, seq_length=seq_length)
+    return {
+        name: packed[feature]
+        for name, feature in hub.FEATURES_OF_INPUTS.items()
+    }
+
+
+def _load_model(bert_config, init_checkpoint, with_mlm):
+    """BertModel (or BertPretrainer with --with_mlm) with the checkpoint's
+    weights.
+
+    Raises:
+      errors.UserError: --with_mlm on a checkpoint without a masked-LM head.
+    """
+    if not with_mlm:
+        bert = encoder_lib.BertModel(bert_config)
+        checkpoints.load_weights(bert, init_checkpoint)
+        return bert, None
+    names = checkpoints.checkpoint_shapes(init_checkpoint)
+    if "cls/predictions/output_bias" not in names:
+        raise errors.UserError(
+            f"--with_mlm: checkpoint {init_checkpoint} has no masked-LM head "
+            "(cls/predictions/*; a fine-tuned or converted encoder-only "
+            "checkpoint?): export it without --with_mlm"
+        )
+    pretrainer = models.BertPretrainer(bert_config)
+    checkpoints.load_weights(
+        pretrainer, init_checkpoint, ignore_missing=("^cls/seq_relationship/",)
+    )
+    return pretrainer.bert, MaskedLM(pretrainer)
+
+
+def save_encoder(
+    path, bert_config, init_checkpoint, vocab_file, do_lower_case, with_mlm
+):
+    """Writes the encoder SavedModel to the folder `path` (not atomic: see
+    `export`), float32 whatever the global dtype policy."""
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("float32")
+    try:
+        bert, mlm = _load_model(bert_config, init_checkpoint, with_mlm)
+        root = HubEncoder(bert, vocab_file, do_lower_case, mlm)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    tf.saved_model.save(root, path, signatures=root.signatures())
+    extra = os.path.join(path, hub.EXTRA_ASSETS)
+    tf.io.gfile.makedirs(extra)
+    with tf.io.gfile.GFile(os.path.join(extra, hub.CONFIG_FILE), "w") as f:
+        f.write(bert_config.to_json_string())
+
+
+def save_preprocessing(path, vocab_file, do_lower_case, seq_length):
+    """Writes the preprocessing SavedModel to the folder `path`."""
+    root = HubPreprocessor(vocab_file, do_lower_case, seq_length)
+    tf.saved_model.save(root, path, signatures=root.signatures())
+
+
+def export(
+    export_path,
+    export_type,
+    vocab_file,
+    do_lower_case,
+    bert_config_file=None,
+    init_checkpoint=None,
+    with_mlm=False,
+    max_seq_length=128,
+):
+    """Writes the SavedModels, atomically (a temporary folder beside
+    `export_path`, renamed when complete; an old export there is replaced).
+
+    Args:
+      export_path: str; with export_type "both" it gets `encoder/` and
+        `preprocessing/`, else it is the one SavedModel.
+      export_type: "encoder", "preprocessing" or "both".
+      vocab_file, do_lower_case: the checkpoint's tokenization.
+      bert_config_file, init_checkpoint: the model (not needed for
+        "preprocessing"); init_checkpoint a prefix or a folder.
+      with_mlm: also the `mlm` subobject (needs cls/predictions/*).
+      max_seq_length: the preprocessing model's default sequence length.
+
+    Returns:
+      dict kind -> the SavedModel folder written.
+    """
+    if export_type not in EXPORT_TYPES:
+        raise errors.UserError(
+            f"--export_type must be one of {EXPORT_TYPES}, got {export_type!r}"
+        )
+    bert_config = None
+    if export_type != "preprocessing":
+        bert_config = config_lib.BertConfig.from_json_file(bert_config_file)
+        config_lib.check_vocab_size(vocab_file, bert_config)
+        if export_type == "both":  # The preprocessor's length.
+            config_lib.check_max_seq_length(max_seq_length, bert_config)
+    export_path = os.fspath(export_path).rstrip("/")
+    kinds = ["encoder", "preprocessing"] if export_type == "both" else None
+    folders = {}
+    with file_io.atomic_path(export_path) as tmp:
+        for kind in kinds or [export_type]:
+            sub = {"encoder": ENCODER_DIR, "preprocessing": PREPROCESSING_DIR}
+            # "both": one subfolder each; else export_path is the SavedModel.
+            folder = os.path.join(tmp, sub[kind]) if kinds else tmp
+            if kind == "encoder":
+                save_encoder(
+                    folder,
+                    bert_config,
+                    init_checkpoint,
+                    vocab_file,
+                    do_lower_case,
+                    with_mlm,
+                )
+            else:
+                save_preprocessing(
+                    folder, vocab_file, do_lower_case, max_seq_length
+                )
+            folders[kind] = (
+                os.path.join(export_path, sub[kind]) if kinds else export_path
+            )
+        # A folder is renamed only onto an absent one: the old export goes
+        # just before the complete new one takes its name.
+        file_io.remove_if_exists(export_path)
+    return folders
