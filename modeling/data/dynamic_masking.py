@@ -158,8 +158,8 @@ class TextPretrainingData:
         """Batches of pre-training features, as `pretraining_dataset`.
 
         Training: epoch after epoch, each over the files in a new order
-        (CYCLE_LENGTH at a time), each with new instances, shuffled in a
-        buffer; every batch with its own masks. Eval: the first epoch's
+        (CYCLE_LENGTH at a time), each with new instances, shuffled in
+        windows; every batch with its own masks. Eval: the first epoch's
         instances with the files in order, unshuffled, repeated; masks
         differ per batch but not per run.
 
