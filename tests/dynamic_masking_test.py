@@ -2,10 +2,10 @@
 tf.data, masked afresh on every pass (modeling/data/dynamic_masking.py).
 
 The statistics are checked over many batches of the repository's corpus
-(tests/testdata/train_corpus.txt, 21 documents of "Emma") against the rules
-and against the static generator (modeling/pretraining_data) on the same
-text and settings; each tolerance is the brief's 0.5 points, at least three
-standard errors of the difference for the sample sizes used.
+(tests/testdata/train_corpus.txt, "Emma") against the rules and against the
+static generator (modeling/pretraining_data) on the same text and settings,
+within 0.5 points, which the sample sizes make at least four standard
+deviations of the run-to-run variation.
 """
 
 import dataclasses
@@ -178,9 +178,9 @@ def test_whole_word_masking_masks_whole_words():
     assert filled / 20 > 0.95
 
 
-def _static(options, passes, seed, tokenizer):
+def _static(corpus_file, options, passes, seed, tokenizer):
     corpus, _ = text.read_corpus(
-        [CORPUS], text.LineTokenizer(tokenizer), len(tokenizer.vocab)
+        [corpus_file], text.LineTokenizer(tokenizer), len(tokenizer.vocab)
     )
     options = dataclasses.replace(options, dupe_factor=passes)
     store, _ = generation.generate_instances(
@@ -195,18 +195,36 @@ def _static(options, passes, seed, tokenizer):
     return meta[:, 1] + meta[:, 3] + 3, meta[:, 4]
 
 
-def test_instances_match_the_static_generator(tokenizer):
-    """Next-sentence labels and sequence lengths over ~200,000 instances
-    of the whole corpus (one block, so a random next sentence may come from
-    any document, as in the static generator): within 0.5 points of the
-    static generator's on the same text and settings. The random-next
-    share is not 50%: a one-sentence chunk always takes a random B, in the
-    original too."""
-    data = _data(64, 10, block_lines=4096)
+def test_instances_match_the_static_generator(tokenizer, tmp_path):
+    """Next-sentence labels and sequence lengths over 320 passes (~420,000
+    instances) at the default settings: within 0.5 points of the static
+    generator's on the same text.
+
+    The text is the corpus's sentences cut into documents of 20: with its
+    own 21 documents of up to ~500 sentences, the short-target draw (once
+    per document and pass) moves whole documents' instances at once, and
+    the next-sentence share varies by 0.22 points from run to run at 200
+    passes; with 129 documents by 0.11 (sequence length: 0.03 tokens), so
+    the 0.5 points are four standard deviations of the difference. The
+    whole file is one block: a random next sentence may come from any
+    document, as in the static generator. The random-next share is not 50%:
+    a one-sentence chunk always takes a random B, in the original too."""
     with open(CORPUS, encoding="utf-8") as f:
+        sentences = [line for line in f.read().split("\n") if line.strip()]
+    corpus = tmp_path / "documents_of_20.txt"
+    corpus.write_text(
+        "\n\n".join(
+            "\n".join(sentences[i : i + 20])
+            for i in range(0, len(sentences), 20)
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    data = _data(64, 10, block_lines=4096)
+    with open(corpus, encoding="utf-8") as f:
         lines = tf.constant(f.read().split("\n"))
     segments, document = data.segments(lines)
-    assert int(document[-1]) + 1 == 21
+    assert int(document[-1]) + 1 == 129
 
     def instances(number):
         out = data.segment_instances(
@@ -217,17 +235,17 @@ def test_instances_match_the_static_generator(tokenizer):
             tf.cast(out[input_pipeline.NEXT_SENTENCE_LABELS], tf.int64),
         )
 
-    passes = 160
+    passes = 320
     stream = tf.data.Dataset.range(passes).map(instances, 2).unbatch()
-    lengths, labels = stream.batch(1 << 20).get_single_element()
+    lengths, labels = stream.batch(1 << 21).get_single_element()
     static_lengths, static_labels = _static(
-        data.options, passes, 12345, tokenizer
+        str(corpus), data.options, passes, 12345, tokenizer
     )
-    assert len(labels) > 190_000 and len(static_labels) > 190_000
+    assert len(labels) > 400_000 and len(static_labels) > 400_000
     assert abs(np.mean(labels) - np.mean(static_labels)) < 0.005
     ratio = np.mean(lengths) / np.mean(static_lengths)
     assert abs(ratio - 1) < 0.005
-    assert 0.5 < np.mean(labels) < 0.65
+    assert 0.55 < np.mean(labels) < 0.65
 
 
 def test_same_seed_same_batches_and_each_epoch_masks_anew():
