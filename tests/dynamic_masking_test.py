@@ -116,6 +116,26 @@ def test_batches_have_the_records_features(tokenizer):
             assert positions[count - 1] < n
 
 
+def test_text_is_read_in_blocks_of_whole_documents():
+    """Blocks end after a blank line, with the file's end closing the last
+    document; a document longer than MAX_DOCUMENT_BLOCKS blocks is cut."""
+    data = _data(block_lines=3)
+    lines = ["a1", "a2", "", "b1", "b2", "b3", "b4", "  ", "c1"]
+    blocks = [
+        [line.decode() for line in block.numpy()]
+        for block in data.blocks(tf.data.Dataset.from_tensor_slices(lines))
+    ]
+    assert blocks == [
+        ["a1", "a2", ""],
+        ["b1", "b2", "b3", "b4", "  "],
+        ["c1", ""],
+    ]
+    cap = dynamic_masking.MAX_DOCUMENT_BLOCKS * 3
+    long = [f"x{i}" for i in range(cap + 5)]
+    blocks = list(data.blocks(tf.data.Dataset.from_tensor_slices(long)))
+    assert [len(b) for b in blocks] == [cap + 3, 3]
+
+
 def test_masking_statistics_hold_over_many_batches():
     """Per row exactly round(n * masked_lm_prob) positions (capped, at
     least 1: the original's count); over ~120,000 positions the selected
@@ -320,7 +340,7 @@ def _settings(tmp_path, steps=4, **kw):
         do_eval=True,
         train_batch_size=32,
         eval_batch_size=32,
-        max_eval_steps=10,
+        max_eval_steps=5,
         random_seed=3,
         run_config=trainer_lib.RunConfig(
             output_dir=output_dir,
@@ -337,22 +357,22 @@ def _settings(tmp_path, steps=4, **kw):
 
 
 def test_training_from_text_lowers_the_loss_and_resumes(tmp_path):
-    """150 steps of a tiny model from the raw corpus: the masked-LM loss
+    """100 steps of a tiny model from the raw corpus: the masked-LM loss
     falls well below an untrained model's ln(8000) = 9.0. Then the last
-    checkpoint is dropped and the run resumes from step 100: the same
-    weights at step 150 (the data position was restored)."""
-    settings = _settings(tmp_path, steps=150)
+    checkpoint is dropped and the run resumes from step 50: the same
+    weights at step 100 (the data position was restored)."""
+    settings = _settings(tmp_path, steps=100)
     results = pretraining.run(settings)
-    assert results["global_step"] == 150
+    assert results["global_step"] == 100
     assert results["masked_lm_loss"] < np.log(8000) - 2.0
     assert 0.0 < results["next_sentence_accuracy"] <= 1.0
     out = tmp_path / "out"
-    straight = checkpoints.read_checkpoint(str(out / "model.ckpt-150"))
-    for path in out.glob("model.ckpt-150.*"):
+    straight = checkpoints.read_checkpoint(str(out / "model.ckpt-100"))
+    for path in out.glob("model.ckpt-100.*"):
         path.unlink()
     (out / "checkpoint").unlink()
     pretraining.run(settings)
-    resumed = checkpoints.read_checkpoint(str(out / "model.ckpt-150"))
+    resumed = checkpoints.read_checkpoint(str(out / "model.ckpt-100"))
     assert sorted(straight) == sorted(resumed)
     for name in straight:
         np.testing.assert_array_equal(straight[name], resumed[name], name)

@@ -63,10 +63,10 @@ from modeling.text import vocabulary
 # cut into instances together (a random next sentence comes from one of
 # them). About 300 KB of English text.
 BLOCK_LINES = 2048
-# A document longer than this many lines is cut there (its parts are made
+# A document longer than this many blocks is cut there (its parts are made
 # into instances as separate documents), so memory stays bounded on a file
 # without blank lines.
-MAX_DOCUMENT_LINES = 8 * BLOCK_LINES
+MAX_DOCUMENT_BLOCKS = 8
 # Instances shuffled together (a window of the stream, across blocks, files
 # and epochs; ~512 bytes each at max_seq_length=128).
 SHUFFLE_BUFFER = 10000
@@ -226,14 +226,7 @@ class TextPretrainingData:
 
     def _file_instances(self, path, key):
         """One file's instances, block after block."""
-        lines = tf.data.TextLineDataset(path)
-        # A blank line at the end closes the file's last document: documents
-        # do not continue across files (as in the static scale mode).
-        lines = lines.concatenate(tf.data.Dataset.from_tensors(""))
-        blocks = lines.batch(self.block_lines).scan(
-            tf.constant([], tf.string), self._whole_documents
-        )
-        blocks = blocks.filter(lambda block: tf.size(block) > 0).enumerate()
+        blocks = self.blocks(tf.data.TextLineDataset(path)).enumerate()
         blocks = blocks.map(
             lambda number, block: self.block_instances(
                 block, tf.random.experimental.stateless_fold_in(key, number)
@@ -242,6 +235,18 @@ class TextPretrainingData:
             deterministic=True,
         )
         return blocks.unbatch()
+
+    def blocks(self, lines):
+        """One file's lines (a dataset of strings) in blocks of whole
+        documents: about block_lines lines each, cut after a blank line;
+        a document longer than MAX_DOCUMENT_BLOCKS blocks is cut."""
+        # A blank line at the end closes the file's last document: documents
+        # do not continue across files (as in the static scale mode).
+        lines = lines.concatenate(tf.data.Dataset.from_tensors(""))
+        blocks = lines.batch(self.block_lines).scan(
+            tf.constant([], tf.string), self._whole_documents
+        )
+        return blocks.filter(lambda block: tf.size(block) > 0)
 
     def _whole_documents(self, carry, lines):
         """scan step: emits the lines up to the last blank one and carries
@@ -255,7 +260,7 @@ class TextPretrainingData:
         cut = tf.where(
             last_blank >= 0,
             last_blank + 1,
-            tf.where(size > MAX_DOCUMENT_LINES, size, 0),
+            tf.where(size > MAX_DOCUMENT_BLOCKS * self.block_lines, size, 0),
         )
         return lines[cut:], lines[:cut]
 
