@@ -31,12 +31,9 @@ flags.DEFINE_string(
     "are written round-robin across the files.",
 )
 ## Other parameters (the original's)
-shared_flags.define_flags("vocab_file", "do_lower_case")
-flags.DEFINE_bool(
-    "do_whole_word_mask",
-    False,
-    "Whether to use whole word masking rather than per-WordPiece masking.",
-)
+# vocab_file, do_lower_case, do_whole_word_mask, masked_lm_prob and
+# short_seq_prob (shared with run_pretraining --input_format=text).
+shared_flags.define_flags(*shared_flags.TEXT_INSTANCES)
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
 flags.DEFINE_integer(
     "max_predictions_per_seq",
@@ -48,13 +45,6 @@ flags.DEFINE_integer(
     "dupe_factor",
     10,
     "Number of times to duplicate the input data (with different masks).",
-)
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float(
-    "short_seq_prob",
-    0.1,
-    "Probability of creating sequences which are shorter than the maximum "
-    "length.",
 )
 
 ## Added parameters

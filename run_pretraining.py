@@ -12,12 +12,19 @@ with the original variable names, adam_m/adam_v and global_step;
 eval_results.txt). Re-running the same command resumes from the newest
 checkpoint in output_dir. Added: the shared flags of modeling/flags.py
 (strategy, precision, XLA, gradient accumulation, LAMB, keep_checkpoint_max,
-random_seed).
+random_seed), and --input_format=text: examples made from raw text (the
+generator's input) while training, with a fresh mask on every pass:
+
+    python run_pretraining.py --input_format=text \
+      --input_file=./sample_text.txt --vocab_file=$BERT_BASE_DIR/vocab.txt \
+      --output_dir=/tmp/pretraining_output --do_train=True \
+      --bert_config_file=$BERT_BASE_DIR/bert_config.json ...
 """
 
 from absl import flags
 
 from modeling import flags as shared_flags
+from modeling.tasks import common
 
 FLAGS = flags.FLAGS
 
@@ -46,8 +53,23 @@ flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 
+## Added parameters
+flags.DEFINE_enum(
+    "input_format",
+    "tfrecord",
+    list(common.PRETRAINING_INPUT_FORMATS),
+    "tfrecord: --input_file holds create_pretraining_data.py's records. "
+    "text: --input_file holds raw text in that script's input format (one "
+    "sentence per line, a blank line between documents), turned into "
+    "examples while training with the generator's rules and flags "
+    "(--vocab_file, --do_lower_case, --short_seq_prob, --masked_lm_prob, "
+    "--do_whole_word_mask, seeded by --random_seed): every pass over the "
+    "text draws new instances and masks (dynamic masking). Not the records "
+    "create_pretraining_data.py would write.",
+)
+
 shared_flags.define_common_flags()
-shared_flags.define_flags("eval_batch_size")
+shared_flags.define_flags("eval_batch_size", *shared_flags.TEXT_INSTANCES)
 
 
 def main(_):

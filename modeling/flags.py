@@ -127,7 +127,32 @@ _SHARED = {
         "Whether to lower case the input text. Should be True for uncased "
         "models and False for cased models.",
     ),
+    # The generator's instance and masking flags: create_pretraining_data,
+    # and run_pretraining --input_format=text, which makes its examples from
+    # raw text (the original's help and defaults).
+    "do_whole_word_mask": lambda: flags.DEFINE_bool(
+        "do_whole_word_mask",
+        False,
+        "Whether to use whole word masking rather than per-WordPiece masking.",
+    ),
+    "masked_lm_prob": lambda: flags.DEFINE_float(
+        "masked_lm_prob", 0.15, "Masked LM probability."
+    ),
+    "short_seq_prob": lambda: flags.DEFINE_float(
+        "short_seq_prob",
+        0.1,
+        "Probability of creating sequences which are shorter than the "
+        "maximum length.",
+    ),
 }
+# The flags that make instances from raw text (define_flags(*TEXT_INSTANCES)).
+TEXT_INSTANCES = (
+    "vocab_file",
+    "do_lower_case",
+    "do_whole_word_mask",
+    "masked_lm_prob",
+    "short_seq_prob",
+)
 # What define_common_flags defines: the flags of every training script.
 _SHARED.update(
     {
@@ -264,7 +289,9 @@ def _define_training_flags():
         "random_seed",
         None,
         "Seed for weight initialization, dropout and (run_pretraining) the "
-        "input shuffle. Unset: random init, input shuffle seed 12345.",
+        "input shuffle; with run_pretraining --input_format=text also the "
+        "instances and masks made from the text. Unset: random init, input "
+        "seed 12345 (create_pretraining_data's default).",
     )
 
 

@@ -49,6 +49,8 @@ from modeling.data import file_io
 EVAL_RESULTS_FILE = "eval_results.txt"
 # Input shuffle seed when --random_seed is unset (resuming needs a fixed one).
 DEFAULT_DATA_SEED = 12345
+# run_pretraining --input_format: the generator's records, or its raw text.
+PRETRAINING_INPUT_FORMATS = ("tfrecord", "text")
 
 # The exceptions the scripts map to these statuses are in modeling/errors.py.
 

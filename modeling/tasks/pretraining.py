@@ -19,9 +19,11 @@ from modeling import config as config_lib
 from modeling import errors
 from modeling import losses
 from modeling import models
+from modeling.data import dynamic_masking
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.data import tfrecord_io
+from modeling.pretraining_data import generation
 from modeling.tasks import common
 from modeling.training import trainer as trainer_lib
 
@@ -113,10 +115,47 @@ class Settings(common.CommonSettings):
     train_batch_size: int = 32
     eval_batch_size: int = 8
     max_eval_steps: int = 100
+    # --input_format=text: examples made from raw text while training
+    # (modeling/data/dynamic_masking.py), with the generator's flags.
+    input_format: str = "tfrecord"
+    vocab_file: str | None = None
+    do_lower_case: bool = True
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    do_whole_word_mask: bool = False
 
     def __post_init__(self):
         if not self.output_dir:
             raise ValueError("output_dir is required")
+        if self.input_format not in common.PRETRAINING_INPUT_FORMATS:
+            raise ValueError(
+                f"--input_format={self.input_format}: must be one of "
+                f"{', '.join(common.PRETRAINING_INPUT_FORMATS)}"
+            )
+        if self.input_format == "text" and not self.vocab_file:
+            raise ValueError(
+                "--input_format=text needs --vocab_file, the vocabulary "
+                "that tokenizes the text"
+            )
+
+    @property
+    def data_seed(self):
+        """The input's seed: --random_seed, else a fixed one (resuming
+        needs the same data order)."""
+        if self.random_seed is None:
+            return common.DEFAULT_DATA_SEED
+        return self.random_seed
+
+    def generation_options(self):
+        """The generator's options of --input_format=text."""
+        return generation.GenerationOptions(
+            max_seq_length=self.max_seq_length,
+            max_predictions_per_seq=self.max_predictions_per_seq,
+            masked_lm_prob=self.masked_lm_prob,
+            short_seq_prob=self.short_seq_prob,
+            do_whole_word_mask=self.do_whole_word_mask,
+            random_seed=self.data_seed,
+        )
 
 
 @contextlib.contextmanager
@@ -151,34 +190,56 @@ def run(s):
     config_lib.check_max_seq_length(s.max_seq_length, bert_config)
     input_files = file_io.expand_input_files(s.input_file)
     logging.info("*** Input Files ***\n%s", "\n".join(input_files))
-    input_files = input_pipeline.check_pretraining_records(
-        input_files,
-        s.max_seq_length,
-        s.max_predictions_per_seq,
-        bert_config.vocab_size,
-    )
+    text = s.input_format == "text"
+    # The checks run before the strategy exists: no TensorFlow op yet.
+    if text:
+        config_lib.check_vocab_size(s.vocab_file, bert_config)
+        dynamic_masking.check_text_input(
+            input_files,
+            s.vocab_file,
+            s.do_lower_case,
+            s.generation_options(),
+        )
+    else:
+        input_files = input_pipeline.check_pretraining_records(
+            input_files,
+            s.max_seq_length,
+            s.max_predictions_per_seq,
+            bert_config.vocab_size,
+        )
     strategy = common.set_up(s)
     task = make_task(
         bert_config, s.init_checkpoint, use_one_hot_embeddings=s.use_tpu
     )
     trainer = trainer_lib.Trainer(task, s.run_config, strategy)
 
-    def dataset(batch_size, is_training, start_batch=0):
-        return input_pipeline.pretraining_dataset(
-            input_files,
-            batch_size,
-            s.max_seq_length,
-            s.max_predictions_per_seq,
-            is_training,
-            seed=(
-                common.DEFAULT_DATA_SEED
-                if s.random_seed is None
-                else s.random_seed
-            ),
-            start_batch=start_batch,
+    if text:
+        data = dynamic_masking.TextPretrainingData(
+            input_files, s.vocab_file, s.do_lower_case, s.generation_options()
         )
 
-    with _naming_damaged_files(input_files):
+        def dataset(batch_size, is_training, start_batch=0):
+            return data.dataset(
+                batch_size, is_training, s.data_seed, start_batch=start_batch
+            )
+
+        guard = contextlib.nullcontext()
+    else:
+
+        def dataset(batch_size, is_training, start_batch=0):
+            return input_pipeline.pretraining_dataset(
+                input_files,
+                batch_size,
+                s.max_seq_length,
+                s.max_predictions_per_seq,
+                is_training,
+                seed=s.data_seed,
+                start_batch=start_batch,
+            )
+
+        guard = _naming_damaged_files(input_files)
+
+    with guard:
         if s.do_train:
             trainer.train(
                 lambda start: dataset(s.train_batch_size, True, start)
