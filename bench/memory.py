@@ -49,6 +49,7 @@ starts lighter (TensorFlow alone is 540 MB resident).
 """
 
 import argparse
+import json
 import os
 import pathlib
 import subprocess
@@ -152,6 +153,22 @@ def measure(command, env):
     return max(mb.values()), hwm[0] / 1024, mb, child.returncode, "".join(log)
 
 
+# BERT-base (uncased_L-12_H-768_A-12's bert_config.json).
+BERT_BASE = {
+    "attention_probs_dropout_prob": 0.1,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "hidden_size": 768,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 512,
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "type_vocab_size": 2,
+    "vocab_size": 30522,
+}
+
+
 def step_time_ratio(rounds=4, steps=3):
     """Time per training step with --gradient_checkpointing over without,
     the MiniLM shape at batch 32 x 128, the two compiled steps interleaved
@@ -223,6 +240,22 @@ def main():
     parser.add_argument("--num_train_epochs", default="0.1")
     parser.add_argument("--output_root", default="/tmp/bench_memory")
     parser.add_argument("--extra", action="append", default=[])
+    parser.add_argument(
+        "--model",
+        choices=["minilm", "bert_base"],
+        default="minilm",
+        help="bert_base: BERT-base's config (12 layers, 768 wide), randomly "
+        "initialized (no released checkpoint here; memory is the same), "
+        "training only, every batch padded to --max_seq_length",
+    )
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--train_batch_size", type=int, default=32)
+    parser.add_argument(
+        "--train_steps",
+        type=int,
+        default=0,
+        help="N > 0: train N steps (overrides --num_train_epochs)",
+    )
     args = parser.parse_args()
     if args.step_time:
         sys.path.insert(0, str(REPO_ROOT))
@@ -231,6 +264,19 @@ def main():
     root = pathlib.Path(args.output_root)
     root.mkdir(parents=True, exist_ok=True)
     model = glue._converted_model(root)
+    init = [f"--init_checkpoint={model / 'bert_model.ckpt'}", "--do_eval"]
+    config_file = model / "bert_config.json"
+    if args.model == "bert_base":
+        config_file = root / "bert_base_config.json"
+        config_file.write_text(json.dumps(BERT_BASE))
+        init = ["--nodynamic_padding"]
+    epochs = args.num_train_epochs
+    if args.train_steps:
+        examples = sum(1 for _ in open(glue.GLUE_DIR / "MRPC" / "train.tsv"))
+        # run_classifier truncates examples / batch * epochs to an int.
+        epochs = str(
+            (args.train_steps + 0.5) * args.train_batch_size / (examples - 1)
+        )
     out = root / "run"
     subprocess.run(["rm", "-rf", str(out)], check=True)
     command = [
@@ -239,15 +285,14 @@ def main():
         "--task_name=mrpc",
         f"--data_dir={glue.GLUE_DIR / 'MRPC'}",
         f"--vocab_file={model / 'vocab.txt'}",
-        f"--bert_config_file={model / 'bert_config.json'}",
-        f"--init_checkpoint={model / 'bert_model.ckpt'}",
+        f"--bert_config_file={config_file}",
+        *init,
         f"--output_dir={out}",
         "--do_train",
-        "--do_eval",
-        "--max_seq_length=128",
-        "--train_batch_size=32",
+        f"--max_seq_length={args.max_seq_length}",
+        f"--train_batch_size={args.train_batch_size}",
         "--learning_rate=2e-5",
-        f"--num_train_epochs={args.num_train_epochs}",
+        f"--num_train_epochs={epochs}",
         "--random_seed=1",
         *args.extra,
     ]
