@@ -73,9 +73,14 @@ class CheckpointManager:
         if not self.is_chief:
             return None
         prefix = os.path.join(self.directory, f"{PREFIX}-{step}")
-        arrays = {n: v.numpy() for n, v in self.variables().items()}
+        # The variables themselves, not .numpy() copies: SaveV2 reads their
+        # buffers, where copies would add the weights and both Adam slots
+        # to the peak memory (1.3 GB for BERT-base, twice over).
         checkpoints.write_checkpoint(
-            prefix, arrays, global_step=step, keep_max=self.keep_checkpoint_max
+            prefix,
+            self.variables(),
+            global_step=step,
+            keep_max=self.keep_checkpoint_max,
         )
         logging.info("Saved checkpoint %s", prefix)
         return prefix
