@@ -261,7 +261,7 @@ def _define_training_flags():
         "gradient_checkpointing",
         False,
         "Recompute each Transformer layer's activations in the backward "
-        "pass instead of keeping them: about 0.8 GB less for a 6-layer, "
+        "pass instead of keeping them: about 0.5-0.9 GB less for a 6-layer, "
         "384-wide model at batch 32 x 128 (more for larger models), for "
         "about 1.25x the time per step. The same updates.",
     )
