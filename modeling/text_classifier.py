@@ -293,6 +293,10 @@ class BertTextClassifier(keras.Model):
     def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
         """Keras's evaluate on raw texts and labels (or a dataset of
         batched (texts, labels)); batch_size default 32."""
+        if kwargs.get("_use_cached_eval_dataset"):
+            # fit's validation: Keras reuses the dataset fit gave it,
+            # already preprocessed.
+            return super().evaluate(x, y, batch_size=batch_size, **kwargs)
         dataset = self._eval_dataset(
             x if y is None else (x, y), batch_size or DEFAULT_BATCH_SIZE
         )
