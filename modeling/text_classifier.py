@@ -497,6 +497,12 @@ def _examples(x, y):
         raise ValueError("Labels are missing: fit/evaluate(x=texts, y=labels)")
     texts = _texts(x)
     labels = np.asarray(y)
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(
+            f"Labels must be class ids (ints; floats for regression), got "
+            f"{labels.dtype} values such as {labels.reshape(-1)[:3].tolist()}"
+            ": map label names to ids, e.g. with label_list.index"
+        )
     first = texts[0] if isinstance(texts, tuple) else texts
     if len(first) != len(labels):
         raise ValueError(

@@ -293,8 +293,16 @@ def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
     dataset = tf.data.Dataset.from_tensor_slices(
         (_texts(_PAIRS), _LABELS)
     ).batch(4)
-    history = model.fit(dataset, epochs=2, verbose=0)
+    history = model.fit(
+        dataset,
+        epochs=2,
+        validation_data=(_texts(_PAIRS[:3]), _LABELS[:3]),
+        verbose=0,
+    )
     assert len(history.history["loss"]) == 2
+    # The last validation is evaluate's (fit preprocesses it once).
+    metrics = model.evaluate(_texts(_PAIRS[:3]), _LABELS[:3], verbose=0)
+    tolerance.assert_float32_close(history.history["val_loss"][-1], metrics[0])
     # The default schedule spans the steps fit ran: 2 epochs of 2 batches.
     assert model.optimizer.num_train_steps == 4
     assert int(model.optimizer.iterations.numpy()) == 4
@@ -340,6 +348,8 @@ def test_text_classifier_bad_inputs(tiny_release):
         model.fit(_texts(_PAIRS), _LABELS[:3], batch_size=4)
     with pytest.raises(ValueError, match="fewer than one batch of 32"):
         model.fit(_texts(_PAIRS), _LABELS)
+    with pytest.raises(ValueError, match="label_list.index"):
+        model.evaluate(_texts(_PAIRS), [str(label) for label in _LABELS])
     with pytest.raises(ValueError, match="tuple of 3"):
         model.predict(_texts(_PAIRS) + _texts(_PAIRS)[:1])
     with pytest.raises(ValueError, match="num_labels=1"):
