@@ -4,7 +4,8 @@ run_script; the statuses are in tasks/common.py).
 Here, outside tasks/, because the library raises them (the training loop on
 SIGTERM, data generation on bad input) and the core never imports tasks/.
 Also the one way library code keeps SIGTERM out of a step that must not be
-cut in two (`sigterm_deferred`). Imports only the standard library.
+cut in two (`sigterm_deferred`), and the stand-ins for the original's
+Estimator-only names (`estimator_only`). Imports only the standard library.
 """
 
 import contextlib
