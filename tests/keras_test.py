@@ -193,6 +193,13 @@ def test_preprocessor_from_checkpoint(tiny_release, tmp_path):
     assert layer.do_lower_case and layer.sequence_length == 16
     assert list(layer.vocabulary) == constants.TINY_VOCAB
     assert layer.get_config()["vocabulary"] == constants.TINY_VOCAB
+    # Symbolic inputs (a functional model on strings): the output spec.
+    text = keras.Input(shape=(), dtype="string")
+    spec = layer((text, text))
+    assert {k: (tuple(v.shape), v.dtype) for k, v in spec.items()} == {
+        k: ((None, 16), "int32")
+        for k in ("input_ids", "input_mask", "segment_ids")
+    }
     # A vocabulary with upper-case tokens is cased.
     cased = tmp_path / "cased"
     cased.mkdir()
