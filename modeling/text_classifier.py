@@ -373,10 +373,9 @@ class BertTextClassifier(keras.Model):
             return manager.save()
         # Another Keras optimizer: the weights and the step only.
         step = int(optimizer.iterations.numpy()) if optimizer else 0
-        arrays = checkpoint_manager.model_variables(self.classifier)
         return checkpoints.write_checkpoint(
             os.path.join(directory, f"{checkpoint_manager.PREFIX}-{step}"),
-            {name: v.numpy() for name, v in arrays.items()},
+            checkpoint_manager.model_variables(self.classifier),
             global_step=step,
             keep_max=keep_checkpoint_max,
         )

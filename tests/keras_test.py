@@ -349,6 +349,26 @@ def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
     )
 
 
+def test_save_checkpoint_with_another_keras_optimizer(tiny_release, tmp_path):
+    """Any Keras optimizer trains the model; save_checkpoint then writes the
+    weights and the step (no Adam slots), which from_checkpoint reads."""
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    model.compile(optimizer=keras.optimizers.SGD(0.5))
+    model.fit(_texts(_PAIRS), _LABELS, batch_size=4, epochs=1, verbose=0)
+    prefix = model.save_checkpoint(str(tmp_path / "sgd"))
+    assert pathlib.Path(prefix).name == "model.ckpt-2"
+    names = checkpoints.checkpoint_shapes(prefix)
+    assert "output_weights" in names and "global_step" in names
+    assert not [n for n in names if n.endswith(("/adam_m", "/adam_v"))]
+    again = models.BertClassifier.from_checkpoint(
+        tmp_path / "sgd", num_labels=2
+    )
+    for name, value in _weights(again).items():
+        np.testing.assert_array_equal(value, _weights(model.classifier)[name])
+    # Trained: the head moved from its zero bias.
+    assert model.classifier.classifier.output_bias.numpy().any()
+
+
 def test_text_classifier_bad_inputs(tiny_release):
     model = _tiny_classifier(tiny_release, num_labels=2)
     with pytest.raises(ValueError, match="8 texts but 3 labels"):
