@@ -17,6 +17,7 @@ on raw text) and the shared speed/distribution flags of modeling/flags.py.
 
 from absl import flags
 
+from modeling import errors
 from modeling import flags as shared_flags
 
 FLAGS = flags.FLAGS
@@ -85,6 +86,71 @@ flags.DEFINE_bool(
 )
 
 shared_flags.define_common_flags()
+
+
+# === The original's importable names ===
+# Notebooks written for the original `import run_classifier` and use its
+# examples, processors and converters; they are the library's, loaded on
+# first use (so that `--help` still does not load TensorFlow).
+_CLASSIFIER_DATA = "modeling.data.classifier_data"
+_GLUE = "modeling.data.glue"
+_ORIGINAL_NAMES = {
+    "InputExample": (_CLASSIFIER_DATA, "InputExample"),
+    "PaddingInputExample": (_CLASSIFIER_DATA, "PaddingInputExample"),
+    "InputFeatures": (_CLASSIFIER_DATA, "InputFeatures"),
+    "convert_single_example": (_CLASSIFIER_DATA, "convert_single_example"),
+    "convert_examples_to_features": (
+        _CLASSIFIER_DATA,
+        "convert_examples_to_features",
+    ),
+    "file_based_convert_examples_to_features": (
+        _CLASSIFIER_DATA,
+        "file_based_convert_examples_to_features",
+    ),
+    "truncate_seq_pair": (_CLASSIFIER_DATA, "truncate_seq_pair"),
+    "_truncate_seq_pair": (_CLASSIFIER_DATA, "truncate_seq_pair"),
+    "DataProcessor": (_GLUE, "DataProcessor"),
+    "XnliProcessor": (_GLUE, "XnliProcessor"),
+    "MnliProcessor": (_GLUE, "MnliProcessor"),
+    "MrpcProcessor": (_GLUE, "MrpcProcessor"),
+    "ColaProcessor": (_GLUE, "ColaProcessor"),
+}
+_FIT = (
+    "modeling.BertTextClassifier.from_checkpoint(folder, num_labels=...) "
+    "and model.fit on raw texts (README: Use from Keras), or "
+    "run_classifier.py's flags"
+)
+# The original's Estimator plumbing: importable; calling it says what
+# replaces it.
+model_fn_builder = errors.estimator_only("model_fn_builder", _FIT)
+create_model = errors.estimator_only(
+    "create_model",
+    "modeling.BertClassifier.from_checkpoint(folder, num_labels=...): "
+    "calling it on the features gives the logits; "
+    "modeling.losses.classifier_loss(logits, labels) is the loss",
+)
+input_fn_builder = errors.estimator_only(
+    "input_fn_builder",
+    _FIT + "; or a tf.data.Dataset of the features' input_ids, "
+    "input_mask and segment_ids fed to modeling.BertClassifier",
+)
+file_based_input_fn_builder = errors.estimator_only(
+    "file_based_input_fn_builder",
+    "modeling.data.input_pipeline.classifier_feature_spec and "
+    "decode_record in a tf.data pipeline over the records, as "
+    "run_classifier.py reads them",
+)
+
+
+def __getattr__(name):
+    if name not in _ORIGINAL_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _ORIGINAL_NAMES[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
 
 
 def main(_):

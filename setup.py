@@ -23,8 +23,9 @@ setuptools.setup(
     ),
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["modeling", "modeling.*"]),
-    # tokenization: the original's `import tokenization` keeps working.
-    py_modules=SCRIPTS + ["tokenization"],
+    # tokenization, optimization: the original's `import tokenization` and
+    # `import optimization` keep working.
+    py_modules=SCRIPTS + ["tokenization", "optimization"],
     install_requires=[
         # Pinned together: tensorflow-text wheels are built against one TF minor.
         "tensorflow==2.21.0",

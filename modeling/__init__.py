@@ -13,6 +13,8 @@ _EXPORTS = {
     "BertPretrainer": "modeling.models",
     "BertClassifier": "modeling.models",
     "BertSpanLabeler": "modeling.models",
+    "BertPreprocessor": "modeling.preprocessing",
+    "BertTextClassifier": "modeling.text_classifier",
     "pretraining_losses": "modeling.losses",
     "span_loss": "modeling.losses",
     "load_weights": "modeling.checkpoints",
@@ -34,6 +36,15 @@ _MODULES = {
     "tokenization": "modeling.text.tokenization",
 }
 
+# The original modeling.py's helpers for its TF1 Estimator graph: importable,
+# and calling one says what replaces it.
+_ESTIMATOR_ONLY = {
+    "get_assignment_map_from_checkpoint": (
+        "modeling.load_weights(model, init_checkpoint): variables are "
+        "matched to checkpoint names exactly, no assignment map is needed"
+    ),
+}
+
 __all__ = sorted(_EXPORTS)
 
 
@@ -42,6 +53,10 @@ def __getattr__(name):
         value = importlib.import_module(_MODULES[name])
     elif name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif name in _ESTIMATOR_ONLY:
+        from modeling import errors
+
+        value = errors.estimator_only(name, _ESTIMATOR_ONLY[name])
     else:
         raise AttributeError(f"module 'modeling' has no attribute {name!r}")
     globals()[name] = value

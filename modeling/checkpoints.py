@@ -26,6 +26,9 @@ from modeling.data import file_io
 CHECKPOINT_STATE_FILE = "checkpoint"
 DEFAULT_PREFIX = "bert_model.ckpt"
 GLOBAL_STEP = "global_step"
+# The other files of a released checkpoint folder.
+CONFIG_FILE = "bert_config.json"
+VOCAB_FILE = "vocab.txt"
 
 # Checkpoint names that are normal extras when loading weights: optimizer
 # slots, the step counter and names some TF1 optimizers add.
@@ -156,6 +159,56 @@ def resolve_checkpoint(path):
             f"({prefix}.data-00000-of-00001)"
         )
     return prefix
+
+
+@dataclasses.dataclass
+class CheckpointFiles:
+    """The files of a checkpoint folder as released (see `checkpoint_files`).
+
+    Attributes:
+        prefix: str, the checkpoint prefix (`resolve_checkpoint`).
+        config_file: str, `bert_config.json` beside it.
+        vocab_file: str or None, `vocab.txt` beside it when there is one.
+    """
+
+    prefix: str
+    config_file: str
+    vocab_file: str | None
+
+
+def checkpoint_files(path, bert_config_file=None):
+    """Finds a checkpoint and the files that describe it.
+
+    A released model is a folder holding `bert_config.json`,
+    `bert_model.ckpt.*` and `vocab.txt`; a fine-tuning output folder holds
+    `model.ckpt-N.*` and a `checkpoint` state file. Either the folder or a
+    prefix in it may be given; the config and vocabulary are looked for in
+    the checkpoint's folder.
+
+    Args:
+        path: a folder or a checkpoint prefix (see `resolve_checkpoint`).
+        bert_config_file: str, the config to use instead of the one beside
+            the checkpoint.
+
+    Returns:
+        CheckpointFiles.
+
+    Raises:
+        FileNotFoundError: no checkpoint there, or no config beside it (the
+            message names the file looked for).
+    """
+    prefix = resolve_checkpoint(path)
+    folder = os.path.dirname(prefix) or "."
+    config_file = bert_config_file or os.path.join(folder, CONFIG_FILE)
+    if not tf.io.gfile.exists(config_file):
+        raise FileNotFoundError(
+            f"No {CONFIG_FILE} for checkpoint {prefix}: {config_file} does "
+            "not exist (pass bert_config_file=... to name the config)"
+        )
+    vocab_file = os.path.join(folder, VOCAB_FILE)
+    if not tf.io.gfile.exists(vocab_file):
+        vocab_file = None
+    return CheckpointFiles(prefix, os.fspath(config_file), vocab_file)
 
 
 def _reader(prefix):

@@ -44,9 +44,9 @@ _LOG = logging.getLogger(__name__)
 
 HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
-BERT_CONFIG = "bert_config.json"
-VOCAB = "vocab.txt"
-CKPT_PREFIX = "bert_model.ckpt"
+BERT_CONFIG = checkpoints.CONFIG_FILE
+VOCAB = checkpoints.VOCAB_FILE
+CKPT_PREFIX = checkpoints.DEFAULT_PREFIX
 
 # hidden_act: HF name -> original name. HF "gelu" is erf; see module doc.
 _HF_ACT_TO_ORIGINAL = {

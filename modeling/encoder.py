@@ -161,6 +161,7 @@ class BertModel(keras.layers.Layer):
     def __init__(
         self, config, use_one_hot_embeddings=False, name="bert", **kwargs
     ):
+        _reject_the_original_call(kwargs)
         super().__init__(name=name, **kwargs)
         self.config = config
         self.use_one_hot_embeddings = use_one_hot_embeddings
@@ -247,3 +248,32 @@ class BertModel(keras.layers.Layer):
         config = dict(config)
         bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
         return cls(bert_config, **config)
+
+
+# The graph inputs of the original's BertModel(config, is_training,
+# input_ids, input_mask, token_type_ids, use_one_hot_embeddings, scope).
+_ORIGINAL_CALL_ARGS = (
+    "is_training",
+    "input_ids",
+    "input_mask",
+    "token_type_ids",
+    "scope",
+)
+
+
+def _reject_the_original_call(kwargs):
+    """Code written against the original builds BertModel on its input
+    tensors; here it is a layer called on them: say so, not Keras's
+    "unrecognized keyword arguments"."""
+    used = [k for k in _ORIGINAL_CALL_ARGS if k in kwargs]
+    if used:
+        raise TypeError(
+            f"BertModel got {', '.join(used)}: the original's "
+            "BertModel(config, is_training, input_ids, ...) built a TF1 "
+            "graph; here it is a Keras layer. Build it with "
+            "BertModel(config) (or use models.BertClassifier.from_checkpoint"
+            "), then call it: outputs = model({'input_ids': ..., "
+            "'input_mask': ..., 'segment_ids': ...}, training=...); "
+            'outputs["pooled_output"] and outputs["sequence_output"] are '
+            "the original's get_pooled_output() and get_sequence_output()."
+        )

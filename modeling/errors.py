@@ -4,7 +4,8 @@ run_script; the statuses are in tasks/common.py).
 Here, outside tasks/, because the library raises them (the training loop on
 SIGTERM, data generation on bad input) and the core never imports tasks/.
 Also the one way library code keeps SIGTERM out of a step that must not be
-cut in two (`sigterm_deferred`). Imports only the standard library.
+cut in two (`sigterm_deferred`), and the stand-ins for the original's
+Estimator-only names (`estimator_only`). Imports only the standard library.
 """
 
 import contextlib
@@ -56,3 +57,28 @@ class UserError(ValueError):
     what and where. Any ValueError raised by this repository's own code is
     treated the same way by the scripts; this class marks one raised from
     elsewhere (or deliberately) as such."""
+
+
+class EstimatorOnlyError(NotImplementedError):
+    """A name of the original release that only made sense with its TF1
+    Estimator (model_fn / input_fn builders, graph-mode helpers); the
+    message names what replaces it here."""
+
+
+def estimator_only(name, replacement):
+    """A stand-in for the original's `name`, importable as before, that
+    raises EstimatorOnlyError naming `replacement` when called (code
+    written against the original fails at the call, with the way forward,
+    not at the import)."""
+
+    def stand_in(*args, **kwargs):
+        del args, kwargs
+        raise EstimatorOnlyError(
+            f"{name} built the original's TF1 Estimator graph, which this "
+            f"TensorFlow 2 / Keras 3 version does not have. Use instead: "
+            f"{replacement}"
+        )
+
+    stand_in.__name__ = stand_in.__qualname__ = name
+    stand_in.__doc__ = f"Not provided (TF1 Estimator only): use {replacement}"
+    return stand_in

@@ -6,6 +6,7 @@ classifier and span losses are mean softmax cross-entropies; a regression
 task (STS-B) uses the mean squared error of its single output.
 """
 
+import keras
 from keras import ops
 
 # The MLM loss denominator is sum(weights) + this, so that a batch with no
@@ -13,25 +14,57 @@ from keras import ops
 MLM_LOSS_EPSILON = 1e-5
 
 
-def classifier_loss(logits, labels, is_regression=False):
-    """run_classifier's loss over the whole batch (is_real_example is not
-    used, as in the original).
+def classifier_example_loss(logits, labels, is_regression=False):
+    """run_classifier's loss of each example: the softmax cross-entropy of
+    its label, or for a regression task the squared error of the single
+    output.
 
     Args:
         logits: float Tensor [B, L] (L = 1 for a regression task).
         labels: int Tensor [B] (float for regression).
-        is_regression: mean squared error of logits[:, 0] instead.
+        is_regression: bool.
+
+    Returns:
+        float32 Tensor [B].
+    """
+    logits = ops.cast(logits, "float32")
+    if is_regression:
+        labels = ops.reshape(ops.cast(labels, "float32"), (-1,))
+        return ops.square(logits[:, 0] - labels)
+    labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
+    one_hot = ops.one_hot(labels, ops.shape(logits)[-1], dtype="float32")
+    log_probs = ops.log_softmax(logits, axis=-1)
+    return -ops.sum(one_hot * log_probs, axis=-1)
+
+
+def classifier_loss(logits, labels, is_regression=False):
+    """run_classifier's loss: the mean of `classifier_example_loss` over the
+    whole batch (is_real_example is not used, as in the original).
 
     Returns:
         float32 scalar.
     """
-    logits = ops.cast(logits, "float32")
-    if is_regression:
-        return ops.mean(ops.square(logits[:, 0] - ops.cast(labels, "float32")))
-    labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
-    one_hot = ops.one_hot(labels, ops.shape(logits)[-1], dtype="float32")
-    log_probs = ops.log_softmax(logits, axis=-1)
-    return ops.mean(-ops.sum(one_hot * log_probs, axis=-1))
+    return ops.mean(classifier_example_loss(logits, labels, is_regression))
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class ClassifierLoss(keras.losses.Loss):
+    """`classifier_loss` as a Keras loss, for `compile` (Keras averages the
+    per-example losses over the batch, as the original's mean).
+
+    Args:
+        is_regression: bool, the squared error of a single output.
+    """
+
+    def __init__(self, is_regression=False, name="classifier_loss", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.is_regression = is_regression
+
+    def call(self, y_true, y_pred):
+        return classifier_example_loss(y_pred, y_true, self.is_regression)
+
+    def get_config(self):
+        return dict(super().get_config(), is_regression=self.is_regression)
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions):

@@ -11,6 +11,7 @@ H = hidden size, V = vocab size, L = number of labels, C = number of choices.
 
 import keras
 
+from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
 from modeling import heads
@@ -18,13 +19,58 @@ from modeling import heads
 
 class _TaskModel(keras.Model):
     """What every task model shares: its config holds the BertConfig as a
-    dict (get_config), rebuilt here."""
+    dict (get_config), rebuilt here; `from_checkpoint` builds one from an
+    original-format checkpoint."""
+
+    # Regular expressions of the task head's variables: a pre-trained
+    # checkpoint lacks them, so they keep their initial values when it is
+    # loaded (the runners' --init_checkpoint does the same).
+    HEAD_VARIABLES = ()
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
         bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
         return cls(bert_config, **config)
+
+    @classmethod
+    def from_checkpoint(
+        cls, path, bert_config_file=None, ignore_missing=None, **kwargs
+    ):
+        """The model of a checkpoint folder, with its weights.
+
+        A released model folder (`bert_config.json`, `bert_model.ckpt.*`,
+        `vocab.txt`), a fine-tuning output folder (its newest
+        `model.ckpt-N`), or a checkpoint prefix with `bert_config.json` in
+        its folder. Weights only are read, by name with shape checks
+        (`checkpoints.load_weights`); the head is loaded when the checkpoint
+        has it (one fine-tuned here or by the original) and starts from its
+        initializer otherwise.
+
+            model = BertClassifier.from_checkpoint(
+                "uncased_L-12_H-768_A-12", num_labels=2)
+
+        Args:
+            path: folder or checkpoint prefix.
+            bert_config_file: str, another config than the one beside the
+                checkpoint.
+            ignore_missing: regexes of variables the checkpoint may lack
+                (default: the task head, HEAD_VARIABLES).
+            **kwargs: the class's other arguments (`num_labels`, ...).
+
+        Raises:
+            FileNotFoundError: no checkpoint or no config there.
+            ValueError: a variable's shape differs from the checkpoint's
+                (another config, or a head with another number of labels),
+                or the checkpoint lacks an encoder variable.
+        """
+        files = checkpoints.checkpoint_files(path, bert_config_file)
+        config = config_lib.BertConfig.from_json_file(files.config_file)
+        model = cls(config, **kwargs)
+        if ignore_missing is None:
+            ignore_missing = cls.HEAD_VARIABLES
+        checkpoints.load_weights(model, files.prefix, ignore_missing)
+        return model
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -105,6 +151,7 @@ class BertClassifier(_TaskModel):
 
     # The head and the encoder output it reads (BertTokenClassifier
     # changes both).
+    HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
     _DEFAULT_NAME = "bert_classifier"
     _HEAD = heads.ClassifierHead
     _INPUT = "pooled_output"
@@ -167,6 +214,8 @@ class BertSpanLabeler(_TaskModel):
         cls: heads.SquadHeads (variables `cls/squad/output_weights` [2, H],
             `cls/squad/output_bias` [2]).
     """
+
+    HEAD_VARIABLES = ("^cls/squad/",)
 
     def __init__(self, config, use_one_hot_embeddings=False, **kwargs):
         kwargs.setdefault("name", "bert_span_labeler")
@@ -236,6 +285,8 @@ class BertMultipleChoice(_TaskModel):
         classifier: heads.MultipleChoiceHead (variables `output_weights`
             [1, H] and `output_bias` [1] at the root scope).
     """
+
+    HEAD_VARIABLES = BertClassifier.HEAD_VARIABLES
 
     def __init__(self, config, use_one_hot_embeddings=False, **kwargs):
         kwargs.setdefault("name", "bert_multiple_choice")

@@ -23,3 +23,11 @@ TINY_CONFIG = {
     "type_vocab_size": 2,
     "initializer_range": 0.02,
 }
+
+# A tiny uncased WordPiece vocabulary (fewer ids than TINY_CONFIG's
+# vocab_size) for preprocessors and text models built on TINY_CONFIG.
+TINY_VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+    "the", "a", "cat", "dog", "sat", "on", "mat", "hello", "world",
+    "is", "not", "good", "bad", "##s", "##ing", ".", ",", "!", "?",
+]  # fmt: skip

@@ -1,9 +1,9 @@
 """The harness (tests/harness.py) over every layer, head and model class.
 
 Each class of modeling.layers, modeling.encoder, modeling.heads,
-modeling.models and modeling.hub has a case below;
-`test_every_layer_class_has_a_case` fails when a new Layer subclass is
-added without one.
+modeling.models, modeling.hub, modeling.preprocessing and
+modeling.text_classifier has a case below; `test_every_layer_class_has_a_case`
+fails when a new Layer subclass is added without one.
 """
 
 import inspect
@@ -22,6 +22,8 @@ from modeling import heads
 from modeling import hub
 from modeling import layers
 from modeling import models
+from modeling import preprocessing
+from modeling import text_classifier
 
 B, T, P, L = 2, 8, 3, 3  # batch, sequence, predictions, labels
 C = 4  # choices (multiple choice)
@@ -383,6 +385,51 @@ def _model_cases(c):
             mixed_dtype=F32,
             variables=tables["squad"],
         ),
+        # Raw sentence pairs in, the classifier's logits out; its variables
+        # are BertClassifier's, still under their checkpoint names.
+        text_classifier.BertTextClassifier: Case(
+            text_classifier.BertTextClassifier,
+            dict(
+                classifier=models.BertClassifier(c, L),
+                preprocessor=_preprocessor(),
+            ),
+            (TEXT_PAIRS,),
+            output_shape=(B, L),
+            mixed_dtype=F32,
+            variables=tables["classifier"],
+        ),
+    }
+
+
+# Two sentence pairs (B = 2), the second longer than T = 8 tokens.
+TEXT_PAIRS = (
+    np.array(["Hello world!", "the cat sat on the mat, not the dog"]),
+    np.array(["the dog", "a cat is good"]),
+)
+
+
+def _preprocessor():
+    return preprocessing.BertPreprocessor(
+        constants.TINY_VOCAB, do_lower_case=True, sequence_length=T
+    )
+
+
+def _preprocessing_cases():
+    """{class: Case} for the layers without variables (text -> ids)."""
+    ints = {name: (B, T) for name in ("input_ids", "input_mask", "segment_ids")}
+    return {
+        preprocessing.BertPreprocessor: harness.Case(
+            preprocessing.BertPreprocessor,
+            dict(
+                vocabulary=constants.TINY_VOCAB,
+                do_lower_case=True,
+                sequence_length=T,
+            ),
+            (TEXT_PAIRS,),
+            output_shape=ints,
+            mixed_dtype={name: "int32" for name in ints},
+            variables={},
+        ),
     }
 
 
@@ -405,6 +452,7 @@ MODEL_CLASSES = _classes(_model_cases)
 # Models over an encoder SavedModel: their case needs an export
 # (test_hub_classifier).
 HUB_CLASSES = [hub.BertHubClassifier]
+PREPROCESSING_CLASSES = list(_preprocessing_cases())
 
 
 def _name(cls):
@@ -447,9 +495,23 @@ def test_hub_classifier(tiny_hub_encoder, config, tmp_path):
     harness.run_model_test(case, tmp_path)
 
 
+@pytest.mark.parametrize("cls", PREPROCESSING_CLASSES, ids=_name)
+def test_preprocessing_layer(cls, tmp_path):
+    harness.run_layer_test(_preprocessing_cases()[cls], tmp_path)
+
+
 def test_every_layer_class_has_a_case():
     defined = set()
-    for module in (layers, heads, encoder, models, hub):
+    modules = (
+        layers,
+        heads,
+        encoder,
+        models,
+        hub,
+        preprocessing,
+        text_classifier,
+    )
+    for module in modules:
         for _, obj in inspect.getmembers(module, inspect.isclass):
             if (
                 issubclass(obj, keras.layers.Layer)
@@ -459,7 +521,12 @@ def test_every_layer_class_has_a_case():
                 and not obj.__name__.startswith("_")
             ):
                 defined.add(obj)
-    covered = set(LAYER_CLASSES) | set(MODEL_CLASSES) | set(HUB_CLASSES)
+    covered = (
+        set(LAYER_CLASSES)
+        | set(MODEL_CLASSES)
+        | set(HUB_CLASSES)
+        | set(PREPROCESSING_CLASSES)
+    )
     assert sorted(map(_name, defined - covered)) == []
     # Every layer case checks its checkpoint names (the root-scope heads'
     # are set apart).

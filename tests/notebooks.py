@@ -18,6 +18,7 @@ import ast
 import os
 import pathlib
 import re
+import shutil
 
 import pytest
 from constants import REPO_ROOT
@@ -149,3 +150,27 @@ def cell_text(cell, stderr=False):
 def output_text(nb, stderr=False):
     """Everything the notebook's code cells printed, in order."""
     return "".join(cell_text(c, stderr) for c in code_cells(nb))
+
+
+# Rows of the ../shared MRPC files a notebook run uses: training, dev, test.
+MRPC_SLICE = {"train": 32, "dev": 16, "test": 8}
+
+
+def mrpc_slice(out, shared_dir):
+    """A small MRPC folder in `out` for a notebook run: the first
+    MRPC_SLICE rows of ../shared/data/glue/MRPC, else (../shared absent)
+    the repository's tiny MRPC files. Returns `out`."""
+    out = pathlib.Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    shared = shared_dir and pathlib.Path(shared_dir) / "data/glue/MRPC"
+    for name, rows in MRPC_SLICE.items():
+        if shared and shared.is_dir():
+            with open(shared / f"{name}.tsv", encoding="utf-8") as f:
+                lines = f.readlines()
+            with open(out / f"{name}.tsv", "w", encoding="utf-8") as f:
+                f.writelines(lines[: rows + 1])  # The header, then rows.
+        else:
+            shutil.copy(
+                REPO_ROOT / "tests/testdata/cls_mrpc" / f"{name}.tsv", out
+            )
+    return out

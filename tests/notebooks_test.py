@@ -10,11 +10,9 @@ and the checkpoint, as run_classifier.py writes them.
 
 import math
 import re
-import shutil
 
 import numpy as np
 import pytest
-from constants import REPO_ROOT
 
 import notebooks
 
@@ -24,8 +22,6 @@ COLAB_LINK = re.compile(
     r"main/notebooks/(?P<name>[\w.-]+\.ipynb)\)"
 )
 STEPS = 2
-# Rows of the ../shared MRPC files the run uses: training, dev, test.
-SLICE = {"train": 32, "dev": 16, "test": 8}
 
 
 def _all_notebooks():
@@ -59,27 +55,11 @@ def test_notebook_hygiene(path):
     assert "papermill" not in nb.metadata
 
 
-def _copy_rows(src, dst, rows):
-    with open(src, encoding="utf-8") as f:
-        lines = f.readlines()
-    with open(dst, "w", encoding="utf-8") as f:
-        f.writelines(lines[: rows + 1])  # The header, then `rows` rows.
-
-
 @pytest.fixture(scope="module")
 def mrpc_data(tmp_path_factory, optional_shared_dir):
-    """A small MRPC folder: a slice of ../shared's, else the repository's."""
-    out = tmp_path_factory.mktemp("mrpc")
-    shared = optional_shared_dir and optional_shared_dir / "data/glue/MRPC"
-    if shared and shared.is_dir():
-        for name, rows in SLICE.items():
-            _copy_rows(shared / f"{name}.tsv", out / f"{name}.tsv", rows)
-    else:
-        for name in SLICE:
-            shutil.copy(
-                REPO_ROOT / "tests/testdata/cls_mrpc" / f"{name}.tsv", out
-            )
-    return out
+    return notebooks.mrpc_slice(
+        tmp_path_factory.mktemp("mrpc"), optional_shared_dir
+    )
 
 
 @pytest.fixture(scope="module")

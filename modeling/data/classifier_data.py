@@ -170,6 +170,19 @@ def _label_id(example, label_list):
         ) from None
 
 
+def convert_examples_to_features(
+    examples, label_list, max_seq_length, tokenizer
+):
+    """Converts `InputExample`s to a list of `InputFeatures` in memory (the
+    original kept it for its notebooks; the scripts write records)."""
+    return [
+        convert_single_example(
+            i, example, label_list, max_seq_length, tokenizer
+        )
+        for i, example in enumerate(examples)
+    ]
+
+
 def features_to_example_bytes(feature):
     """Serializes an `InputFeatures` as the original's tf.train.Example."""
     if isinstance(feature.label_id, float):

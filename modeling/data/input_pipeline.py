@@ -109,6 +109,21 @@ def decode_record(record, spec):
     }
 
 
+# The original's training input_fn shuffles in a buffer of this many records.
+TRAIN_SHUFFLE_BUFFER = 100
+
+
+def repeat_and_shuffle(dataset, seed):
+    """The original's training order: the examples repeated without end and
+    shuffled in a buffer of TRAIN_SHUFFLE_BUFFER.
+
+    The order depends only on the seed and on the number of examples, not on
+    what they hold: run_classifier's records and the same examples as raw
+    texts (BertTextClassifier.fit) come in the same order for a seed.
+    """
+    return dataset.repeat().shuffle(TRAIN_SHUFFLE_BUFFER, seed=seed)
+
+
 # With XLA, dynamic padding uses this many lengths at most (each compiles).
 XLA_PADDING_BUCKETS = 4
 

@@ -28,7 +28,7 @@ from modeling.tasks import common
 from modeling.text import tokenization
 
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
-HEAD_VARIABLES = ("^output_weights$", "^output_bias$")
+HEAD_VARIABLES = models.BertClassifier.HEAD_VARIABLES
 
 
 @dataclasses.dataclass
@@ -111,9 +111,8 @@ class ClassifierTask:
             # Repeating a file without records would spin forever.
             input_pipeline.check_record_files([path])
             seed = self.settings.random_seed
-            d = d.repeat()
-            d = d.shuffle(
-                100, seed=common.DEFAULT_DATA_SEED if seed is None else seed
+            d = input_pipeline.repeat_and_shuffle(
+                d, common.DEFAULT_DATA_SEED if seed is None else seed
             )
         d = d.map(
             lambda record: input_pipeline.decode_record(record, spec),

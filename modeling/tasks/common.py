@@ -44,6 +44,7 @@ import typing
 
 from modeling import errors
 from modeling.data import file_io
+from modeling.training import schedule
 
 # The evaluation summary a task writes to its output folder.
 EVAL_RESULTS_FILE = "eval_results.txt"
@@ -161,8 +162,8 @@ def fine_tuning_steps(settings, num_examples, what="train examples"):
       ValueError: that gives no training step.
     """
     s = settings
-    num_train_steps = int(
-        num_examples / s.train_batch_size * s.num_train_epochs
+    num_train_steps = schedule.num_train_steps(
+        num_examples, s.train_batch_size, s.num_train_epochs
     )
     if num_train_steps < 1:
         raise ValueError(
@@ -170,7 +171,9 @@ def fine_tuning_steps(settings, num_examples, what="train examples"):
             f"{s.train_batch_size} * num_train_epochs {s.num_train_epochs} "
             "gives 0 training steps"
         )
-    return num_train_steps, int(num_train_steps * s.warmup_proportion)
+    return num_train_steps, schedule.num_warmup_steps(
+        num_train_steps, s.warmup_proportion
+    )
 
 
 def make_trainer(

@@ -53,7 +53,7 @@ EVAL_HISTORY_FILE = "eval_history.txt"
 # The original shuffles the training examples once with this seed.
 EXAMPLE_SHUFFLE_SEED = 12345
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
-HEAD_VARIABLES = ("^cls/squad/",)
+HEAD_VARIABLES = models.BertSpanLabeler.HEAD_VARIABLES
 _HEAD_NAME = "cls/squad/output_weights"
 
 

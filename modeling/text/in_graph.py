@@ -127,7 +127,8 @@ class InGraphTokenizer(tf.Module):
     buffer, so the saved model needs no vocab file).
 
     Args:
-      vocab_file: str, the vocabulary (one token per line; id = line index).
+      vocab_file: str, the vocabulary (one token per line; id = line index),
+        or the list of tokens itself.
       do_lower_case: bool, as `FullTokenizer`'s.
       max_input_chars_per_word: int, longer words become `unk_token`.
       unk_token: str, must be in the vocabulary.
@@ -142,7 +143,7 @@ class InGraphTokenizer(tf.Module):
         name=None,
     ):
         super().__init__(name=name)
-        self.vocab_file = str(vocab_file)
+        self.vocab_file = vocabulary.describe(vocab_file)
         self.do_lower_case = do_lower_case
         self.max_input_chars_per_word = max_input_chars_per_word
         self.unk_token = unk_token
@@ -151,7 +152,7 @@ class InGraphTokenizer(tf.Module):
         vocabulary.check_vocab_contents(vocab, vocab_file, do_lower_case)
         vocabulary.require_special_tokens(vocab, [unk_token], "WordPiece")
         self.vocab_size = len(tokens)
-        wordpiece_vocab = _wordpiece_vocab(tokens, vocab_file)
+        wordpiece_vocab = _wordpiece_vocab(tokens, self.vocab_file)
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=wordpiece_vocab,
             unknown_token=unk_token,
@@ -343,7 +344,8 @@ class InputPacker(tf.Module):
 
     @classmethod
     def from_vocab_file(cls, vocab_file, max_seq_length):
-        """Builds a packer with the "[CLS]" and "[SEP]" ids of a vocabulary."""
+        """Builds a packer with the "[CLS]" and "[SEP]" ids of a vocabulary
+        (a file, or the list of tokens)."""
         vocab = vocabulary.load_vocab(vocab_file)
         vocabulary.require_special_tokens(
             vocab, [vocabulary.CLS_TOKEN, vocabulary.SEP_TOKEN], "packing"

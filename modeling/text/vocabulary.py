@@ -27,7 +27,9 @@ def read_vocab_lines(vocab_file):
     so a blank line in the middle is the token "".
 
     Args:
-      vocab_file: str or path-like, a local or `tf.io.gfile` path.
+      vocab_file: str or path-like, a local or `tf.io.gfile` path; or the
+        tokens themselves (a list or tuple of str, id = index), as a Keras
+        layer's config holds them.
 
     Returns:
       A list of str, the token of line i at index i.
@@ -35,6 +37,8 @@ def read_vocab_lines(vocab_file):
     Raises:
       ValueError: a line is not valid UTF-8 (names the file and line).
     """
+    if isinstance(vocab_file, (list, tuple)):
+        return list(vocab_file)
     with _open_binary(vocab_file) as f:
         data = f.read()
     lines = data.split(b"\n")
@@ -50,6 +54,14 @@ def read_vocab_lines(vocab_file):
                 f"UTF-8 ({e.reason} at byte {e.start}): {line[:60]!r}"
             ) from None
     return tokens
+
+
+def describe(vocab_file):
+    """How messages name a vocabulary: its path, or its size when it was
+    given as a list of tokens."""
+    if isinstance(vocab_file, (list, tuple)):
+        return f"the vocabulary of {len(vocab_file)} tokens"
+    return str(vocab_file)
 
 
 def _open_binary(path):
@@ -95,7 +107,7 @@ def _warn_duplicates(vocab_file, tokens):
     logging.warning(
         "%s: %d duplicated vocabulary token(s), each keeps the id of its "
         "last line (as the original): %s%s",
-        vocab_file,
+        describe(vocab_file),
         len(dups),
         shown,
         " ..." if len(dups) > 10 else "",
@@ -127,7 +139,7 @@ def check_vocab_contents(vocab, vocab_file, do_lower_case=None):
     if missing:
         logging.warning(
             "%s lacks the special token(s) %s; scripts that need them fail.",
-            vocab_file,
+            describe(vocab_file),
             " ".join(missing),
         )
     if do_lower_case is None:
@@ -138,7 +150,7 @@ def check_vocab_contents(vocab, vocab_file, do_lower_case=None):
             "CASING MISMATCH: %s looks cased (%d upper-case tokens, e.g. %s) "
             "but do_lower_case=True lower-cases all text, so those tokens "
             "are never produced. Use do_lower_case=False with a cased model.",
-            vocab_file,
+            describe(vocab_file),
             len(upper),
             " ".join(upper[:5]),
         )
@@ -148,7 +160,7 @@ def check_vocab_contents(vocab, vocab_file, do_lower_case=None):
             "do_lower_case=False keeps case and accents, so capitalized or "
             "accented words split badly or become [UNK]. Use "
             "do_lower_case=True with an uncased model.",
-            vocab_file,
+            describe(vocab_file),
         )
 
 

@@ -31,6 +31,8 @@ import re
 import keras
 import tensorflow as tf
 
+from modeling.training import schedule
+
 # The original's exclusion list (regexes searched in the checkpoint name).
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_TYPES = ("adamw", "lamb")
@@ -121,11 +123,15 @@ class AdamWeightDecay(tf.Module):
 
     # === Variables ===
 
-    def build(self, variables):
+    def build(self, variables, make_slot=None):
         """Creates `global_step` and the zero slots. Call under strategy.scope().
 
         Args:
           variables: the trainable variables (Keras or tf.Variable).
+          make_slot: optional (variable, slot name) -> a float32 tf.Variable
+            of zeros shaped like the variable; a Keras optimizer that owns
+            its variables passes its own (`AdamWeightDecayOptimizer`).
+            `global_step` may likewise be set before build.
         """
         if self.global_step is None:
             self.global_step = tf.Variable(
@@ -136,14 +142,18 @@ class AdamWeightDecay(tf.Module):
             self._names[id(_tf_variable(var))] = name
             if name in self._slots:
                 continue
-            self._slots[name] = tuple(
-                tf.Variable(
-                    tf.zeros(var.shape, tf.float32),
-                    trainable=False,
-                    name=f"{name}/{slot}".replace("/", "_"),
-                )
-                for slot in self.slot_names
-            )
+            if make_slot is not None:
+                slots = [make_slot(var, slot) for slot in self.slot_names]
+            else:
+                slots = [
+                    tf.Variable(
+                        tf.zeros(var.shape, tf.float32),
+                        trainable=False,
+                        name=f"{name}/{slot}".replace("/", "_"),
+                    )
+                    for slot in self.slot_names
+                ]
+            self._slots[name] = tuple(slots)
 
     def checkpoint_variables(self):
         """Dict original checkpoint name -> variable: slots and global_step."""
@@ -332,3 +342,200 @@ def create_optimizer(
         )
     schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
     return classes[optimizer_type](learning_rate=schedule, name_fn=name_fn)
+
+
+# === The same optimizer for Keras's compile/fit ===
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
+    """`AdamWeightDecay` (or `Lamb`) as a Keras optimizer, for `compile`.
+
+    The arithmetic is this module's `AdamWeightDecay`, held as `inner` and
+    called from `apply`: the original's clipping, update and schedule, not
+    Keras's Adam. Keras owns the variables: `iterations` is the
+    `global_step` and the slots are Keras variables, so `model.save` keeps
+    them and `keras.models.load_model` restores them.
+    `checkpoint_variables()` names them as the original's checkpoints do
+    (`<name>/adam_m`, `<name>/adam_v`, `global_step`).
+
+    The name and the defaults are those of the original's class (no weight
+    decay, no clipping); `create_keras_optimizer` gives the fine-tuning
+    settings, as the original's `create_optimizer` did.
+
+    Args:
+      learning_rate: float, the peak rate.
+      weight_decay_rate, beta_1, beta_2, epsilon, exclude_from_weight_decay,
+        clip_norm: see `AdamWeightDecay`.
+      num_train_steps: int, the rate decays linearly to 0 there (counted
+        from step 0, after the warmup, as `WarmupLinearDecay`); None: a
+        constant rate until `set_num_train_steps` (BertTextClassifier.fit
+        calls it with the steps it runs).
+      num_warmup_steps: int, linear warmup; None: `int(num_train_steps *
+        warmup_proportion)`.
+      warmup_proportion: float, see num_warmup_steps.
+      optimizer_type: "adamw" or "lamb".
+    """
+
+    def __init__(
+        self,
+        learning_rate=1e-3,
+        weight_decay_rate=0.0,
+        beta_1=0.9,
+        beta_2=0.999,
+        epsilon=1e-6,
+        exclude_from_weight_decay=None,
+        clip_norm=None,
+        num_train_steps=None,
+        num_warmup_steps=None,
+        warmup_proportion=0.0,
+        optimizer_type="adamw",
+        name="AdamWeightDecayOptimizer",
+    ):
+        # Keras reads the current rate from this callable (callbacks,
+        # logs); the update itself uses the inner optimizer's schedule.
+        super().__init__(learning_rate=self._current_rate, name=name)
+        if optimizer_type not in OPTIMIZER_TYPES:
+            raise ValueError(
+                f"Unknown optimizer_type {optimizer_type!r}; expected one "
+                f"of {OPTIMIZER_TYPES}"
+            )
+        self.init_lr = float(learning_rate)
+        self.weight_decay_rate = weight_decay_rate
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.exclude_from_weight_decay = list(exclude_from_weight_decay or ())
+        self.clip_norm = clip_norm
+        self.warmup_proportion = warmup_proportion
+        self.num_warmup_steps = num_warmup_steps
+        self.optimizer_type = optimizer_type
+        classes = {"adamw": AdamWeightDecay, "lamb": Lamb}
+        self.inner = classes[optimizer_type](
+            learning_rate=self.init_lr,
+            weight_decay_rate=weight_decay_rate,
+            beta_1=beta_1,
+            beta_2=beta_2,
+            epsilon=epsilon,
+            exclude_from_weight_decay=self.exclude_from_weight_decay,
+            clip_norm=clip_norm,
+            name=name,
+        )
+        self.num_train_steps = None
+        if num_train_steps is not None:
+            self.set_num_train_steps(num_train_steps)
+
+    def set_num_train_steps(self, num_train_steps):
+        """Sets the schedule: warmup, then linear decay to 0 at this step.
+
+        Call before the first update (a traced train step keeps the
+        schedule it was traced with).
+        """
+        warmup = self.num_warmup_steps
+        if warmup is None:
+            warmup = schedule.num_warmup_steps(
+                num_train_steps, self.warmup_proportion
+            )
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(warmup)
+        self.inner.learning_rate = WarmupLinearDecay(
+            self.init_lr, self.num_train_steps, self.num_warmup_steps
+        )
+
+    def _current_rate(self):
+        if self.inner.global_step is None:
+            step = tf.constant(0, tf.int64)
+        else:
+            step = self.inner.global_step
+        rate = self.inner.learning_rate
+        return rate(step) if callable(rate) else tf.constant(rate, tf.float32)
+
+    def build(self, variables):
+        if self.built:
+            return
+        super().build(variables)
+        # The inner optimizer updates Keras-owned variables: the step
+        # counter and one pair of slots per variable.
+        self.inner.global_step = self._iterations.value
+
+        def make_slot(var, slot):
+            return self.add_variable_from_reference(var, name=slot).value
+
+        self.inner.build(variables, make_slot=make_slot)
+
+    def apply(self, grads, trainable_variables=None):
+        """One update of the original's arithmetic (`AdamWeightDecay.
+        apply_gradients`); increments `iterations`."""
+        if trainable_variables is None:
+            trainable_variables = self._trainable_variables
+        trainable_variables = list(trainable_variables)
+        if not self.built:
+            with keras.name_scope(self.name, caller=self):
+                self.build(trainable_variables)
+        pairs = list(zip(grads, trainable_variables))
+        # Keras divides each replica's loss by the number of replicas, so
+        # the sum over replicas is the gradient of the global batch's mean.
+        pairs = self._all_reduce_sum_gradients(
+            [(g, _tf_variable(v)) for g, v in pairs]
+        )
+        self.inner.apply_gradients(pairs)
+
+    def load_own_variables(self, store):
+        if len(store.keys()) == 1 and len(self.variables) > 1:
+            # Saved before its first update: the step (0) was all it had.
+            self._iterations.assign(store["0"])
+            return
+        super().load_own_variables(store)
+
+    @property
+    def global_step(self):
+        """The step counter (`iterations`), a tf.Variable (int64)."""
+        return self._iterations.value
+
+    def checkpoint_variables(self):
+        """{original checkpoint name: variable}: slots and global_step."""
+        if not self.built:
+            raise ValueError(
+                "The optimizer has no slots before its first update (or "
+                "`build`)."
+            )
+        return self.inner.checkpoint_variables()
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "learning_rate": self.init_lr,
+            "weight_decay_rate": self.weight_decay_rate,
+            "beta_1": self.beta_1,
+            "beta_2": self.beta_2,
+            "epsilon": self.epsilon,
+            "exclude_from_weight_decay": list(self.exclude_from_weight_decay),
+            "clip_norm": self.clip_norm,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+            "warmup_proportion": self.warmup_proportion,
+            "optimizer_type": self.optimizer_type,
+        }
+
+
+def create_keras_optimizer(
+    init_lr,
+    num_train_steps=None,
+    num_warmup_steps=None,
+    warmup_proportion=0.0,
+    optimizer_type="adamw",
+):
+    """`create_optimizer`'s optimizer as a Keras optimizer (for `compile`):
+    weight decay 0.01 except LayerNorm and biases, gradients clipped to
+    global norm 1.0, warmup then linear decay (see AdamWeightDecayOptimizer
+    for num_train_steps None)."""
+    return AdamWeightDecayOptimizer(
+        learning_rate=init_lr,
+        weight_decay_rate=0.01,
+        exclude_from_weight_decay=EXCLUDE_FROM_WEIGHT_DECAY,
+        clip_norm=1.0,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=num_warmup_steps,
+        warmup_proportion=warmup_proportion,
+        optimizer_type=optimizer_type,
+    )

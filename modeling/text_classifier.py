@@ -1,0 +1,510 @@
+"""A Keras text classifier: raw strings in, run_classifier's model inside.
+
+    model = BertTextClassifier.from_checkpoint("uncased_L-12_H-768_A-12",
+                                               num_labels=2)
+    model.fit((sentences_a, sentences_b), labels, batch_size=32, epochs=3)
+    model.evaluate((dev_a, dev_b), dev_labels)
+    logits = model.predict((new_a, new_b))
+    model.save("mrpc.keras")           # keras.models.load_model reads it
+    model.save_checkpoint("mrpc_out")  # model.ckpt-N, as run_classifier's
+
+`BertTextClassifier` is a `BertPreprocessor` (in-graph tokenizer and packer)
+in front of a `models.BertClassifier`. `fit`, `evaluate` and `predict` take
+raw strings (or (text_a, text_b) pairs) and labels, and run the
+preprocessor in their tf.data pipeline; the model itself sees the
+original's features.
+
+It is run_classifier.py's training, reached from Keras: for the same seed
+(`keras.utils.set_random_seed` before building, `fit(seed=...)`) and
+settings, `fit` gives run_classifier.py's weights and dev metrics up to
+float rounding (tests/keras_test.py), because both use
+  * the same model and starting point: `BertClassifier.from_checkpoint`
+    loads the checkpoint as --init_checkpoint does, the head drawn from the
+    same seeded initializers;
+  * the same features: the in-graph tokenizer gives FullTokenizer's ids,
+    packed as `convert_single_example` packs them;
+  * the same order: `input_pipeline.repeat_and_shuffle` (the original's
+    repeat + shuffle buffer of 100, seeded), whole batches, each cut to its
+    longest sequence by `input_pipeline.trim_padding` (--dynamic_padding);
+  * the same loss (`losses.classifier_example_loss`, averaged over the
+    batch) and optimizer (`optimization.AdamWeightDecayOptimizer`: the
+    original's clipping, AdamWeightDecay update, warmup over the first 10%
+    of the steps and linear decay to 0 at the last);
+  * the same dropout draws: Keras dropout layers seeded in the same
+    construction order, one draw per training step.
+The step itself is Keras's train_step (a gradient tape, the loss, one
+optimizer update), which computes what training.steps does for one replica
+without gradient accumulation. `fit` runs `epochs * steps_per_epoch` steps
+(default steps_per_epoch: whole batches per epoch); run_classifier.py's
+`int(examples / batch * epochs)` is the same when the batch size divides
+the number of examples.
+"""
+
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from modeling import checkpoints
+from modeling import losses
+from modeling import models
+from modeling import preprocessing
+from modeling.data import file_io
+from modeling.data import input_pipeline
+from modeling.training import checkpoint_manager
+from modeling.training import optimization
+
+# The defaults of run_classifier.py's flags.
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_LEARNING_RATE = 2e-5
+DEFAULT_WARMUP_PROPORTION = 0.1
+
+
+def _is_auto(value):
+    return isinstance(value, str) and value == "auto"
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class BertTextClassifier(keras.Model):
+    """Sentence (pair) classification on raw text (see the module doc).
+
+    Args:
+      classifier: models.BertClassifier (its variables keep the original
+        checkpoint names).
+      preprocessor: preprocessing.BertPreprocessor.
+      is_regression: bool, a single output trained with the squared error
+        (STS-B); needs num_labels 1.
+      dynamic_padding: bool, cut each batch to its longest sequence
+        (rounded up to 8): the same numbers up to float rounding, less work
+        on short texts. Turn it off on TPUs (fixed shapes).
+
+    Compiled at construction with `compile()`'s defaults; `compile` again
+    to change them.
+    """
+
+    def __init__(
+        self,
+        classifier,
+        preprocessor,
+        is_regression=False,
+        dynamic_padding=True,
+        **kwargs,
+    ):
+        kwargs.setdefault("name", "bert_text_classifier")
+        super().__init__(**kwargs)
+        if is_regression and classifier.num_labels != 1:
+            raise ValueError(
+                "A regression classifier has one output: num_labels=1, got "
+                f"{classifier.num_labels}"
+            )
+        self.classifier = classifier
+        self.preprocessor = preprocessor
+        self.is_regression = bool(is_regression)
+        self.dynamic_padding = bool(dynamic_padding)
+        # Raw texts (lists of str too) reach `call` as they are.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+        self.built = True
+        self.compile()
+
+    @classmethod
+    def from_checkpoint(
+        cls,
+        path,
+        num_labels=2,
+        sequence_length=128,
+        do_lower_case=None,
+        is_regression=False,
+        dynamic_padding=True,
+        bert_config_file=None,
+    ):
+        """The classifier of a checkpoint folder.
+
+        Args:
+          path: a released model folder (bert_config.json, bert_model.ckpt,
+            vocab.txt), a fine-tuning output folder (its newest checkpoint),
+            or a checkpoint prefix with those files beside it.
+          num_labels: int, the number of classes (1 for regression).
+          sequence_length: int, the scripts' max_seq_length.
+          do_lower_case: bool; None: from the vocabulary (uncased when it
+            has no upper-case token).
+          is_regression, dynamic_padding: see the class.
+          bert_config_file: str, another config than the folder's.
+
+        Raises:
+          FileNotFoundError: a file is missing (named).
+          ValueError: the checkpoint does not fit the config or num_labels,
+            or sequence_length exceeds the model's positions.
+        """
+        classifier = models.BertClassifier.from_checkpoint(
+            path, bert_config_file=bert_config_file, num_labels=num_labels
+        )
+        preprocessor = preprocessing.BertPreprocessor.from_checkpoint(
+            path,
+            sequence_length=sequence_length,
+            do_lower_case=do_lower_case,
+            bert_config_file=bert_config_file,
+        )
+        return cls(
+            classifier,
+            preprocessor,
+            is_regression=is_regression,
+            dynamic_padding=dynamic_padding,
+        )
+
+    # === Keras ===
+
+    def call(self, inputs, training=False):
+        """Features (a dict with "input_ids", ...) or raw texts (what
+        BertPreprocessor takes) -> float32 logits [B, num_labels]."""
+        if not (isinstance(inputs, dict) and "input_ids" in inputs):
+            inputs = self.preprocessor(inputs)
+        return self.classifier(inputs, training=training)
+
+    def compile(
+        self,
+        optimizer="auto",
+        loss="auto",
+        metrics="auto",
+        learning_rate=DEFAULT_LEARNING_RATE,
+        warmup_proportion=DEFAULT_WARMUP_PROPORTION,
+        jit_compile=False,
+        **kwargs,
+    ):
+        """Keras's compile with run_classifier's defaults.
+
+        Args:
+          optimizer: "auto": the original's optimizer
+            (`optimization.create_keras_optimizer`) with `learning_rate`,
+            warmup over `warmup_proportion` of the steps the first `fit`
+            runs and linear decay to 0 at its end; or any Keras optimizer.
+          loss: "auto": `losses.ClassifierLoss` (softmax cross-entropy of
+            the logits, or the squared error for regression).
+          metrics: "auto": accuracy (none for regression).
+          jit_compile: XLA for the train step; off by default (the
+            original's optimizer step is not compiled by XLA).
+          **kwargs: the rest of keras.Model.compile's arguments.
+        """
+        if _is_auto(optimizer):
+            optimizer = optimization.create_keras_optimizer(
+                learning_rate, warmup_proportion=warmup_proportion
+            )
+        if _is_auto(loss):
+            loss = losses.ClassifierLoss(self.is_regression)
+        if _is_auto(metrics):
+            metrics = (
+                []
+                if self.is_regression
+                else [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+            )
+        super().compile(
+            optimizer=optimizer,
+            loss=loss,
+            metrics=metrics,
+            jit_compile=jit_compile,
+            **kwargs,
+        )
+
+    def compile_from_config(self, config):
+        """As Keras's (which skips a custom compile): the saved optimizer,
+        loss and metrics go to `compile`, which takes them as they are, and
+        the optimizer is built so that load_model restores its slots and
+        step."""
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        self.optimizer.build(self.trainable_variables)
+
+    def fit(
+        self,
+        x=None,
+        y=None,
+        batch_size=None,
+        epochs=1,
+        steps_per_epoch=None,
+        validation_data=None,
+        validation_batch_size=None,
+        shuffle=True,
+        seed=None,
+        **kwargs,
+    ):
+        """Trains on raw texts and labels.
+
+        Args:
+          x: texts: a list / array / Tensor of strings, a tuple (text_a,
+            text_b) of two of them, or a dict with "text_a" and "text_b";
+            or a tf.data.Dataset of batched (texts, labels), used as it is
+            (its order, its batches).
+          y: labels, int class ids (floats for regression).
+          batch_size: int (default 32, run_classifier's).
+          epochs: int.
+          steps_per_epoch: int (default: the whole batches of x).
+          validation_data: (texts, labels) or a dataset, as x.
+          validation_batch_size: int (default batch_size).
+          shuffle: bool, the original's order (repeat, shuffle buffer of
+            100); False: the given order, repeated.
+          seed: int, the shuffle seed (run_classifier.py's --random_seed);
+            None: TensorFlow's global seed decides.
+          **kwargs: the rest of keras.Model.fit's arguments (callbacks,
+            verbose, initial_epoch, ...).
+
+        Returns:
+          The keras History.
+        """
+        batch_size = batch_size or DEFAULT_BATCH_SIZE
+        if isinstance(x, tf.data.Dataset):
+            if y is not None:
+                raise ValueError(
+                    "With a dataset x, labels come from it: y=None"
+                )
+            dataset = x.map(self._preprocess_xy, tf.data.AUTOTUNE)
+        else:
+            texts, labels = _examples(x, y)
+            num_examples = len(labels)
+            if steps_per_epoch is None:
+                steps_per_epoch = num_examples // batch_size
+                if not steps_per_epoch:
+                    raise ValueError(
+                        f"{num_examples} examples are fewer than one batch "
+                        f"of {batch_size}: lower batch_size"
+                    )
+            dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
+            if shuffle:
+                dataset = input_pipeline.repeat_and_shuffle(dataset, seed)
+            else:
+                dataset = dataset.repeat()
+            dataset = dataset.batch(batch_size, drop_remainder=True)
+            dataset = dataset.map(self._preprocess_xy, tf.data.AUTOTUNE)
+        self._schedule_from_fit(epochs, steps_per_epoch, dataset)
+        if validation_data is not None:
+            validation_data = self._eval_dataset(
+                validation_data, validation_batch_size or batch_size
+            )
+        return super().fit(
+            dataset.prefetch(tf.data.AUTOTUNE),
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            validation_data=validation_data,
+            # The order is the dataset's (shuffled above).
+            shuffle=False,
+            **kwargs,
+        )
+
+    def evaluate(self, x=None, y=None, batch_size=None, **kwargs):
+        """Keras's evaluate on raw texts and labels (or a dataset of
+        batched (texts, labels)); batch_size default 32."""
+        if kwargs.get("_use_cached_eval_dataset"):
+            # fit's validation: Keras reuses the dataset fit gave it,
+            # already preprocessed.
+            return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+        dataset = self._eval_dataset(
+            x if y is None else (x, y), batch_size or DEFAULT_BATCH_SIZE
+        )
+        return super().evaluate(dataset, **kwargs)
+
+    def predict(self, x, batch_size=None, **kwargs):
+        """The logits [N, num_labels] of raw texts (as `fit`'s x, or a
+        dataset of batched texts); batch_size default 32."""
+        if isinstance(x, tf.data.Dataset):
+            dataset = x
+        else:
+            dataset = tf.data.Dataset.from_tensor_slices(_texts(x))
+            dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
+        # A dataset of pairs maps with two arguments.
+        dataset = dataset.map(
+            lambda *texts: self._preprocess(
+                texts if len(texts) > 1 else texts[0]
+            ),
+            tf.data.AUTOTUNE,
+        )
+        return super().predict(dataset.prefetch(tf.data.AUTOTUNE), **kwargs)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            "classifier": keras.saving.serialize_keras_object(self.classifier),
+            "preprocessor": keras.saving.serialize_keras_object(
+                self.preprocessor
+            ),
+            "is_regression": self.is_regression,
+            "dynamic_padding": self.dynamic_padding,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("classifier", "preprocessor"):
+            config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)
+
+    # === The original's formats ===
+
+    def save_checkpoint(self, directory, keep_checkpoint_max=5):
+        """Writes `directory/model.ckpt-<step>` in the original's format.
+
+        The weights under their original names and, with the original's
+        optimizer, `<name>/adam_m`, `<name>/adam_v` and `global_step`, as
+        run_classifier.py writes them (training.checkpoint_manager), plus
+        bert_config.json and vocab.txt, so the folder is what
+        `run_classifier.py --output_dir` (or --init_checkpoint, and
+        `from_checkpoint`) reads.
+
+        Returns:
+          str, the checkpoint prefix.
+        """
+        tf.io.gfile.makedirs(directory)
+        self.classifier.config.to_json_file(
+            os.path.join(directory, checkpoints.CONFIG_FILE)
+        )
+        file_io.write_text(
+            os.path.join(directory, checkpoints.VOCAB_FILE),
+            "".join(f"{token}\n" for token in self.preprocessor.vocabulary),
+        )
+        optimizer = self.optimizer
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = optimizer.inner_optimizer
+        if (
+            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
+            and optimizer.built
+        ):
+            manager = checkpoint_manager.CheckpointManager(
+                directory, self.classifier, optimizer, keep_checkpoint_max
+            )
+            return manager.save()
+        # Another Keras optimizer: the weights and the step only.
+        step = int(optimizer.iterations.numpy()) if optimizer else 0
+        return checkpoints.write_checkpoint(
+            os.path.join(directory, f"{checkpoint_manager.PREFIX}-{step}"),
+            checkpoint_manager.model_variables(self.classifier),
+            global_step=step,
+            keep_max=keep_checkpoint_max,
+        )
+
+    def export_for_serving(self, export_dir, has_text_b=False, label_list=None):
+        """Writes run_classifier.py's serving SavedModel (--export_dir):
+        `serving_default` takes raw `text_a` (and `text_b`) strings and
+        returns "probabilities" and "logits" (a regression: "score").
+
+        Args:
+          export_dir: str, replaced atomically.
+          has_text_b: bool, whether the signature takes sentence pairs.
+          label_list: the class names in id order (recorded in
+            assets.extra/bert_export.json), or None.
+        """
+        from modeling.export import serving
+
+        return serving.export_classifier(
+            self.classifier,
+            self.preprocessor.text,
+            export_dir,
+            is_regression=self.is_regression,
+            has_text_b=has_text_b,
+            label_list=label_list,
+            max_seq_length=self.preprocessor.sequence_length,
+        )
+
+    # === Input pipelines ===
+
+    def _preprocess(self, texts):
+        features = self.preprocessor(texts)
+        if self.dynamic_padding:
+            multiple = input_pipeline.padding_multiple(
+                self.preprocessor.sequence_length, bool(self.jit_compile)
+            )
+            features = input_pipeline.trim_padding(features, multiple)
+        return features
+
+    def _preprocess_xy(self, texts, labels):
+        return self._preprocess(texts), labels
+
+    def _eval_dataset(self, data, batch_size):
+        """Batches of (features, labels) in order, the last one partial."""
+        if isinstance(data, tf.data.Dataset):
+            dataset = data
+        else:
+            if not (isinstance(data, (tuple, list)) and len(data) == 2):
+                raise ValueError(
+                    "Evaluation data is (texts, labels) or a dataset of "
+                    "batched (texts, labels)"
+                )
+            texts, labels = _examples(*data)
+            dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
+            dataset = dataset.batch(batch_size)
+        dataset = dataset.map(self._preprocess_xy, tf.data.AUTOTUNE)
+        return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def _schedule_from_fit(self, epochs, steps_per_epoch, dataset):
+        """Gives the default optimizer the steps this fit runs (warmup,
+        then decay to 0 at the end), before its first update."""
+        optimizer = self.optimizer
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = optimizer.inner_optimizer
+        if not (
+            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
+            and optimizer.num_train_steps is None
+        ):
+            return
+        if steps_per_epoch is None:
+            steps_per_epoch = int(dataset.cardinality())
+            if steps_per_epoch < 0:
+                raise ValueError(
+                    "The dataset's length is unknown (or infinite): give "
+                    "steps_per_epoch, or an optimizer with num_train_steps"
+                )
+        optimizer.set_num_train_steps(epochs * steps_per_epoch)
+        # A train step traced before would keep the old schedule.
+        self.train_function = None
+
+
+def _texts(x):
+    """The texts as what from_tensor_slices and BertPreprocessor take:
+    one array, or a tuple of two (pairs)."""
+    if isinstance(x, dict):
+        x = preprocessing.split_texts(x, convert=False)
+        if x[1] is None:
+            x = x[0]
+    if isinstance(x, tuple):
+        if len(x) != 2:
+            raise ValueError(
+                f"Texts are (text_a, text_b) pairs or single texts, got a "
+                f"tuple of {len(x)}"
+            )
+        a, b = (_string_array(t) for t in x)
+        if len(a) != len(b):
+            raise ValueError(
+                f"text_a has {len(a)} texts but text_b has {len(b)}"
+            )
+        return a, b
+    return _string_array(x)
+
+
+def _string_array(texts):
+    if isinstance(texts, tf.Tensor):
+        return texts
+    texts = np.asarray(texts, dtype=object)
+    if texts.ndim != 1:
+        raise ValueError(
+            f"Texts must be one-dimensional (one string per example), got "
+            f"shape {texts.shape}"
+        )
+    return texts
+
+
+def _examples(x, y):
+    """(texts, labels) checked to have one label per text."""
+    if y is None:
+        raise ValueError("Labels are missing: fit/evaluate(x=texts, y=labels)")
+    texts = _texts(x)
+    labels = np.asarray(y)
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(
+            f"Labels must be class ids (ints; floats for regression), got "
+            f"{labels.dtype} values such as {labels.reshape(-1)[:3].tolist()}"
+            ": map label names to ids, e.g. with label_list.index"
+        )
+    first = texts[0] if isinstance(texts, tuple) else texts
+    if len(first) != len(labels):
+        raise ValueError(
+            f"{len(first)} texts but {len(labels)} labels: one label per text"
+        )
+    return texts, labels

@@ -1,0 +1,498 @@
+"""The Keras-native API: from_checkpoint, BertPreprocessor, BertTextClassifier
+and the Keras face of the original's optimizer.
+
+The central check: `BertTextClassifier.fit` on raw strings from the
+converted MiniLM checkpoint ends with run_classifier.py's weights, Adam slots
+and dev metrics for the same seed and settings, and the checkpoint it writes
+is what `run_classifier.py --do_predict` reads.
+"""
+
+import pathlib
+
+import constants
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tolerance
+
+from modeling import checkpoints
+from modeling import config as config_lib
+from modeling import models
+from modeling import preprocessing
+from modeling import text_classifier
+from modeling.data import classifier_data
+from modeling.data import glue
+from modeling.tasks import classifier as classifier_lib
+from modeling.text import tokenization
+from modeling.training import optimization
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MRPC = REPO / "tests" / "testdata" / "cls_mrpc"
+SEQ = 32
+SEED = 3
+
+
+def _write_vocab(path, tokens):
+    path.write_text("".join(f"{t}\n" for t in tokens), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def tiny_release(tmp_path_factory):
+    """A released-style folder of a tiny random BERT: (folder, {name:
+    array}) with bert_config.json, vocab.txt and bert_model.ckpt (with the
+    pre-training heads, as Google's)."""
+    folder = tmp_path_factory.mktemp("tiny_release")
+    config = config_lib.BertConfig.from_dict(constants.TINY_CONFIG)
+    config.to_json_file(folder / "bert_config.json")
+    _write_vocab(folder / "vocab.txt", constants.TINY_VOCAB)
+    model = models.BertPretrainer(config)
+    arrays = {
+        checkpoints.variable_name(v): v.numpy()
+        for v in model.trainable_variables
+    }
+    checkpoints.write_checkpoint(str(folder / "bert_model.ckpt"), arrays)
+    return folder, arrays
+
+
+def _weights(model):
+    return {checkpoints.variable_name(v): v.numpy() for v in model.weights}
+
+
+# === from_checkpoint ===
+
+
+@pytest.mark.parametrize("as_prefix", [False, True], ids=["folder", "prefix"])
+def test_from_checkpoint_loads_the_encoder_and_starts_fresh_heads(
+    tiny_release, as_prefix
+):
+    folder, arrays = tiny_release
+    path = folder / "bert_model.ckpt" if as_prefix else folder
+    pretrainer = models.BertPretrainer.from_checkpoint(path)
+    assert _weights(pretrainer).keys() == arrays.keys()
+    for name, value in _weights(pretrainer).items():
+        np.testing.assert_array_equal(value, arrays[name], err_msg=name)
+    for cls, kwargs, head in [
+        (models.BertClassifier, {"num_labels": 3}, "output_bias"),
+        (models.BertSpanLabeler, {}, "cls/squad/output_bias"),
+    ]:
+        model = cls.from_checkpoint(path, **kwargs)
+        weights = _weights(model)
+        encoder = [n for n in weights if n.startswith("bert/")]
+        assert len(encoder) == len([n for n in arrays if n.startswith("bert/")])
+        for name in encoder:
+            np.testing.assert_array_equal(weights[name], arrays[name])
+        # The head is not in a pre-trained checkpoint: its initial value.
+        assert head not in arrays and not weights[head].any()
+
+
+def test_from_checkpoint_reads_a_fine_tuned_head(tiny_release, tmp_path):
+    folder, _ = tiny_release
+    model = models.BertClassifier.from_checkpoint(folder, num_labels=3)
+    model.classifier.output_bias.assign([0.5, -1.0, 2.0])
+    tuned = tmp_path / "tuned"
+    checkpoints.write_checkpoint(
+        str(tuned / "model.ckpt-7"),
+        {n: v for n, v in _weights(model).items()},
+        global_step=7,
+    )
+    (tuned / "bert_config.json").write_text(
+        (folder / "bert_config.json").read_text()
+    )
+    again = models.BertClassifier.from_checkpoint(tuned, num_labels=3)
+    np.testing.assert_array_equal(
+        again.classifier.output_bias.numpy(), [0.5, -1.0, 2.0]
+    )
+    # A head of another task: the error names the variable and the shapes.
+    with pytest.raises(ValueError, match="output_weights.*\\[2, 32\\].*3, 32"):
+        models.BertClassifier.from_checkpoint(tuned, num_labels=2)
+
+
+def test_from_checkpoint_without_a_config_names_it(tiny_release, tmp_path):
+    folder, arrays = tiny_release
+    checkpoints.write_checkpoint(str(tmp_path / "bert_model.ckpt"), arrays)
+    with pytest.raises(FileNotFoundError, match="bert_config.json"):
+        models.BertClassifier.from_checkpoint(tmp_path, num_labels=2)
+    model = models.BertClassifier.from_checkpoint(
+        tmp_path,
+        bert_config_file=str(folder / "bert_config.json"),
+        num_labels=2,
+    )
+    np.testing.assert_array_equal(
+        model.bert.pooler.dense.kernel.numpy(),
+        arrays["bert/pooler/dense/kernel"],
+    )
+
+
+# === BertPreprocessor ===
+
+_HARD_TEXTS = [
+    # Truncation of the longer segment first, on both sides.
+    (
+        "the quick brown fox jumps over the lazy dog " * 4,
+        "a short second segment",
+    ),
+    ("short", "a much longer second segment that needs cutting " * 3),
+    # Non-ASCII rows take the exact regex path; ™, ß, accents, CJK.
+    ("Café naïve façade — 東京タワー™ and Straße", "ÀÉÎÕÜ ﬁne"),
+    # An empty text_b is packed as a single sentence.
+    ("only one sentence here", ""),
+]
+
+
+def _features(examples, vocab_file, seq):
+    tokenizer = tokenization.FullTokenizer(vocab_file, True)
+    return [
+        classifier_data.convert_single_example(i, e, None, seq, tokenizer)
+        for i, e in enumerate(examples)
+    ]
+
+
+def test_preprocessor_gives_run_classifier_features(uncased_vocab_file):
+    """Raw pairs and single sentences -> the features
+    convert_single_example (FullTokenizer, the original's packing and
+    truncation) writes to run_classifier's records."""
+    seq = 24
+    examples = glue.get_processor("mrpc").get_train_examples(str(MRPC))
+    pairs = [(e.text_a, e.text_b) for e in examples] + _HARD_TEXTS
+    layer = preprocessing.BertPreprocessor.from_vocab(
+        uncased_vocab_file, True, seq
+    )
+    got = layer(tuple(np.array(part) for part in zip(*pairs)))
+    want = _features(
+        [
+            classifier_data.InputExample(str(i), a, b, label=0.0)
+            for i, (a, b) in enumerate(pairs)
+        ],
+        uncased_vocab_file,
+        seq,
+    )
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        np.testing.assert_array_equal(
+            got[name].numpy(), [getattr(f, name) for f in want], err_msg=name
+        )
+    # Single sentences, as a list of str and as a dict; and one scalar.
+    singles = [a for a, _ in pairs]
+    want = _features(
+        [
+            classifier_data.InputExample(str(i), a, None, label=0.0)
+            for i, a in enumerate(singles)
+        ],
+        uncased_vocab_file,
+        seq,
+    )
+    ids = [f.input_ids for f in want]
+    np.testing.assert_array_equal(layer(singles)["input_ids"], ids)
+    np.testing.assert_array_equal(layer({"text_a": singles})["input_ids"], ids)
+    np.testing.assert_array_equal(layer(singles[0])["input_ids"], ids[0])
+
+
+def test_preprocessor_from_checkpoint(tiny_release, tmp_path):
+    folder, _ = tiny_release
+    layer = preprocessing.BertPreprocessor.from_checkpoint(folder, 16)
+    assert layer.do_lower_case and layer.sequence_length == 16
+    assert list(layer.vocabulary) == constants.TINY_VOCAB
+    assert layer.get_config()["vocabulary"] == constants.TINY_VOCAB
+    # Symbolic inputs (a functional model on strings): the output spec.
+    text = keras.Input(shape=(), dtype="string")
+    spec = layer((text, text))
+    assert {k: (tuple(v.shape), v.dtype) for k, v in spec.items()} == {
+        k: ((None, 16), "int32")
+        for k in ("input_ids", "input_mask", "segment_ids")
+    }
+    # A vocabulary with upper-case tokens is cased.
+    cased = tmp_path / "cased"
+    cased.mkdir()
+    for name in ("bert_config.json", "bert_model.ckpt.index", "checkpoint"):
+        (cased / name).write_bytes((folder / name).read_bytes())
+    data = folder / "bert_model.ckpt.data-00000-of-00001"
+    (cased / data.name).write_bytes(data.read_bytes())
+    _write_vocab(cased / "vocab.txt", constants.TINY_VOCAB + ["Hello"])
+    layer = preprocessing.BertPreprocessor.from_checkpoint(cased, 16)
+    assert not layer.do_lower_case
+    assert layer("Hello hello")["input_ids"].numpy()[:4].tolist() == [
+        constants.TINY_VOCAB.index("[CLS]"),
+        len(constants.TINY_VOCAB),
+        constants.TINY_VOCAB.index("hello"),
+        constants.TINY_VOCAB.index("[SEP]"),
+    ]
+    with pytest.raises(ValueError, match="sequence length 65"):
+        preprocessing.BertPreprocessor.from_checkpoint(folder, 65)
+    (cased / "vocab.txt").unlink()
+    with pytest.raises(FileNotFoundError, match="from_vocab"):
+        preprocessing.BertPreprocessor.from_checkpoint(cased, 16)
+
+
+# === The Keras optimizer ===
+
+
+def _variables():
+    rng = np.random.default_rng(0)
+    return [
+        keras.Variable(rng.normal(size=shape).astype("float32"), name=name)
+        for name, shape in [
+            ("kernel", (3, 4)),
+            ("bias", (4,)),
+            ("LayerNorm_gamma", (4,)),
+        ]
+    ]
+
+
+def test_keras_optimizer_is_adam_weight_decay():
+    """3 updates through Keras's apply_gradients give the weights, slots
+    and step of the scripts' AdamWeightDecay bit for bit (its arithmetic is
+    checked against the original's in optimization_test.py)."""
+    reference = optimization.create_optimizer(1e-2, 5, 2)
+    keras_opt = optimization.create_keras_optimizer(1e-2, 5, 2)
+    ours, theirs = _variables(), _variables()
+    reference.build(theirs)
+    rng = np.random.default_rng(1)
+    for step in range(3):
+        grads = [
+            tf.constant(rng.normal(size=v.shape).astype("float32") * 3)
+            for v in ours
+        ]
+        assert float(keras_opt.learning_rate) == float(
+            reference.current_learning_rate()
+        )
+        keras_opt.apply_gradients(zip(grads, ours))
+        reference.apply_gradients(zip(grads, theirs))
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert int(keras_opt.iterations.numpy()) == 3
+    slots = keras_opt.checkpoint_variables()
+    assert sorted(slots) == sorted(reference.checkpoint_variables())
+    for name, value in reference.checkpoint_variables().items():
+        np.testing.assert_array_equal(slots[name].numpy(), value.numpy())
+    # The weights moved (clipped and decayed): the comparison means something.
+    assert not np.allclose(ours[0].numpy(), _variables()[0].numpy())
+    config = keras_opt.get_config()
+    clone = optimization.AdamWeightDecayOptimizer.from_config(config)
+    assert clone.get_config() == config
+    assert config["num_warmup_steps"] == 2 and config["clip_norm"] == 1.0
+
+
+# === BertTextClassifier on a tiny model ===
+
+_PAIRS = [
+    ("the cat sat on the mat", "a cat sat"),
+    ("hello world", "the dog is bad"),
+    ("the dog is not good", "a dog"),
+    ("cats sat on mats", "hello"),
+] * 2
+_LABELS = [1, 0, 0, 1] * 2
+
+
+def _tiny_classifier(tiny_release, **kwargs):
+    folder, _ = tiny_release
+    return text_classifier.BertTextClassifier.from_checkpoint(
+        folder, sequence_length=16, **kwargs
+    )
+
+
+def _texts(pairs):
+    return tuple(np.array(part) for part in zip(*pairs))
+
+
+def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    model.compile(learning_rate=1e-3)
+    dataset = tf.data.Dataset.from_tensor_slices(
+        (_texts(_PAIRS), _LABELS)
+    ).batch(4)
+    history = model.fit(
+        dataset,
+        epochs=2,
+        validation_data=(_texts(_PAIRS[:3]), _LABELS[:3]),
+        verbose=0,
+    )
+    assert len(history.history["loss"]) == 2
+    # The last validation is evaluate's (fit preprocesses it once).
+    metrics = model.evaluate(_texts(_PAIRS[:3]), _LABELS[:3], verbose=0)
+    tolerance.assert_float32_close(history.history["val_loss"][-1], metrics[0])
+    # The default schedule spans the steps fit ran: 2 epochs of 2 batches.
+    assert model.optimizer.num_train_steps == 4
+    assert int(model.optimizer.iterations.numpy()) == 4
+    logits = model.predict(_texts(_PAIRS), batch_size=3, verbose=0)
+    assert logits.shape == (8, 2)
+    # Calling the model on raw pairs gives predict's logits.
+    tolerance.assert_float32_close(model(_texts(_PAIRS)).numpy(), logits)
+    # .keras: the same class, weights, predictions and optimizer state.
+    path = tmp_path / "tiny.keras"
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, text_classifier.BertTextClassifier)
+    assert [checkpoints.variable_name(v) for v in loaded.weights] == [
+        checkpoints.variable_name(v) for v in model.weights
+    ]
+    np.testing.assert_array_equal(
+        loaded(_texts(_PAIRS)).numpy(), model(_texts(_PAIRS)).numpy()
+    )
+    assert int(loaded.optimizer.iterations.numpy()) == 4
+    assert loaded.optimizer.get_config() == model.optimizer.get_config()
+    want = model.optimizer.checkpoint_variables()
+    for name, slot in loaded.optimizer.checkpoint_variables().items():
+        np.testing.assert_array_equal(slot.numpy(), want[name].numpy())
+    export = tmp_path / "export"
+    model.export_for_serving(
+        str(export), has_text_b=True, label_list=["0", "1"]
+    )
+    loaded = tf.saved_model.load(str(export))
+    out = loaded.signatures["serving_default"](
+        text_a=tf.constant(_texts(_PAIRS)[0]),
+        text_b=tf.constant(_texts(_PAIRS)[1]),
+    )
+    tolerance.assert_float32_close(
+        out["probabilities"].numpy(),
+        tf.nn.softmax(logits).numpy(),
+        scale=1.0,
+    )
+
+
+def test_save_checkpoint_with_another_keras_optimizer(tiny_release, tmp_path):
+    """Any Keras optimizer trains the model; save_checkpoint then writes the
+    weights and the step (no Adam slots), which from_checkpoint reads."""
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    model.compile(optimizer=keras.optimizers.SGD(0.5))
+    model.fit(_texts(_PAIRS), _LABELS, batch_size=4, epochs=1, verbose=0)
+    prefix = model.save_checkpoint(str(tmp_path / "sgd"))
+    assert pathlib.Path(prefix).name == "model.ckpt-2"
+    names = checkpoints.checkpoint_shapes(prefix)
+    assert "output_weights" in names and "global_step" in names
+    assert not [n for n in names if n.endswith(("/adam_m", "/adam_v"))]
+    again = models.BertClassifier.from_checkpoint(
+        tmp_path / "sgd", num_labels=2
+    )
+    for name, value in _weights(again).items():
+        np.testing.assert_array_equal(value, _weights(model.classifier)[name])
+    # Trained: the head moved from its zero bias.
+    assert model.classifier.classifier.output_bias.numpy().any()
+
+
+def test_text_classifier_bad_inputs(tiny_release):
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    with pytest.raises(ValueError, match="8 texts but 3 labels"):
+        model.fit(_texts(_PAIRS), _LABELS[:3], batch_size=4)
+    with pytest.raises(ValueError, match="fewer than one batch of 32"):
+        model.fit(_texts(_PAIRS), _LABELS)
+    with pytest.raises(ValueError, match="label_list.index"):
+        model.evaluate(_texts(_PAIRS), [str(label) for label in _LABELS])
+    with pytest.raises(ValueError, match="tuple of 3"):
+        model.predict(_texts(_PAIRS) + _texts(_PAIRS)[:1])
+    with pytest.raises(ValueError, match="num_labels=1"):
+        _tiny_classifier(tiny_release, num_labels=2, is_regression=True)
+
+
+# === fit = run_classifier.py ===
+
+
+def _mrpc(split):
+    processor = glue.get_processor("mrpc")
+    examples = getattr(processor, f"get_{split}_examples")(str(MRPC))
+    texts = (
+        np.array([e.text_a for e in examples]),
+        np.array([e.text_b for e in examples]),
+    )
+    return texts, np.array([int(e.label) for e in examples])
+
+
+@pytest.fixture(scope="module")
+def both_runs(minilm_ckpt, tmp_path_factory):
+    """run_classifier's training (in process, as the script's main() runs
+    it) and BertTextClassifier.fit, from the same checkpoint with the same
+    seed and settings: 16 MRPC pairs, batch 4, 1 epoch = 4 steps,
+    learning rate 1e-4 (no warmup step: int(4 * 0.1) = 0), seq 32, dynamic
+    padding (both defaults), dropout on."""
+    out = tmp_path_factory.mktemp("run_classifier")
+    settings = classifier_lib.Settings(
+        data_dir=str(MRPC),
+        task_name="MRPC",
+        bert_config_file=str(minilm_ckpt / "bert_config.json"),
+        vocab_file=str(minilm_ckpt / "vocab.txt"),
+        init_checkpoint=str(minilm_ckpt / "bert_model.ckpt"),
+        output_dir=str(out),
+        max_seq_length=SEQ,
+        do_train=True,
+        do_eval=True,
+        train_batch_size=4,
+        eval_batch_size=8,
+        num_train_epochs=1.0,
+        random_seed=SEED,
+    )
+    settings.run_config.learning_rate = 1e-4
+    results = classifier_lib.run(settings)
+
+    keras.utils.set_random_seed(SEED)
+    model = text_classifier.BertTextClassifier.from_checkpoint(
+        minilm_ckpt, num_labels=2, sequence_length=SEQ
+    )
+    model.compile(learning_rate=1e-4)
+    history = model.fit(*_mrpc("train"), batch_size=4, seed=SEED, verbose=0)
+    metrics = model.evaluate(
+        *_mrpc("dev"), batch_size=8, return_dict=True, verbose=0
+    )
+    return {
+        "results": results,
+        "checkpoint": checkpoints.read_checkpoint(str(out / "model.ckpt-4")),
+        "model": model,
+        "history": history.history,
+        "metrics": metrics,
+    }
+
+
+def test_fit_ends_with_run_classifier_weights(both_runs, minilm_ckpt):
+    model, want = both_runs["model"], both_runs["checkpoint"]
+    start = checkpoints.read_checkpoint(str(minilm_ckpt))
+    moved = 0.0
+    for variable in model.classifier.trainable_variables:
+        name = checkpoints.variable_name(variable)
+        tolerance.assert_float32_close(
+            variable.numpy(), want[name], err_msg=name
+        )
+        if name in start:
+            moved = max(moved, np.abs(want[name] - start[name]).max())
+    # Four updates of 1e-4 moved the weights far beyond float rounding.
+    assert moved > 1e-5
+    slots = model.optimizer.checkpoint_variables()
+    assert int(slots.pop("global_step").numpy()) == want["global_step"] == 4
+    for name, slot in slots.items():
+        tolerance.assert_float32_close(slot.numpy(), want[name], err_msg=name)
+
+
+def test_fit_gives_run_classifier_dev_metrics(both_runs):
+    results, metrics = both_runs["results"], both_runs["metrics"]
+    # Accuracy counts the same argmaxes; the loss is the mean of the same
+    # per-example losses (run_classifier sums them in float64).
+    assert metrics["accuracy"] == results["eval_accuracy"]
+    tolerance.assert_float32_close(metrics["loss"], results["eval_loss"])
+    assert len(both_runs["history"]["loss"]) == 1
+
+
+def test_run_classifier_predicts_from_the_keras_checkpoint(
+    both_runs, tmp_path, caplog
+):
+    """save_checkpoint writes a folder that `run_classifier.py --do_predict
+    --output_dir=<it>` reads (what the script's main() runs, in process):
+    test_results.tsv holds the Keras model's probabilities."""
+    model = both_runs["model"]
+    out = tmp_path / "keras_out"
+    prefix = model.save_checkpoint(str(out))
+    assert pathlib.Path(prefix).name == "model.ckpt-4"
+    settings = classifier_lib.Settings(
+        data_dir=str(MRPC),
+        task_name="MRPC",
+        bert_config_file=str(out / "bert_config.json"),
+        vocab_file=str(out / "vocab.txt"),
+        output_dir=str(out),
+        max_seq_length=SEQ,
+        do_predict=True,
+    )
+    with caplog.at_level("INFO"):
+        classifier_lib.run(settings)
+    assert "model.ckpt-4" in caplog.text
+    lines = (out / "test_results.tsv").read_text().splitlines()
+    probs = np.array([[float(v) for v in line.split("\t")] for line in lines])
+    texts, _ = _mrpc("test")
+    want = tf.nn.softmax(model.predict(texts, verbose=0)).numpy()
+    assert probs.shape == want.shape == (5, 2)
+    tolerance.assert_float32_close(probs, want, scale=1.0)
