@@ -422,9 +422,10 @@ def test_v1_train_with_eval_during_training(
     assert float(results["f1"]) == pytest.approx(want["f1"])
     assert float(results["exact_match"]) == pytest.approx(want["exact_match"])
     history = (out / "eval_history.txt").read_text().splitlines()
-    assert [line.split()[2] for line in history] == ["2", "4"]
+    steps = [line.split("global_step = ")[1].split()[0] for line in history]
+    assert steps == ["2", "4"]
     best = _eval_results(out / "best" / "eval_results.txt")
-    f1s = [float(line.split("f1 = ")[1].split()[0]) for line in history]
+    f1s = [float(line.split(" f1 = ")[1].split()[0]) for line in history]
     assert float(best["best_metric"]) == pytest.approx(max(f1s))
     step = best["global_step"]
     assert (out / "best" / f"model.ckpt-{step}.index").exists()

@@ -25,6 +25,7 @@ from modeling.data import glue
 from modeling.data import input_pipeline
 from modeling.tasks import classifier_eval
 from modeling.tasks import common
+from modeling.tasks import fine_tuning
 from modeling.text import tokenization
 
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
@@ -291,16 +292,15 @@ def train(task):
         d = task.read_records(train_file, s.train_batch_size, True, True)
         return d.skip(start_step)
 
-    if s.eval_during_training:
-        trainer.build(dataset_fn(0).element_spec)
+    def make_evaluate(model):
         eval_file = classifier_eval.eval_examples_and_file(task)
-        keeper = classifier_eval.BestCheckpointKeeper(
-            task, trainer.model, eval_file, write=trainer.is_chief
+        return lambda step: classifier_eval.evaluate(
+            task, model, eval_file, step
         )
-        # Evaluate (and keep the best) after every checkpoint the loop saves.
-        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
-    trainer.train(dataset_fn)
-    return trainer
+
+    return fine_tuning.train(
+        trainer, dataset_fn, s, task.processor.main_metric, make_evaluate
+    )
 
 
 def restore_for_inference(task, trainer, element_spec):
@@ -365,7 +365,7 @@ def run(settings):
             task, trainer.model, eval_file, trainer.global_step
         )
         if trainer.is_chief:
-            classifier_eval.write_eval_results(
+            fine_tuning.write_eval_results(
                 task.path(common.EVAL_RESULTS_FILE), results
             )
     if s.do_predict:

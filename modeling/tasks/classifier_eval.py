@@ -12,20 +12,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import checkpoints
 from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.data import tfrecord_io
-from modeling.tasks import common
 from modeling.tasks import metrics
-from modeling.training import checkpoint_manager
 from modeling.training import distribute
 
-EVAL_HISTORY_FILE = "eval_history.txt"
 TEST_RESULTS_FILE = "test_results.tsv"
-BEST_DIR = "best"
 
 _PREDICT_STEPS = weakref.WeakKeyDictionary()
 
@@ -122,14 +117,6 @@ def evaluate(task, model, eval_file, global_step):
     return results
 
 
-def write_eval_results(path, results):
-    """Logs the results and writes them to `path` (eval_results.txt)."""
-    logging.info(
-        "***** Eval results *****\n%s", metrics.format_eval_results(results)
-    )
-    common.write_eval_results(path, metrics.as_reported(results))
-
-
 def predict(task, model, write=True):
     """Predicts the test set: test_results.tsv (+ the GLUE submission file).
 
@@ -173,71 +160,3 @@ def predict(task, model, write=True):
             task.label_list,
         )
     return outputs
-
-
-class BestCheckpointKeeper:
-    """--eval_during_training: evaluates at each checkpoint, keeps the best.
-
-    The best model's weights (no optimizer slots, so it is small and loads
-    like a released checkpoint plus the head) go to output_dir/best/ as
-    `model.ckpt-<step>` with its `eval_results.txt`; every evaluation is
-    appended to output_dir/eval_history.txt.
-
-    Args:
-      task: the ClassifierTask.
-      model: the BertClassifier being trained.
-      eval_file: eval.tf_record.
-      write: whether this process writes files (the chief of a multi-worker
-        run); every worker evaluates, as the collective ops require.
-    """
-
-    def __init__(self, task, model, eval_file, write=True):
-        self.task = task
-        self.model = model
-        self.eval_file = eval_file
-        self.write = write
-        self.metric = task.processor.main_metric
-        self.best_dir = task.path(BEST_DIR)
-        self.best_value = _previous_best(self.best_dir, self.metric)
-
-    def __call__(self, global_step):
-        """Evaluates the current weights; returns the eval results."""
-        results = evaluate(self.task, self.model, self.eval_file, global_step)
-        value = results[self.metric]
-        if not self.write:
-            return results
-        history = self.task.path(EVAL_HISTORY_FILE)
-        line = metrics.format_eval_results(results).replace("\n", "  ")
-        with tf.io.gfile.GFile(history, "a") as f:
-            f.write(line.rstrip() + "\n")
-        if self.best_value is None or value > self.best_value:
-            logging.info(
-                "New best %s = %s at step %d", self.metric, value, global_step
-            )
-            self.best_value = value
-            # The trainable weights under their original names (no Keras
-            # dropout seed states), as the training checkpoints hold them.
-            arrays = checkpoint_manager.model_variables(self.model)
-            checkpoints.write_checkpoint(
-                os.path.join(self.best_dir, f"model.ckpt-{int(global_step)}"),
-                arrays,
-                global_step=global_step,
-                keep_max=1,
-            )
-            write_eval_results(
-                os.path.join(self.best_dir, common.EVAL_RESULTS_FILE), results
-            )
-        return results
-
-
-def _previous_best(best_dir, metric):
-    """The main metric of an earlier run's best checkpoint (resume), if any."""
-    path = os.path.join(best_dir, common.EVAL_RESULTS_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        for line in f:
-            key, _, value = line.partition(" = ")
-            if key == metric:
-                return float(value)
-    return None

@@ -1,6 +1,7 @@
 """What run_ner.py and run_multiple_choice.py share: in-memory feature
-arrays as tf.data pipelines, the model's logits over a dataset in order,
-and --eval_during_training's best-checkpoint keeping.
+arrays as tf.data pipelines, the model's logits over a dataset in order;
+and what every fine-tuning script shares: --eval_during_training's
+best-checkpoint keeping (`train`, `BestCheckpointKeeper`).
 
 Their features are small (a few int arrays per example), so they are kept
 as numpy arrays rather than written to TFRecords first.
@@ -14,15 +15,15 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
-from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.tasks import metrics
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 
-# Names shared with run_classifier's --eval_during_training.
-BEST_DIR = classifier_eval.BEST_DIR
-EVAL_HISTORY_FILE = classifier_eval.EVAL_HISTORY_FILE
+# --eval_during_training: the best checkpoint's folder in output_dir, and the
+# file every evaluation is appended to.
+BEST_DIR = "best"
+EVAL_HISTORY_FILE = "eval_history.txt"
 
 _PREDICT_STEPS = weakref.WeakKeyDictionary()
 
@@ -140,17 +141,18 @@ def write_eval_results(path, results):
 
 class BestCheckpointKeeper:
     """--eval_during_training: evaluates at each checkpoint, keeps the best,
-    as run_classifier does: the best weights (no optimizer slots) in
-    output_dir/best/model.ckpt-<step> with its eval_results.txt, every
-    evaluation appended to output_dir/eval_history.txt.
+    the same for every fine-tuning script: the best weights (no optimizer
+    slots, so it is small and loads like a released checkpoint plus the
+    head) in output_dir/best/model.ckpt-<step> with its eval_results.txt,
+    every evaluation appended to output_dir/eval_history.txt.
 
     Args:
-      evaluate: global_step -> dict of eval results.
+      evaluate: global_step -> dict of eval results (with global_step).
       model: the model being trained.
       output_dir: str.
       metric: the key of the results to maximize (e.g. "eval_f1").
-      write: whether this process writes files (the chief); every worker
-        evaluates.
+      write: whether this process writes files (the chief of a multi-worker
+        run); every worker evaluates, as the collective ops require.
     """
 
     def __init__(self, evaluate, model, output_dir, metric, write=True):
@@ -160,9 +162,10 @@ class BestCheckpointKeeper:
         self.metric = metric
         self.write = write
         self.best_dir = os.path.join(output_dir, BEST_DIR)
-        self.best_value = classifier_eval._previous_best(self.best_dir, metric)
+        self.best_value = _previous_best(self.best_dir, metric)
 
     def __call__(self, global_step):
+        """Evaluates the current weights; returns the eval results."""
         results = self.evaluate(global_step)
         if not self.write:
             return results
@@ -176,6 +179,8 @@ class BestCheckpointKeeper:
                 "New best %s = %s at step %d", self.metric, value, global_step
             )
             self.best_value = value
+            # The trainable weights under their original names (no Keras
+            # dropout seed states), as the training checkpoints hold them.
             checkpoints.write_checkpoint(
                 os.path.join(self.best_dir, f"model.ckpt-{int(global_step)}"),
                 checkpoint_manager.model_variables(self.model),
@@ -186,3 +191,53 @@ class BestCheckpointKeeper:
                 os.path.join(self.best_dir, common.EVAL_RESULTS_FILE), results
             )
         return results
+
+
+def _previous_best(best_dir, metric):
+    """`metric` of an earlier run's best checkpoint (resume), if any."""
+    path = os.path.join(best_dir, common.EVAL_RESULTS_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        for line in f:
+            key, _, value = line.partition(" = ")
+            if key == metric:
+                return float(value)
+    return None
+
+
+def train(trainer, dataset_fn, settings, metric, make_evaluate):
+    """Runs `trainer.train(dataset_fn)`; with --eval_during_training, first
+    hooks a BestCheckpointKeeper on `metric` to every checkpoint it saves.
+
+    Args:
+      trainer: the task's Trainer.
+      dataset_fn: start_step -> the training batches from that step on.
+      settings: the task's FineTuningSettings.
+      metric: the eval results' key that picks the best checkpoint.
+      make_evaluate: model -> (global_step -> eval results); called once,
+        only when evaluating during training (it reads the eval data).
+
+    Returns:
+      The trainer.
+    """
+    if settings.eval_during_training:
+        trainer.build(dataset_fn(0).element_spec)
+        keeper = BestCheckpointKeeper(
+            make_evaluate(trainer.model),
+            trainer.model,
+            settings.output_dir,
+            metric,
+            write=trainer.is_chief,
+        )
+        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
+    trainer.train(dataset_fn)
+    return trainer
+
+
+def logits(strategy, model, arrays, batch_size):
+    """The model's logits for every row of the feature `arrays`, in batches
+    of `batch_size` (the last one padded, its padding dropped)."""
+    padded, n = pad_to_batch(arrays, batch_size)
+    dataset = inference_dataset(padded, batch_size)
+    return predict_logits(strategy, model, dataset)[:n]

@@ -161,19 +161,13 @@ def train(task):
             arrays, s.train_batch_size, s.random_seed, start_step
         )
 
-    if s.eval_during_training:
-        trainer.build(dataset_fn(0).element_spec)
+    def make_evaluate(model):
         eval_arrays = read_eval_arrays(task)
-        keeper = fine_tuning.BestCheckpointKeeper(
-            lambda step: evaluate(task, trainer.model, eval_arrays, step),
-            trainer.model,
-            s.output_dir,
-            "eval_accuracy",
-            write=trainer.is_chief,
-        )
-        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
-    trainer.train(dataset_fn)
-    return trainer
+        return lambda step: evaluate(task, model, eval_arrays, step)
+
+    return fine_tuning.train(
+        trainer, dataset_fn, s, "eval_accuracy", make_evaluate
+    )
 
 
 def read_eval_arrays(task):
@@ -181,15 +175,11 @@ def read_eval_arrays(task):
     return task.arrays(swag.read_swag(path, "dev"))
 
 
-def logits_of(task, model, arrays, batch_size):
-    padded, n = fine_tuning.pad_to_batch(arrays, batch_size)
-    dataset = fine_tuning.inference_dataset(padded, batch_size)
-    return fine_tuning.predict_logits(task.strategy, model, dataset)[:n]
-
-
 def evaluate(task, model, arrays, global_step):
     """eval_accuracy and eval_loss (mean cross-entropy over the choices)."""
-    logits = logits_of(task, model, arrays, task.settings.eval_batch_size)
+    logits = fine_tuning.logits(
+        task.strategy, model, arrays, task.settings.eval_batch_size
+    )
     labels = arrays[LABEL_IDS]
     return {
         "eval_accuracy": float(np.mean(np.argmax(logits, -1) == labels)),
@@ -203,7 +193,9 @@ def predict(task, model, write=True):
     s = task.settings
     path = task.data_path("predict_file", PREDICT_FILES, "prediction")
     examples = swag.read_swag(path, "test", require_label=False)
-    logits = logits_of(task, model, task.arrays(examples), s.predict_batch_size)
+    logits = fine_tuning.logits(
+        task.strategy, model, task.arrays(examples), s.predict_batch_size
+    )
     probabilities = tf.nn.softmax(logits, axis=-1).numpy()
     if write:
         lines = [

@@ -221,19 +221,11 @@ def train(task, train_data):
             arrays, s.train_batch_size, s.random_seed, start_step
         )
 
-    if s.eval_during_training:
-        trainer.build(dataset_fn(0).element_spec)
+    def make_evaluate(model):
         eval_data = read_eval_data(task)
-        keeper = fine_tuning.BestCheckpointKeeper(
-            lambda step: evaluate(task, trainer.model, eval_data, step),
-            trainer.model,
-            s.output_dir,
-            "eval_f1",
-            write=trainer.is_chief,
-        )
-        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
-    trainer.train(dataset_fn)
-    return trainer
+        return lambda step: evaluate(task, model, eval_data, step)
+
+    return fine_tuning.train(trainer, dataset_fn, s, "eval_f1", make_evaluate)
 
 
 def read_eval_data(task):
@@ -251,9 +243,7 @@ def predict_words(task, model, sentences, batch_size):
       (tags per sentence, logits [W, T, L] of the real windows, arrays).
     """
     arrays, feats = task.features(sentences)
-    padded, n = fine_tuning.pad_to_batch(arrays, batch_size)
-    dataset = fine_tuning.inference_dataset(padded, batch_size)
-    logits = fine_tuning.predict_logits(task.strategy, model, dataset)[:n]
+    logits = fine_tuning.logits(task.strategy, model, arrays, batch_size)
     predicted = np.argmax(logits, axis=-1)
     tags = conll.word_predictions(feats, predicted, sentences, task.label_list)
     return tags, logits, arrays

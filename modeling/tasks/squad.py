@@ -40,16 +40,14 @@ from modeling import models
 from modeling.data import input_pipeline
 from modeling.data import squad as squad_data
 from modeling.tasks import common
+from modeling.tasks import fine_tuning
 from modeling.tasks import squad_metrics
 from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
-from modeling.training import checkpoint_manager
 from modeling.training import distribute
 
 TRAIN_RECORD_FILE = "train.tf_record"
 EVAL_RECORD_FILE = "eval.tf_record"
-BEST_DIR = "best"
-EVAL_HISTORY_FILE = "eval_history.txt"
 # The original shuffles the training examples once with this seed.
 EXAMPLE_SHUFFLE_SEED = 12345
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
@@ -296,15 +294,34 @@ def train(task):
         d = read_records(task, train_file, s.train_batch_size, True)
         return d.skip(start_step)
 
-    if s.eval_during_training:
-        trainer.build(dataset_fn(0).element_spec)
-        task.predictor = Predictor(task, trainer.model)
-        keeper = BestCheckpointKeeper(
-            task, task.predictor, write=trainer.is_chief
+    # The best checkpoint by F1 (best_f1 with --best_null_threshold), under
+    # the key best_metric in its eval_results.txt.
+    return fine_tuning.train(
+        trainer, dataset_fn, s, "best_metric", lambda m: _scorer(task, m)
+    )
+
+
+def _scorer(task, model):
+    """--eval_during_training: global_step -> the official scores of a
+    prediction of --predict_file with the current weights."""
+    s = task.settings
+    task.predictor = Predictor(task, model)
+    if task.predictor.gold is None:
+        raise ValueError(
+            f"--eval_during_training: {s.predict_file} has no answers to score"
         )
-        trainer.save_callbacks.append(lambda step, prefix: keeper(step))
-    trainer.train(dataset_fn)
-    return trainer
+    key = "best_f1" if s.best_null_threshold else "f1"
+
+    def evaluate(global_step):
+        gold = task.predictor.gold
+        results = score(
+            task.predictor.predict(), gold, s.version_2_with_negative
+        )
+        return dict(
+            results, global_step=int(global_step), best_metric=results[key]
+        )
+
+    return evaluate
 
 
 def _build_element_spec(task):
@@ -528,65 +545,6 @@ def predict(task, predictor, global_step, write=True):
         )
         common.write_eval_results(task.path(common.EVAL_RESULTS_FILE), results)
     return predictions, results
-
-
-class BestCheckpointKeeper:
-    """--eval_during_training: predicts and scores at each checkpoint; the
-    best by F1 goes to output_dir/best/ (weights only, with its
-    eval_results.txt); every score is appended to eval_history.txt."""
-
-    def __init__(self, task, predictor, write=True):
-        self.task = task
-        self.predictor = predictor
-        self.write = write
-        if predictor.gold is None:
-            raise ValueError(
-                f"--eval_during_training: {task.settings.predict_file} has "
-                "no answers to score"
-            )
-        self.best_dir = task.path(BEST_DIR)
-        self.best_f1 = _previous_best(self.best_dir)
-
-    def __call__(self, global_step):
-        s = self.task.settings
-        predictions = self.predictor.predict()
-        results = score(
-            predictions, self.predictor.gold, s.version_2_with_negative
-        )
-        key = "best_f1" if s.best_null_threshold else "f1"
-        value = results[key]
-        if not self.write:
-            return results
-        line = "  ".join(f"{k} = {results[k]}" for k in sorted(results))
-        with tf.io.gfile.GFile(self.task.path(EVAL_HISTORY_FILE), "a") as f:
-            f.write(f"global_step = {global_step}  {line}\n")
-        if self.best_f1 is None or value > self.best_f1:
-            logging.info("New best %s = %s at step %d", key, value, global_step)
-            self.best_f1 = value
-            arrays = checkpoint_manager.model_variables(self.predictor.model)
-            checkpoints.write_checkpoint(
-                os.path.join(self.best_dir, f"model.ckpt-{int(global_step)}"),
-                arrays,
-                global_step=global_step,
-                keep_max=1,
-            )
-            common.write_eval_results(
-                os.path.join(self.best_dir, common.EVAL_RESULTS_FILE),
-                dict(results, global_step=int(global_step), best_metric=value),
-            )
-        return results
-
-
-def _previous_best(best_dir):
-    path = os.path.join(best_dir, common.EVAL_RESULTS_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        for line in f:
-            key, _, value = line.partition(" = ")
-            if key == "best_metric":
-                return float(value)
-    return None
 
 
 def run(settings):
