@@ -241,3 +241,49 @@ def logits(strategy, model, arrays, batch_size):
     padded, n = pad_to_batch(arrays, batch_size)
     dataset = inference_dataset(padded, batch_size)
     return predict_logits(strategy, model, dataset)[:n]
+
+
+def restore_for_inference(task, trainer, element_spec, head):
+    """Without --do_train: the newest checkpoint in output_dir, else
+    --init_checkpoint, whose `head` (e.g. "choice head") is untrained: a
+    warning says so (Trainer.restore_for_inference)."""
+    s = task.settings
+    trainer.restore_for_inference(
+        element_spec,
+        missing_message=(
+            f"No checkpoint in --output_dir={s.output_dir} and no "
+            "--init_checkpoint: nothing to evaluate. Train first "
+            "(--do_train)."
+        ),
+        init_warning=(
+            f"No checkpoint in {s.output_dir}: using {s.init_checkpoint}, "
+            f"whose {head} is untrained."
+        ),
+    )
+    return trainer
+
+
+def evaluate_predict_export(task, trainer, evaluate, predict, export):
+    """The steps after training, as the flags ask: --do_eval (eval_results.txt),
+    --do_predict, --export_dir (the chief writes).
+
+    Args:
+      evaluate: (model, global_step) -> eval results.
+      predict: (task, model, write) -> writes test_results.tsv.
+      export: model -> writes the serving SavedModel to --export_dir.
+
+    Returns:
+      The eval results (dict) when do_eval, else None.
+    """
+    s = task.settings
+    results = None
+    if s.do_eval:
+        results = evaluate(trainer.model, trainer.global_step)
+        if trainer.is_chief:
+            write_eval_results(task.path(common.EVAL_RESULTS_FILE), results)
+    if s.do_predict:
+        predict(task, trainer.model, trainer.is_chief)
+    if s.export_dir and trainer.is_chief:
+        export(trainer.model)
+        logging.info("Exported the serving SavedModel to %s", s.export_dir)
+    return results

@@ -217,39 +217,21 @@ def run(settings):
     if s.do_train:
         trainer = train(task)
     else:
-        trainer = make_trainer(task)
-        trainer.restore_for_inference(
-            element_spec(task),
-            missing_message=(
-                f"No checkpoint in --output_dir={s.output_dir} and no "
-                "--init_checkpoint: nothing to evaluate. Train first "
-                "(--do_train)."
-            ),
-            init_warning=(
-                f"No checkpoint in {s.output_dir}: using "
-                f"{s.init_checkpoint}, whose choice head is untrained."
-            ),
+        trainer = fine_tuning.restore_for_inference(
+            task, make_trainer(task), element_spec(task), "choice head"
         )
-    results = None
-    if s.do_eval:
-        results = evaluate(
-            task, trainer.model, read_eval_arrays(task), trainer.global_step
-        )
-        if trainer.is_chief:
-            fine_tuning.write_eval_results(
-                task.path(common.EVAL_RESULTS_FILE), results
-            )
-    if s.do_predict:
-        predict(task, trainer.model, trainer.is_chief)
-    if s.export_dir and trainer.is_chief:
+
+    def export(model):
         from modeling.export import task_serving
 
         task_serving.export_multiple_choice(
-            trainer.model,
-            s.vocab_file,
-            s.do_lower_case,
-            s.max_seq_length,
-            s.export_dir,
+            model, s.vocab_file, s.do_lower_case, s.max_seq_length, s.export_dir
         )
-        logging.info("Exported the serving SavedModel to %s", s.export_dir)
-    return results
+
+    return fine_tuning.evaluate_predict_export(
+        task,
+        trainer,
+        lambda model, step: evaluate(task, model, read_eval_arrays(task), step),
+        predict,
+        export,
+    )
