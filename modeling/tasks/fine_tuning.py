@@ -7,6 +7,7 @@ Their features are small (a few int arrays per example), so they are kept
 as numpy arrays rather than written to TFRecords first.
 """
 
+import dataclasses
 import os
 import weakref
 
@@ -15,8 +16,10 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
+from modeling import config as config_lib
 from modeling.tasks import common
 from modeling.tasks import metrics
+from modeling.text import tokenization
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 
@@ -30,6 +33,62 @@ _PREDICT_STEPS = weakref.WeakKeyDictionary()
 
 # The root-scope head of the classifier, tagger and multiple-choice models.
 HEAD_VARIABLES = ("output_weights", "output_bias")
+
+
+@dataclasses.dataclass
+class ArrayTask:
+    """What a task of run_ner / run_multiple_choice holds: its settings, the
+    model config, the tokenizer and the strategy (`ArrayTask.prepare`)."""
+
+    settings: common.FineTuningSettings
+    bert_config: config_lib.BertConfig
+    tokenizer: tokenization.FullTokenizer
+    strategy: tf.distribute.Strategy
+
+    @classmethod
+    def prepare(cls, settings):
+        """Checks the settings and sets up; returns the task.
+
+        Raises:
+          ValueError: no mode, max_seq_length too long, case mismatch, vocab
+            larger than the model's.
+        """
+        s = settings
+        tokenization.validate_case_matches_checkpoint(
+            s.do_lower_case, s.init_checkpoint
+        )
+        if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
+            raise ValueError(
+                "At least one of `do_train`, `do_eval` or `do_predict' must "
+                "be True (or give --export_dir)."
+            )
+        bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
+        config_lib.check_max_seq_length(s.max_seq_length, bert_config)
+        config_lib.check_vocab_size(s.vocab_file, bert_config)
+        strategy = common.set_up(s)
+        tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
+        return cls(s, bert_config, tokenizer, strategy)
+
+    def path(self, name):
+        """`name` in output_dir."""
+        return os.path.join(self.settings.output_dir, name)
+
+    def data_path(self, flag, names, what):
+        """The file of a flag, else the first of `names` in data_dir."""
+        s = self.settings
+        value = getattr(s, flag)
+        if value:
+            return value
+        if not s.data_dir:
+            raise ValueError(f"--{flag} or --data_dir is required for {what}")
+        for name in names:
+            path = os.path.join(s.data_dir, name)
+            if tf.io.gfile.exists(path):
+                return path
+        raise FileNotFoundError(
+            f"No {what} file in --data_dir={s.data_dir} (looked for "
+            f"{', '.join(names)}); name it with --{flag}"
+        )
 
 
 def init_from_checkpoint(model, path):

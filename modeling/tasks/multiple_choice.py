@@ -12,13 +12,11 @@ warmup `int(steps * warmup_proportion)`, as run_classifier counts them.
 """
 
 import dataclasses
-import os
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import config as config_lib
 from modeling import losses
 from modeling import models
 from modeling.data import file_io
@@ -26,7 +24,6 @@ from modeling.data import swag
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import metrics
-from modeling.text import tokenization
 
 TEST_RESULTS_FILE = "test_results.tsv"
 # Looked for in data_dir, in this order (SWAG's names first).
@@ -50,31 +47,7 @@ class Settings(common.FineTuningSettings):
 
 
 @dataclasses.dataclass
-class ChoiceTask:
-    settings: Settings
-    bert_config: config_lib.BertConfig
-    tokenizer: tokenization.FullTokenizer
-    strategy: tf.distribute.Strategy
-
-    def path(self, name):
-        return os.path.join(self.settings.output_dir, name)
-
-    def data_path(self, flag, names, what):
-        s = self.settings
-        value = getattr(s, flag)
-        if value:
-            return value
-        if not s.data_dir:
-            raise ValueError(f"--{flag} or --data_dir is required for {what}")
-        for name in names:
-            path = os.path.join(s.data_dir, name)
-            if tf.io.gfile.exists(path):
-                return path
-        raise FileNotFoundError(
-            f"No {what} file in --data_dir={s.data_dir} (looked for "
-            f"{', '.join(names)}); name it with --{flag}"
-        )
-
+class ChoiceTask(fine_tuning.ArrayTask):
     def arrays(self, examples):
         """numpy int32 features: [N, C, T] sequences, [N] labels."""
         lists = swag.convert_examples(
@@ -84,21 +57,8 @@ class ChoiceTask:
 
 
 def prepare(settings):
-    s = settings
-    tokenization.validate_case_matches_checkpoint(
-        s.do_lower_case, s.init_checkpoint
-    )
-    if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
-        raise ValueError(
-            "At least one of `do_train`, `do_eval` or `do_predict' must be "
-            "True (or give --export_dir)."
-        )
-    bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
-    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
-    config_lib.check_vocab_size(s.vocab_file, bert_config)
-    strategy = common.set_up(s)
-    tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
-    return ChoiceTask(s, bert_config, tokenizer, strategy)
+    """Checks the settings; builds the task (fine_tuning.ArrayTask)."""
+    return ChoiceTask.prepare(settings)
 
 
 def loss_fn(features, logits):

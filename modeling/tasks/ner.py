@@ -17,13 +17,11 @@ output_dir/label_list.txt so that eval and predict use the same ids.
 """
 
 import dataclasses
-import os
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import config as config_lib
 from modeling import losses
 from modeling import models
 from modeling.data import conll
@@ -31,7 +29,6 @@ from modeling.tasks import common
 from modeling.tasks import conlleval
 from modeling.tasks import fine_tuning
 from modeling.tasks import metrics
-from modeling.text import tokenization
 
 PREDICTIONS_FILE = "test_predictions.txt"
 # Looked for in data_dir, in this order, unless a file flag names one.
@@ -56,32 +53,8 @@ class Settings(common.FineTuningSettings):
 
 
 @dataclasses.dataclass
-class NerTask:
-    settings: Settings
-    bert_config: config_lib.BertConfig
-    tokenizer: tokenization.FullTokenizer
-    strategy: tf.distribute.Strategy
+class NerTask(fine_tuning.ArrayTask):
     label_list: list = None
-
-    def path(self, name):
-        return os.path.join(self.settings.output_dir, name)
-
-    def data_path(self, flag, names, what):
-        """The file of a flag, else the first of `names` in data_dir."""
-        s = self.settings
-        value = getattr(s, flag)
-        if value:
-            return value
-        if not s.data_dir:
-            raise ValueError(f"--{flag} or --data_dir is required for {what}")
-        for name in names:
-            path = os.path.join(s.data_dir, name)
-            if tf.io.gfile.exists(path):
-                return path
-        raise FileNotFoundError(
-            f"No {what} file in --data_dir={s.data_dir} (looked for "
-            f"{', '.join(names)}); name it with --{flag}"
-        )
 
     def features(self, sentences):
         """Windowed features of the sentences as numpy arrays, and the
@@ -100,27 +73,8 @@ class NerTask:
 
 
 def prepare(settings):
-    """Checks the settings; builds the task (the label list comes later).
-
-    Raises:
-      ValueError: no mode, max_seq_length too long, case mismatch, vocab
-        larger than the model's.
-    """
-    s = settings
-    tokenization.validate_case_matches_checkpoint(
-        s.do_lower_case, s.init_checkpoint
-    )
-    if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
-        raise ValueError(
-            "At least one of `do_train`, `do_eval` or `do_predict' must be "
-            "True (or give --export_dir)."
-        )
-    bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
-    config_lib.check_max_seq_length(s.max_seq_length, bert_config)
-    config_lib.check_vocab_size(s.vocab_file, bert_config)
-    strategy = common.set_up(s)
-    tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
-    return NerTask(s, bert_config, tokenizer, strategy)
+    """Checks the settings; builds the task (fine_tuning.ArrayTask)."""
+    return NerTask.prepare(settings)
 
 
 def resolve_labels(task, train_data=None):
