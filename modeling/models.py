@@ -27,6 +27,14 @@ class _TaskModel(keras.Model):
     # loaded (the runners' --init_checkpoint does the same).
     HEAD_VARIABLES = ()
 
+    def get_config(self):
+        """The constructor's arguments; the BertConfig as a dict."""
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "use_one_hot_embeddings": self.use_one_hot_embeddings,
+        }
+
     @classmethod
     def from_config(cls, config):
         config = dict(config)
@@ -126,13 +134,6 @@ class BertPretrainer(_TaskModel):
         outputs["next_sentence_log_probs"] = nsp
         return outputs
 
-    def get_config(self):
-        return {
-            "name": self.name,
-            "config": self.config.to_dict(),
-            "use_one_hot_embeddings": self.use_one_hot_embeddings,
-        }
-
 
 @keras.saving.register_keras_serializable(package="bert")
 class BertClassifier(_TaskModel):
@@ -193,12 +194,7 @@ class BertClassifier(_TaskModel):
         return self.classifier(outputs[self._INPUT], training=training)
 
     def get_config(self):
-        return {
-            "name": self.name,
-            "config": self.config.to_dict(),
-            "num_labels": self.num_labels,
-            "use_one_hot_embeddings": self.use_one_hot_embeddings,
-        }
+        return dict(super().get_config(), num_labels=self.num_labels)
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -239,13 +235,6 @@ class BertSpanLabeler(_TaskModel):
         outputs = self.bert(features, training=training)
         start, end = self.cls(outputs["sequence_output"])
         return {"start_logits": start, "end_logits": end}
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "config": self.config.to_dict(),
-            "use_one_hot_embeddings": self.use_one_hot_embeddings,
-        }
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -315,10 +304,3 @@ class BertMultipleChoice(_TaskModel):
         pooled = self.bert(flat, training=training)["pooled_output"]
         pooled = keras.ops.reshape(pooled, (shape[0], shape[1], -1))
         return self.classifier(pooled, training=training)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            "config": self.config.to_dict(),
-            "use_one_hot_embeddings": self.use_one_hot_embeddings,
-        }
