@@ -250,3 +250,76 @@ def test_one_output_prefix(tokenizer, tmp_path, beam_workers):
     outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
     with pytest.raises(ValueError, match="give one --output_file"):
         beam_runner.create_with_beam([str(CORPUS)], outputs, tokenizer, OPTIONS)
+
+
+def _processes_with(marker):
+    """Pids of live processes whose environment holds `marker`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if marker.encode() in f.read():
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def test_sigterm_stops_the_pipeline_and_leaves_nothing(tmp_path, beam_workers):
+    """SIGTERM while Beam's workers write shards: exit 143 within seconds,
+    no worker process left, nothing published and no hidden folder."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(CORPUS.read_text(encoding="utf-8") * 4, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    marker = f"BERT_BEAM_TEST={uuid.uuid4().hex}"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO_ROOT / "create_pretraining_data.py"),
+            f"--input_file={corpus}",
+            f"--output_file={out / 'out.tfrecord'}",
+            f"--vocab_file={VOCAB}",
+            "--dupe_factor=10",
+            "--runner=beam",
+            "--shard_size_mb=0.05",
+            f"--beam_pipeline_options={TWO_WORKERS}",
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, marker.split("=")[0]: marker.split("=")[1]},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 120
+        # The hidden folder's first shard file: workers are writing.
+        while not list(out.glob(".out.tfrecord.tmp-*/shard-*")):
+            assert child.poll() is None, child.stderr.read()[-3000:]
+            assert time.time() < deadline, "no shard was being written"
+            time.sleep(0.05)
+        # The launcher and its worker processes carry the marker.
+        assert len(_processes_with(marker)) >= 2
+        child.send_signal(signal.SIGTERM)
+        start = time.time()
+        _, stderr = child.communicate(timeout=60)
+        stopped_after = time.time() - start
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 143, stderr[-3000:]
+    assert stopped_after < 30, stopped_after
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert os.listdir(out) == []
+    deadline = time.time() + 10  # workers may take a moment to go
+    while _processes_with(marker) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _processes_with(marker) == []
