@@ -64,29 +64,6 @@ class ConllFile:
     has_tags: bool
 
 
-def _read_lines(path):
-    path = os.fspath(path)
-    if file_io.is_remote(path):
-        import tensorflow as tf  # Only remote paths need TensorFlow.
-
-        gfile = tf.io.gfile
-        if not gfile.exists(path):
-            raise FileNotFoundError(f"Data file not found: {path}")
-        with gfile.GFile(path, "rb") as f:
-            data = f.read()
-    else:
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"Data file not found: {path}")
-        with open(path, "rb") as f:
-            data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ValueError(f"{path} line {line}: not UTF-8 text") from None
-    return text.splitlines()
-
-
 def iob1_to_iob2(tags):
     """IOB1 (or mixed) tags of one sentence -> IOB2: an `I-X` that does not
     continue an entity of type X (after `B-X` or `I-X`) becomes `B-X`.
@@ -126,7 +103,7 @@ def read_conll(path, require_tags=True):
         a malformed tag; or a file with no sentence.
     """
     path = os.fspath(path)
-    lines = _read_lines(path)
+    lines = file_io.read_text(path).splitlines()
     sentences = []
     num_columns = None
     words, tags, numbers = [], [], []
@@ -185,7 +162,11 @@ def labels_from_sentences(sentences):
 
 def read_label_list(path):
     """output_dir/label_list.txt: one label per line, in id order."""
-    labels = [line.strip() for line in _read_lines(path) if line.strip()]
+    labels = [
+        line.strip()
+        for line in file_io.read_text(path).splitlines()
+        if line.strip()
+    ]
     if not labels:
         raise ValueError(f"{path}: no labels")
     return labels

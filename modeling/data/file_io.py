@@ -192,6 +192,32 @@ def atomic_write(final, mode="w", encoding="utf-8"):
         raise
 
 
+def read_text(path):
+    """The UTF-8 text of a local or remote file.
+
+    Raises:
+      FileNotFoundError: naming the file.
+      ValueError: `<path> line N: not UTF-8 text`.
+    """
+    path = os.fspath(path)
+    if is_remote(path):
+        gfile = _gfile()
+        if not gfile.exists(path):
+            raise FileNotFoundError(f"Data file not found: {path}")
+        with gfile.GFile(path, "rb") as f:
+            data = f.read()
+    else:
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"Data file not found: {path}")
+        with open(path, "rb") as f:
+            data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ValueError(f"{path} line {line}: not UTF-8 text") from None
+
+
 def write_text(path, text):
     """Writes the str `text` to `path` atomically (see `atomic_write`)."""
     with atomic_write(path) as f:

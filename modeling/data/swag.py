@@ -19,6 +19,8 @@ import io
 import os
 import re
 
+from modeling.data import file_io
+
 _ENDING = re.compile(r"^ending(\d+)$")
 LABEL_COLUMN = "label"
 
@@ -42,27 +44,6 @@ class SwagExample:
     label: int | None
 
 
-def _read_text(path):
-    path = os.fspath(path)
-    if "://" in path:
-        import tensorflow as tf  # Only remote paths need TensorFlow.
-
-        if not tf.io.gfile.exists(path):
-            raise FileNotFoundError(f"Data file not found: {path}")
-        with tf.io.gfile.GFile(path, "rb") as f:
-            data = f.read()
-    else:
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"Data file not found: {path}")
-        with open(path, "rb") as f:
-            data = f.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise ValueError(f"{path} line {line}: not UTF-8 text") from None
-
-
 def read_swag(path, set_type="train", require_label=True):
     """Reads a SWAG CSV file.
 
@@ -82,7 +63,7 @@ def read_swag(path, set_type="train", require_label=True):
         that is not a choice index. An empty file, or one without rows.
     """
     path = os.fspath(path)
-    reader = csv.reader(io.StringIO(_read_text(path), newline=""))
+    reader = csv.reader(io.StringIO(file_io.read_text(path), newline=""))
     header = next(reader, None)
     if not header:
         raise ValueError(f"{path}: empty file (no CSV header)")

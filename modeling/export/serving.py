@@ -170,8 +170,15 @@ def export_classifier(
         "max_seq_length": max_seq_length,
         "outputs": ["score"] if is_regression else ["probabilities", "logits"],
     }
+    return save_export(server, export_dir, server.signatures(), info)
+
+
+def save_export(server, export_dir, signatures, info):
+    """Writes `server` as a SavedModel with `info` in
+    assets.extra/bert_export.json, atomically: under a temporary name beside
+    `export_dir`, then renamed onto it (an old export is replaced)."""
     with file_io.atomic_path(export_dir.rstrip("/")) as tmp_dir:
-        tf.saved_model.save(server, tmp_dir, signatures=server.signatures())
+        tf.saved_model.save(server, tmp_dir, signatures=signatures)
         extra = os.path.join(tmp_dir, "assets.extra")
         tf.io.gfile.makedirs(extra)
         with tf.io.gfile.GFile(os.path.join(extra, EXPORT_INFO_FILE), "w") as f:

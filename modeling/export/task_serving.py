@@ -23,12 +23,8 @@ window), a sentence split greedily into windows of whole words of at most
 max_seq_length - 2 pieces, the tag of a word read at its first piece.
 """
 
-import json
-import os
-
 import tensorflow as tf
 
-from modeling.data import file_io
 from modeling.export import serving
 from modeling.text import in_graph
 from modeling.text import vocabulary
@@ -187,16 +183,9 @@ class ChoiceServer(tf.Module):
 
 
 def _save(server, export_dir, info):
-    """The SavedModel and assets.extra/bert_export.json, atomically."""
+    """The SavedModel (raw text in) and its bert_export.json, atomically."""
     signatures = {SERVING_DEFAULT: server.serve_text.get_concrete_function()}
-    with file_io.atomic_path(export_dir.rstrip("/")) as tmp_dir:
-        tf.saved_model.save(server, tmp_dir, signatures=signatures)
-        extra = os.path.join(tmp_dir, "assets.extra")
-        tf.io.gfile.makedirs(extra)
-        with tf.io.gfile.GFile(os.path.join(extra, EXPORT_INFO_FILE), "w") as f:
-            f.write(json.dumps(info, indent=2) + "\n")
-        file_io.remove_if_exists(export_dir)
-    return export_dir
+    return serving.save_export(server, export_dir, signatures, info)
 
 
 def export_tagger(

@@ -69,6 +69,22 @@ class ArrayTask:
         tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
         return cls(s, bert_config, tokenizer, strategy)
 
+    def make_trainer(
+        self, build_model, loss_fn, num_train_steps=1, num_warmup_steps=0
+    ):
+        """A Trainer of `build_model()` that starts from --init_checkpoint:
+        the encoder, and the head too if it has this model's shape."""
+        s = self.settings
+        return common.make_trainer(
+            s,
+            self.strategy,
+            build_model,
+            loss_fn,
+            lambda model: init_from_checkpoint(model, s.init_checkpoint),
+            num_train_steps,
+            num_warmup_steps,
+        )
+
     def path(self, name):
         """`name` in output_dir."""
         return os.path.join(self.settings.output_dir, name)
@@ -292,6 +308,18 @@ def train(trainer, dataset_fn, settings, metric, make_evaluate):
         trainer.save_callbacks.append(lambda step, prefix: keeper(step))
     trainer.train(dataset_fn)
     return trainer
+
+
+def train_on_arrays(trainer, arrays, settings, metric, make_evaluate):
+    """`train` on in-memory feature arrays (`train_dataset`: shuffled with
+    --random_seed, resumable at any step)."""
+
+    def dataset_fn(start_step):
+        return train_dataset(
+            arrays, settings.train_batch_size, settings.random_seed, start_step
+        )
+
+    return train(trainer, dataset_fn, settings, metric, make_evaluate)
 
 
 def logits(strategy, model, arrays, batch_size):

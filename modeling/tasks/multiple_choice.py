@@ -71,20 +71,11 @@ def loss_fn(features, logits):
 
 
 def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
-    s = task.settings
-
-    def init_fn(model):
-        # The encoder; the head too if it has this model's shape.
-        fine_tuning.init_from_checkpoint(model, s.init_checkpoint)
-
-    return common.make_trainer(
-        s,
-        task.strategy,
+    return task.make_trainer(
         lambda: models.BertMultipleChoice(
-            task.bert_config, use_one_hot_embeddings=s.use_tpu
+            task.bert_config, use_one_hot_embeddings=task.settings.use_tpu
         ),
         loss_fn,
-        init_fn,
         num_train_steps,
         num_warmup_steps,
     )
@@ -116,17 +107,12 @@ def train(task):
     )
     trainer = make_trainer(task, num_train_steps, num_warmup_steps)
 
-    def dataset_fn(start_step):
-        return fine_tuning.train_dataset(
-            arrays, s.train_batch_size, s.random_seed, start_step
-        )
-
     def make_evaluate(model):
         eval_arrays = read_eval_arrays(task)
         return lambda step: evaluate(task, model, eval_arrays, step)
 
-    return fine_tuning.train(
-        trainer, dataset_fn, s, "eval_accuracy", make_evaluate
+    return fine_tuning.train_on_arrays(
+        trainer, arrays, s, "eval_accuracy", make_evaluate
     )
 
 
