@@ -33,6 +33,8 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import machine  # bench/machine.py, beside this script
+
 from modeling import config as config_lib
 from modeling import encoder
 
@@ -107,17 +109,8 @@ def bench_model(precision, jit_compile, batch_size, seq_length, iters):
 
 
 def machine_info():
-    cpu = platform.processor()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            names = [
-                ln.split(":", 1)[1].strip() for ln in f if "model name" in ln
-            ]
-        cpu = names[0] if names else cpu
     return {
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "load_average_1m": os.getloadavg()[0],
+        **machine.describe(),
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,

@@ -74,6 +74,8 @@ import subprocess
 import sys
 import time
 
+import machine  # bench/machine.py, beside this script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The demo's pre-training settings (scripts/demo.sh).
 DEMO = {
@@ -350,12 +352,7 @@ def main(argv):
         results.append(json.loads(lines[-1][len("RESULT ") :]))
     report = {
         "date": datetime.datetime.now(datetime.UTC).isoformat(),
-        "machine": {
-            "node": platform.node(),
-            "processor": _cpu_model(),
-            "cpus": os.cpu_count(),
-            "load_average_1_5_15": os.getloadavg(),
-        },
+        "machine": {"node": platform.node(), **machine.describe()},
         "settings": {
             "model": "BERT-base",
             "batch": args.batch,
@@ -366,17 +363,6 @@ def main(argv):
         "results": results,
     }
     print(json.dumps(report, indent=2))
-
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":
