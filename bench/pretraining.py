@@ -29,6 +29,23 @@ fraction is meaningful even when the absolute rate is not:
 | mixed_bfloat16 (contended) | 0.291 | 0.94 | 21.6 | ~6 |
 | mixed_bfloat16 + XLA (contended) | 0.582 | 0.60 | 68.3 | ~5 |
 
+Measured 2026-11-23 on another 2-vCPU "AMD EPYC" VM, one with AVX-512 and
+native bf16 dot products (avx512_bf16), no other job running, `python
+bench/pretraining.py --steps=5 --warmup=2`; its matmul peak is ten times the
+AVX2 VM's:
+
+| mode | seq/s | x float32 | fraction of peak | matmul peak GFLOP/s (fp32 / bf16) |
+|---|---|---|---|---|
+| float32 | 3.26 | 1.00 | 0.57 (fp32) | 401 / 734 |
+| float32 + XLA | 3.68 | 1.13 | 0.59 (fp32) | 435 / 774 |
+| mixed_bfloat16 | 4.88 | 1.49 | 0.45 (bf16), 0.79 of fp32 | 429 / 766 |
+| mixed_bfloat16 + XLA | 3.13 | 0.96 | 0.28 (bf16), 0.50 of fp32 | 435 / 776 |
+
+The fastest mode differs with the CPU: on the AVX2 VM bf16 gave fp32's
+speed (its bf16 matmul is no faster); on this one mixed_bfloat16 without XLA
+is 1.49x float32, and with XLA (which does not use oneDNN's kernels) bf16
+falls back to 0.96x.
+
 `--parts=dynamic_masking` (dynamic masking, modeling/data/dynamic_masking.py)
 times, in one subprocess, on the demo's settings (scripts/demo.sh: the
 2-layer 128-wide scripts/demo_bert_config.json, seq 64, 10 predictions, batch
