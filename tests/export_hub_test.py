@@ -17,6 +17,7 @@ import sys
 import hub_helpers
 import numpy as np
 import pytest
+import script_runner
 import tensorflow as tf
 import tolerance
 
@@ -130,10 +131,9 @@ with open(sys.argv[3], "w") as f:
 def minilm_export(minilm_ckpt, tmp_path_factory):
     """export_hub.py --export_type=both (the default) of the MiniLM folder."""
     path = tmp_path_factory.mktemp("minilm_hub") / "export"
-    proc = subprocess.run(
+    script_runner.run_script(
+        "export_hub.py",
         [
-            sys.executable,
-            str(REPO / "export_hub.py"),
             f"--bert_config_file={minilm_ckpt / 'bert_config.json'}",
             f"--init_checkpoint={minilm_ckpt}",
             f"--vocab_file={minilm_ckpt / 'vocab.txt'}",
@@ -141,13 +141,7 @@ def minilm_export(minilm_ckpt, tmp_path_factory):
             f"--export_path={path}",
             f"--max_seq_length={SEQ}",
         ],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
     return path
 
 

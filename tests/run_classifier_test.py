@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 import pytest
+import script_runner
 import tensorflow as tf
 import tolerance
 
@@ -72,15 +73,7 @@ def mrpc_run(tmp_path_factory, minilm_ckpt):
         f"--export_dir={out / 'export'}",
         "--random_seed=1",
     ]
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "run_classifier.py"), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    script_runner.run_script("run_classifier.py", args)
     return out
 
 

@@ -23,6 +23,7 @@ import sys
 
 import numpy as np
 import pytest
+import script_runner
 import tensorflow as tf
 import tolerance
 
@@ -85,22 +86,15 @@ def runs(minilm_ckpt, no_dropout, tmp_path_factory):
     classifier_lib.run(settings)
     with_hub = tmp_path_factory.mktemp("with_hub")
     flags = [f"--{k}={v}" for k, v in COMMON.items()]
-    proc = subprocess.run(
+    script_runner.run_script(
+        "run_classifier_with_tfhub.py",
         [
-            sys.executable,
-            str(REPO / "run_classifier_with_tfhub.py"),
             f"--bert_hub_module_handle={encoder}",
             f"--output_dir={with_hub}",
             f"--export_dir={with_hub / 'export'}",
             *flags,
         ],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=900,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
     return reference, with_hub
 
 

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 import pytest
+import script_runner
 import tensorflow as tf
 import tolerance
 from constants import TINY_CONFIG
@@ -307,15 +308,7 @@ def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
         ).get_tensor("global_step")
     )
     assert 0 < stopped < 320
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "run_multiple_choice.py"), *args],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = script_runner.run_script("run_multiple_choice.py", args, timeout=600)
     assert f"at global_step {stopped}" in proc.stderr
     results = (out / "eval_results.txt").read_text()
     assert "global_step = 320" in results
