@@ -285,8 +285,16 @@ class AtomicRecordWriters:
         self.num_written = 0
 
     def __enter__(self):
-        for path in self._temps:
-            self._writers.append(tfrecord_io.open_writer(path))
+        try:
+            # The files are created and their removal registered in one
+            # step: a SIGTERM between the two (no __exit__ runs when
+            # __enter__ raises) would leave a temporary file behind.
+            with errors.sigterm_deferred():
+                for path in self._temps:
+                    self._writers.append(tfrecord_io.open_writer(path))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def write(self, record):
