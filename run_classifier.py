@@ -10,9 +10,18 @@
 Writes, as the original: train.tf_record, eval.tf_record, predict.tf_record,
 checkpoints (original variable names, classifier head `output_weights` /
 `output_bias` at the root scope), eval_results.txt and test_results.tsv.
-Added: --eval_during_training (keeps the best checkpoint under
-output_dir/best/), --glue_submission_dir, --export_dir (serving SavedModel
-on raw text) and the shared speed/distribution flags of modeling/flags.py.
+Added: predictions.jsonl (each test row's id, predicted label and
+probabilities by label name), --eval_during_training (keeps the best
+checkpoint under output_dir/best/), --glue_submission_dir, --export_dir
+(serving SavedModel on raw text), the shared speed/distribution flags of
+modeling/flags.py, and your own files:
+
+    python run_classifier.py --task_name=custom \
+      --train_file=train.csv --dev_file=dev.csv --test_file=new.jsonl \
+      --text_a_column=review --label_column=stars ... (the flags above)
+
+(classification, regression or multi-label; labels.json beside the
+checkpoints keeps the labels for later predict and export runs).
 """
 
 from absl import flags
@@ -33,7 +42,9 @@ flags.DEFINE_string(
     "task_name",
     None,
     "The name of the task to train (case-insensitive): cola, mnli, mrpc, "
-    "xnli (the original's) or sst-2, sts-b, qqp, qnli, rte, wnli, mnli-mm, ax.",
+    "xnli (the original's) or sst-2, sts-b, qqp, qnli, rte, wnli, mnli-mm, "
+    "ax; or custom: your own CSV / TSV / JSON Lines files (--train_file, "
+    "--dev_file, --test_file; --data_dir then optional).",
 )
 ## Other parameters
 shared_flags.define_flags(*shared_flags.FINE_TUNING)
@@ -83,6 +94,81 @@ flags.DEFINE_bool(
     "to float rounding, several times faster on short texts (GLUE). "
     "Default: on, except on TPU (fixed shapes); --nodynamic_padding pads "
     "every batch to max_seq_length as the original.",
+)
+
+## Added: your own files (--task_name=custom)
+flags.DEFINE_string(
+    "train_file",
+    None,
+    "--task_name=custom: the training file, .csv, .tsv, .jsonl or .json "
+    "(JSON Lines), with a header row (CSV/TSV) naming the columns. Default: "
+    "train.csv / .tsv / .jsonl in --data_dir.",
+)
+flags.DEFINE_string(
+    "dev_file", None, "--task_name=custom: the dev file (as --train_file)."
+)
+flags.DEFINE_string(
+    "test_file",
+    None,
+    "--task_name=custom: the file to predict (as --train_file; no label "
+    "column needed). Streamed: any number of rows.",
+)
+flags.DEFINE_enum(
+    "task_type",
+    None,
+    ["classification", "regression", "multi_label"],
+    "--task_name=custom: one label per row (classification), a number "
+    "(regression: the STS-B head and metrics), or a set of labels "
+    "(multi_label: a sigmoid per label). Default: output_dir/labels.json's, "
+    "else classification.",
+)
+flags.DEFINE_string(
+    "text_a_column",
+    None,
+    "--task_name=custom: the text column. Default: text_a, else the first "
+    "of sentence1, sentence, text, question that the file has.",
+)
+flags.DEFINE_string(
+    "text_b_column",
+    None,
+    "--task_name=custom: the second text of sentence pairs (default: none).",
+)
+flags.DEFINE_string(
+    "label_column", None, "--task_name=custom: the label column (default: label)."
+)
+flags.DEFINE_string(
+    "id_column",
+    None,
+    "--task_name=custom: the id written to predictions.jsonl. Default: id, "
+    "idx, index or guid if the file has one, else the row's line number.",
+)
+flags.DEFINE_string(
+    "labels",
+    None,
+    "--task_name=custom: the labels in id order, comma-separated. Default: "
+    "output_dir/labels.json (written by training), else the sorted "
+    "distinct training labels. List them to allow dev labels unseen in "
+    "training.",
+)
+flags.DEFINE_string(
+    "label_separator",
+    ",",
+    "--task_type=multi_label: splits a CSV/TSV label field into labels "
+    "(JSON Lines may give a list).",
+)
+flags.DEFINE_float(
+    "multi_label_threshold",
+    0.5,
+    "--task_type=multi_label: a label is predicted when its probability is "
+    "at least this.",
+)
+flags.DEFINE_bool(
+    "skip_bad_rows",
+    False,
+    "--task_name=custom: skip rows that are malformed (a ragged CSV row, a "
+    "bad JSON line), have an empty text, an unknown label or a non-numeric "
+    "regression target, counting and logging them, instead of stopping "
+    "with an error naming the file and line.",
 )
 
 shared_flags.define_common_flags()
@@ -164,8 +250,8 @@ def run():
     """Console entry point (setup.py: bert-run-classifier)."""
     shared_flags.run_script(
         main,
+        # --data_dir too, except with --task_name=custom (checked then).
         required=(
-            "data_dir",
             "task_name",
             "vocab_file",
             "bert_config_file",

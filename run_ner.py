@@ -1,4 +1,5 @@
-"""BERT token classification (named entities, CoNLL-2003 format).
+"""BERT token classification (named entities, CoNLL-2003 format; any
+tagging task in CoNLL-style or JSON Lines files).
 
     python run_ner.py --do_train --do_eval --do_predict \
       --data_dir=$CONLL_DIR --vocab_file=$BERT_BASE_DIR/vocab.txt \
@@ -13,7 +14,14 @@ others). Writes checkpoints (original variable names; the head's
 `output_weights` [L, H] / `output_bias` [L] at the root scope),
 label_list.txt, eval_results.txt (entity precision/recall/F1 as conlleval,
 token accuracy, loss) and test_predictions.txt (the predict file with a
-predicted-tag column).
+predicted-tag column) and predictions.jsonl (per sentence: id, tokens,
+predicted tags).
+
+Files ending in .jsonl / .json are JSON Lines, one sentence per line:
+{"id": ..., "tokens": [...], "tags": [...]} (--tokens_field, --tags_field).
+Other files are CoNLL-style: the word first, the tag last (--tag_column).
+Tags in any scheme: IOB1/IOB2, IOBES, BILOU (entity F1) or plain labels
+(token accuracy).
 """
 
 from absl import flags
@@ -62,6 +70,23 @@ flags.DEFINE_string(
     None,
     "Write a serving SavedModel here: its signature takes raw sentences (space-separated words) and returns one tag per word, "
     "tokenized in the graph.",
+)
+flags.DEFINE_integer(
+    "tag_column",
+    None,
+    "CoNLL-style files: the column of the tags, counted from 1 (the word is "
+    "column 1). Default: the last.",
+)
+flags.DEFINE_string(
+    "tokens_field",
+    "tokens",
+    "JSON Lines files (.jsonl/.json): the field holding each sentence's "
+    "list of words.",
+)
+flags.DEFINE_string(
+    "tags_field",
+    "tags",
+    "JSON Lines files: the field holding the list of tags (one per word).",
 )
 shared_flags.define_common_flags()
 

@@ -3,7 +3,9 @@
 The formulas are the original's: the masked-LM loss is weighted by
 `masked_lm_weights` and divided by their sum plus 1e-5; the next-sentence,
 classifier and span losses are mean softmax cross-entropies; a regression
-task (STS-B) uses the mean squared error of its single output.
+task (STS-B) uses the mean squared error of its single output. A
+multi-label task (not in the original) uses each label's sigmoid
+cross-entropy, averaged over the labels and the batch.
 """
 
 import keras
@@ -14,20 +16,34 @@ from keras import ops
 MLM_LOSS_EPSILON = 1e-5
 
 
-def classifier_example_loss(logits, labels, is_regression=False):
+def classifier_example_loss(
+    logits, labels, is_regression=False, multi_label=False
+):
     """run_classifier's loss of each example: the softmax cross-entropy of
     its label, or for a regression task the squared error of the single
-    output.
+    output, or for a multi-label task the sigmoid cross-entropy of each
+    label, averaged over the labels.
 
     Args:
         logits: float Tensor [B, L] (L = 1 for a regression task).
-        labels: int Tensor [B] (float for regression).
+        labels: int Tensor [B] (float for regression; 0/1 [B, L] for
+            multi-label).
         is_regression: bool.
+        multi_label: bool.
 
     Returns:
         float32 Tensor [B].
     """
     logits = ops.cast(logits, "float32")
+    if multi_label:
+        targets = ops.cast(labels, "float32")
+        # max(x, 0) - x * z + log(1 + exp(-|x|)): stable for any logit.
+        nll = (
+            ops.maximum(logits, 0.0)
+            - logits * targets
+            + ops.log1p(ops.exp(-ops.abs(logits)))
+        )
+        return ops.mean(nll, axis=-1)
     if is_regression:
         labels = ops.reshape(ops.cast(labels, "float32"), (-1,))
         return ops.square(logits[:, 0] - labels)
@@ -37,14 +53,16 @@ def classifier_example_loss(logits, labels, is_regression=False):
     return -ops.sum(one_hot * log_probs, axis=-1)
 
 
-def classifier_loss(logits, labels, is_regression=False):
+def classifier_loss(logits, labels, is_regression=False, multi_label=False):
     """run_classifier's loss: the mean of `classifier_example_loss` over the
     whole batch (is_real_example is not used, as in the original).
 
     Returns:
         float32 scalar.
     """
-    return ops.mean(classifier_example_loss(logits, labels, is_regression))
+    return ops.mean(
+        classifier_example_loss(logits, labels, is_regression, multi_label)
+    )
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -54,17 +72,31 @@ class ClassifierLoss(keras.losses.Loss):
 
     Args:
         is_regression: bool, the squared error of a single output.
+        multi_label: bool, a sigmoid cross-entropy per label.
     """
 
-    def __init__(self, is_regression=False, name="classifier_loss", **kwargs):
+    def __init__(
+        self,
+        is_regression=False,
+        multi_label=False,
+        name="classifier_loss",
+        **kwargs,
+    ):
         super().__init__(name=name, **kwargs)
         self.is_regression = is_regression
+        self.multi_label = multi_label
 
     def call(self, y_true, y_pred):
-        return classifier_example_loss(y_pred, y_true, self.is_regression)
+        return classifier_example_loss(
+            y_pred, y_true, self.is_regression, self.multi_label
+        )
 
     def get_config(self):
-        return dict(super().get_config(), is_regression=self.is_regression)
+        return dict(
+            super().get_config(),
+            is_regression=self.is_regression,
+            multi_label=self.multi_label,
+        )
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions):

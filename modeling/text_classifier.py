@@ -8,6 +8,12 @@
     model.save("mrpc.keras")           # keras.models.load_model reads it
     model.save_checkpoint("mrpc_out")  # model.ckpt-N, as run_classifier's
 
+Your own CSV / TSV / JSON Lines files, read as run_classifier.py
+--task_name=custom reads them:
+
+    train = BertTextClassifier.read_file("train.csv")   # x, y, labels, ids
+    model.fit(train.x, train.y, epochs=3)
+
 `BertTextClassifier` is a `BertPreprocessor` (in-graph tokenizer and packer)
 in front of a `models.BertClassifier`. `fit`, `evaluate` and `predict` take
 raw strings (or (text_a, text_b) pairs) and labels, and run the
@@ -40,6 +46,7 @@ without gradient accumulation. `fit` runs `epochs * steps_per_epoch` steps
 the number of examples.
 """
 
+import collections
 import os
 
 import keras
@@ -75,6 +82,8 @@ class BertTextClassifier(keras.Model):
       preprocessor: preprocessing.BertPreprocessor.
       is_regression: bool, a single output trained with the squared error
         (STS-B); needs num_labels 1.
+      multi_label: bool, a set of labels per text: labels are 0/1 arrays
+        [N, num_labels], each output a sigmoid's logit.
       dynamic_padding: bool, cut each batch to its longest sequence
         (rounded up to 8): the same numbers up to float rounding, less work
         on short texts. Turn it off on TPUs (fixed shapes).
@@ -89,6 +98,7 @@ class BertTextClassifier(keras.Model):
         preprocessor,
         is_regression=False,
         dynamic_padding=True,
+        multi_label=False,
         **kwargs,
     ):
         kwargs.setdefault("name", "bert_text_classifier")
@@ -98,9 +108,12 @@ class BertTextClassifier(keras.Model):
                 "A regression classifier has one output: num_labels=1, got "
                 f"{classifier.num_labels}"
             )
+        if is_regression and multi_label:
+            raise ValueError("is_regression and multi_label exclude each other")
         self.classifier = classifier
         self.preprocessor = preprocessor
         self.is_regression = bool(is_regression)
+        self.multi_label = bool(multi_label)
         self.dynamic_padding = bool(dynamic_padding)
         # Raw texts (lists of str too) reach `call` as they are.
         self._convert_input_args = False
@@ -118,6 +131,7 @@ class BertTextClassifier(keras.Model):
         is_regression=False,
         dynamic_padding=True,
         bert_config_file=None,
+        multi_label=False,
     ):
         """The classifier of a checkpoint folder.
 
@@ -129,7 +143,7 @@ class BertTextClassifier(keras.Model):
           sequence_length: int, the scripts' max_seq_length.
           do_lower_case: bool; None: from the vocabulary (uncased when it
             has no upper-case token).
-          is_regression, dynamic_padding: see the class.
+          is_regression, dynamic_padding, multi_label: see the class.
           bert_config_file: str, another config than the folder's.
 
         Raises:
@@ -151,7 +165,78 @@ class BertTextClassifier(keras.Model):
             preprocessor,
             is_regression=is_regression,
             dynamic_padding=dynamic_padding,
+            multi_label=multi_label,
         )
+
+    @staticmethod
+    def read_file(
+        path,
+        labels=None,
+        task_type="classification",
+        text_a_column=None,
+        text_b_column=None,
+        label_column=None,
+        label_separator=",",
+        skip_bad_rows=False,
+    ):
+        """A CSV / TSV / JSON Lines file as `fit`'s inputs, read as
+        run_classifier.py --task_name=custom reads it (the same columns,
+        labels, ids and errors; modeling/data/custom.py):
+
+            train = BertTextClassifier.read_file("train.csv")
+            model = BertTextClassifier.from_checkpoint(
+                folder, num_labels=len(train.labels))
+            model.fit(train.x, train.y, epochs=3)
+            dev = BertTextClassifier.read_file("dev.csv", labels=train.labels)
+
+        Args:
+          path: the file.
+          labels: the labels in id order; None: the file's, sorted (give
+            the training file's labels when reading a dev file).
+          task_type: "classification", "regression" or "multi_label".
+          text_a_column, text_b_column, label_column, label_separator,
+            skip_bad_rows: as run_classifier.py's flags.
+
+        Returns:
+          FileInputs(x, y, labels, ids): x the texts (or a (text_a, text_b)
+          pair of arrays), y the class ids (floats for regression, 0/1
+          [N, L] for multi-label), labels in id order (None for
+          regression), ids each row's id (its id column or line).
+
+        Raises:
+          ValueError: naming the file and line (see run_classifier.py's
+            --task_name=custom).
+        """
+        from modeling.data import custom
+
+        processor = custom.CustomProcessor(
+            task_type=task_type,
+            files={"train": os.fspath(path)},
+            text_a_column=text_a_column,
+            text_b_column=text_b_column,
+            label_column=label_column,
+            labels=labels,
+            label_separator=label_separator,
+            skip_bad_rows=skip_bad_rows,
+        )
+        examples = processor.get_train_examples()
+        processor.set_labels_from_training()
+        labels = processor.get_labels()
+        if task_type == "regression":
+            y = np.array([float(e.label) for e in examples], np.float32)
+        elif task_type == "multi_label":
+            y = np.array(
+                [[int(n in e.label) for n in labels] for e in examples],
+                np.int32,
+            ).reshape(len(examples), len(labels))
+        else:
+            ids = {name: i for i, name in enumerate(labels)}
+            y = np.array([ids[e.label] for e in examples], np.int32)
+        text_a = np.array([e.text_a for e in examples], dtype=object)
+        x = text_a
+        if processor.has_text_b:
+            x = (text_a, np.array([e.text_b for e in examples], dtype=object))
+        return FileInputs(x, y, labels, [e.index for e in examples])
 
     # === Keras ===
 
@@ -191,13 +276,15 @@ class BertTextClassifier(keras.Model):
                 learning_rate, warmup_proportion=warmup_proportion
             )
         if _is_auto(loss):
-            loss = losses.ClassifierLoss(self.is_regression)
+            loss = losses.ClassifierLoss(self.is_regression, self.multi_label)
         if _is_auto(metrics):
-            metrics = (
-                []
-                if self.is_regression
-                else [keras.metrics.SparseCategoricalAccuracy("accuracy")]
-            )
+            if self.is_regression:
+                metrics = []
+            elif self.multi_label:
+                # Each label's decision at p = 0.5 (logit 0).
+                metrics = [keras.metrics.BinaryAccuracy("accuracy", 0.0)]
+            else:
+                metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
         super().compile(
             optimizer=optimizer,
             loss=loss,
@@ -328,6 +415,7 @@ class BertTextClassifier(keras.Model):
             ),
             "is_regression": self.is_regression,
             "dynamic_padding": self.dynamic_padding,
+            "multi_label": self.multi_label,
         }
 
     @classmethod
@@ -401,6 +489,7 @@ class BertTextClassifier(keras.Model):
             has_text_b=has_text_b,
             label_list=label_list,
             max_seq_length=self.preprocessor.sequence_length,
+            multi_label=self.multi_label,
         )
 
     # === Input pipelines ===
@@ -456,6 +545,11 @@ class BertTextClassifier(keras.Model):
         self.train_function = None
 
 
+class FileInputs(collections.namedtuple("FileInputs", "x y labels ids")):
+    """`BertTextClassifier.read_file`'s result: fit's x and y, the labels
+    in id order, each row's id."""
+
+
 def _texts(x):
     """The texts as what from_tensor_slices and BertPreprocessor take:
     one array, or a tuple of two (pairs)."""
@@ -496,7 +590,7 @@ def _examples(x, y):
         raise ValueError("Labels are missing: fit/evaluate(x=texts, y=labels)")
     texts = _texts(x)
     labels = np.asarray(y)
-    if labels.dtype.kind not in "biuf":
+    if labels.dtype.kind not in "biuf" or labels.ndim > 2:
         raise ValueError(
             f"Labels must be class ids (ints; floats for regression), got "
             f"{labels.dtype} values such as {labels.reshape(-1)[:3].tolist()}"

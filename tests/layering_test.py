@@ -30,7 +30,10 @@ TF_FREE_MODULES = (
     "modeling.data.feature_names",
     "modeling.data.file_io",
     "modeling.data.tfrecord_io",
+    "modeling.data.table_files",
+    "modeling.data.conll",
     "modeling.tasks.common",
+    "modeling.tasks.predictions",
 )
 
 

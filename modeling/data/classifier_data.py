@@ -27,8 +27,9 @@ class InputExample:
       text_a: string. The untokenized text of the first sequence.
       text_b: (Optional) string. The untokenized text of the second sequence;
         only for sequence pair tasks.
-      label: (Optional) string (a float for regression). The label of the
-        example; test examples carry a placeholder.
+      label: (Optional) string (a float for regression; a list of
+        strings for a multi-label task). The label of the example; test
+        examples carry a placeholder.
       index: (Optional) string. The id a GLUE submission file uses for this
         example (the test file's `index`/`id` column). Not in the original.
     """
@@ -96,7 +97,7 @@ def truncate_seq_pair(tokens_a, tokens_b, max_length, rng=None):
 
 
 def convert_single_example(
-    ex_index, example, label_list, max_seq_length, tokenizer
+    ex_index, example, label_list, max_seq_length, tokenizer, multi_label=False
 ):
     """Converts a single `InputExample` into a single `InputFeatures`.
 
@@ -109,6 +110,8 @@ def convert_single_example(
       max_seq_length: int, length of the padded sequences.
       tokenizer: an object with `tokenize(text)` and
         `convert_tokens_to_ids(tokens)` (modeling.text.tokenization.FullTokenizer).
+      multi_label: bool, the labels are sets: `label_id` is a 0/1 list over
+        label_list (not in the original).
 
     Returns:
       An `InputFeatures`.
@@ -118,11 +121,15 @@ def convert_single_example(
     """
     del ex_index  # The original only used it to log the first examples.
     if isinstance(example, PaddingInputExample):
+        if multi_label:
+            label_id = [0] * len(label_list)
+        else:
+            label_id = 0.0 if label_list is None else 0
         return InputFeatures(
             input_ids=[0] * max_seq_length,
             input_mask=[0] * max_seq_length,
             segment_ids=[0] * max_seq_length,
-            label_id=0.0 if label_list is None else 0,
+            label_id=label_id,
             is_real_example=False,
         )
     tokens_a = tokenizer.tokenize(example.text_a)
@@ -161,6 +168,14 @@ def convert_single_example(
 def _label_id(example, label_list):
     if label_list is None:
         return float(example.label)
+    if isinstance(example.label, (list, tuple)):  # A multi-label example.
+        unknown = set(example.label) - set(label_list)
+        if unknown:
+            raise ValueError(
+                f"Example {example.guid}: labels {sorted(unknown)} are not "
+                f"among the task's labels {label_list}"
+            )
+        return [int(label in example.label) for label in label_list]
     try:
         return label_list.index(example.label)
     except ValueError:
@@ -187,6 +202,8 @@ def features_to_example_bytes(feature):
     """Serializes an `InputFeatures` as the original's tf.train.Example."""
     if isinstance(feature.label_id, float):
         label = input_pipeline.float_feature([feature.label_id])
+    elif isinstance(feature.label_id, list):  # Multi-label: 0/1 per label.
+        label = input_pipeline.int_feature(feature.label_id)
     else:
         label = input_pipeline.int_feature([feature.label_id])
     names = input_pipeline.CLASSIFIER_SEQ_FEATURES
@@ -205,16 +222,27 @@ def features_to_example_bytes(feature):
 
 
 def file_based_convert_examples_to_features(
-    examples, label_list, max_seq_length, tokenizer, output_file
+    examples,
+    label_list,
+    max_seq_length,
+    tokenizer,
+    output_file,
+    multi_label=False,
+    total=None,
 ):
     """Converts a set of `InputExample`s to a TFRecord file (atomically).
 
     The file is written under a temporary name and renamed when complete, so
-    a crash never leaves a truncated `train.tf_record` behind.
+    a crash never leaves a truncated `train.tf_record` behind. `examples`
+    may be any iterable (a file streamed row by row); `total` is its
+    expected length for the progress lines when it has no len().
+
+    Returns:
+      The number of records written (not in the original).
     """
     counter = progress.Progress(
         f"Writing {os.path.basename(os.fspath(output_file))}",
-        total=len(examples) if hasattr(examples, "__len__") else None,
+        total=len(examples) if hasattr(examples, "__len__") else total,
     )
     with (
         file_io.atomic_path(output_file) as tmp_file,
@@ -222,11 +250,28 @@ def file_based_convert_examples_to_features(
     ):
         for ex_index, example in enumerate(examples):
             feature = convert_single_example(
-                ex_index, example, label_list, max_seq_length, tokenizer
+                ex_index,
+                example,
+                label_list,
+                max_seq_length,
+                tokenizer,
+                multi_label=multi_label,
             )
             writer.write(features_to_example_bytes(feature))
             counter.add()
-    counter.finish()
+    return counter.finish()
+
+
+def padded_to_batch(examples, batch_size):
+    """Yields `examples`, then `PaddingInputExample`s up to a multiple of
+    batch_size (`pad_examples` for an iterable of unknown length)."""
+    count = 0
+    for example in examples:
+        count += 1
+        yield example
+    while count % batch_size:
+        count += 1
+        yield PaddingInputExample()
 
 
 def pad_examples(examples, batch_size):
@@ -270,14 +315,22 @@ def write_glue_submission(path, examples, predictions, label_list):
       label_list: the task's labels (ids are written as these names); None
         for regression, whose scores are clipped to GLUE's range [0, 5].
     """
-    lines = ["index\tprediction\n"]
+    lines = [GLUE_SUBMISSION_HEADER]
     for example, prediction in zip(examples, predictions, strict=True):
-        if label_list is None:
-            value = f"{min(max(float(prediction), 0.0), 5.0):.3f}"
-        else:
-            value = label_list[int(prediction)]
-        lines.append(f"{example.index}\t{value}\n")
+        lines.append(glue_submission_line(example, prediction, label_list))
     file_io.write_text(path, "".join(lines))
+
+
+GLUE_SUBMISSION_HEADER = "index\tprediction\n"
+
+
+def glue_submission_line(example, prediction, label_list):
+    """One line of a GLUE leaderboard file (see `write_glue_submission`)."""
+    if label_list is None:
+        value = f"{min(max(float(prediction), 0.0), 5.0):.3f}"
+    else:
+        value = label_list[int(prediction)]
+    return f"{example.index}\t{value}\n"
 
 
 def data_file(data_dir, *names):

@@ -1,12 +1,20 @@
-"""CoNLL-2003 token classification data (run_ner.py): files -> sentences ->
-windowed features, and predictions back to the file's lines.
+"""Token classification data (run_ner.py): CoNLL-style files or JSON Lines ->
+sentences -> windowed features, and predictions back to the file's lines.
 
-The file format: one word per line, `word POS chunk tag` separated by spaces
-(any number of columns, the tag last; a file to predict may hold the words
-alone), a blank line between sentences, `-DOCSTART-` lines between
-documents. Tags in IOB1 (`I-X` starts an entity unless it continues one;
-`B-X` only between two adjacent entities of one type) are converted to IOB2
-(every entity starts with `B-X`) when read, and predictions are IOB2.
+CoNLL-style files: one word per line, space-separated columns (CoNLL-2003's
+`word POS chunk tag`; any number of columns, the word first, the tag last or
+at `tag_column`; a file to predict may hold the words alone), a blank line
+between sentences, `-DOCSTART-` lines between documents.
+
+JSON Lines (.jsonl / .json): one sentence per line, an object with a list of
+words and a list of tags (fields `tokens` and `tags` by default) and an
+optional `id`.
+
+Any tag scheme (`tag_scheme`): IOB1 or IOB2 (`B-X`, `I-X`, `O`; IOB1 is
+converted to IOB2, in which every entity starts with `B-X`, when read, and
+predictions are IOB2), IOBES / BILOU (kept as they are), or plain labels
+(part-of-speech tags, anything without a chunk prefix). run_ner scores
+entities (conlleval) for a chunk scheme and tokens otherwise.
 
 As in the BERT paper, each word is split into WordPieces and its label
 carried by the first piece; the other pieces get `label_mask` 0 and are not
@@ -31,37 +39,59 @@ OUTSIDE = "O"
 LABEL_LIST_FILE = "label_list.txt"
 
 
+# Tag schemes (`tag_scheme`).
+IOB, IOBES, BILOU, PLAIN = "IOB", "IOBES", "BILOU", "plain"
+CHUNK_SCHEMES = (IOB, IOBES, BILOU)
+_PREFIXES = {IOB: "BI", IOBES: "BIES", BILOU: "BILU"}
+JSON_EXTENSIONS = (".jsonl", ".json")
+
+
 @dataclasses.dataclass
 class Sentence:
-    """One sentence of a CoNLL file.
+    """One sentence of a CoNLL or JSON Lines file.
 
     Attributes:
       words: list of str.
-      tags: list of str (IOB2), or None for a file without tags.
-      line_numbers: the 1-based line of each word in its file.
+      tags: list of str (IOB1 read as IOB2), or None for a file without tags.
+      line_numbers: the 1-based line of each word in its file (a JSON Lines
+        file's: the lines of test_predictions.txt, see `read_json_lines`).
+      row: a JSON Lines file's line of the sentence, else None.
+      id: the sentence's id in predictions.jsonl: the JSON object's `id`,
+        else its line (a CoNLL file: the line of the first word).
     """
 
     words: list
     tags: list | None
     line_numbers: list
+    row: int | None = None
+    id: str | None = None
+
+    def where(self, path, word):
+        """"<path> line N" of a word (a JSON line: and its position)."""
+        if self.row is None:
+            return f"{path} line {self.line_numbers[word]}"
+        return f"{path} line {self.row} (word {word + 1})"
 
 
 @dataclasses.dataclass
 class ConllFile:
-    """A parsed CoNLL file: its sentences and every line as read (for
-    writing predictions back in place).
+    """A parsed CoNLL (or JSON Lines) file: its sentences and every line as
+    read (for writing predictions back in place).
 
     Attributes:
       path: str.
-      lines: the file's lines without line ends.
+      lines: the file's lines without line ends (a JSON Lines file: its
+        sentences as CoNLL lines, `word tag` or `word`).
       sentences: list of Sentence.
       has_tags: whether the word lines carry a tag column.
+      scheme: the tags' scheme (`tag_scheme`); None without tags.
     """
 
     path: str
     lines: list
     sentences: list
     has_tags: bool
+    scheme: str | None = None
 
 
 def iob1_to_iob2(tags):
@@ -80,32 +110,96 @@ def iob1_to_iob2(tags):
     return out
 
 
-def _check_tag(tag, where):
-    if tag == OUTSIDE:
-        return
-    if len(tag) > 2 and tag[:2] in ("B-", "I-"):
-        return
+def _split_tag(tag):
+    """`B-PER` -> ("B", "PER"); a tag without a chunk prefix -> (None, tag)."""
+    if len(tag) > 2 and tag[1] == "-" and tag[0] in "BIESLU":
+        return tag[0], tag[2:]
+    return None, tag
+
+
+def tag_scheme(tags):
+    """The scheme of a set of tags: IOB (O, B-X, I-X: IOB1 or IOB2), IOBES
+    (also E-X, S-X), BILOU (also L-X, U-X), or PLAIN (no chunk prefix at
+    all: part-of-speech tags, classes of words).
+
+    Raises:
+      ValueError: prefixed tags mixed with plain ones (other than O), or
+        the prefixes of two schemes.
+    """
+    prefixes, plain = set(), set()
+    for tag in tags:
+        prefix, _ = _split_tag(tag)
+        if prefix is not None:
+            prefixes.add(prefix)
+        elif tag != OUTSIDE:
+            plain.add(tag)
+    if not prefixes:
+        return PLAIN
+    if plain:
+        raise ValueError(
+            f"tag {sorted(plain)[0]!r} has no chunk prefix, but other tags "
+            f"use one ({', '.join(sorted(p + '-' for p in prefixes))}): "
+            "tags are O, B-<type>, I-<type> (IOB), with E-/S- (IOBES) or "
+            "L-/U- (BILOU), or all plain labels"
+        )
+    for scheme in CHUNK_SCHEMES:
+        if prefixes <= set(_PREFIXES[scheme]):
+            return scheme
     raise ValueError(
-        f"{where}: tag {tag!r} is not O, B-<type> or I-<type> (IOB1/IOB2)"
+        f"tags mix the prefixes {sorted(prefixes)} of IOBES and BILOU"
     )
 
 
-def read_conll(path, require_tags=True):
-    """Reads a CoNLL file.
+def _file_scheme(sentences, path):
+    """The scheme of a file's tags; its IOB1 sentences become IOB2.
+
+    Raises:
+      ValueError: naming the file and the line of the first tag that does
+        not fit the others (see `tag_scheme`).
+    """
+    tagged = [s for s in sentences if s.tags is not None]
+    try:
+        scheme = tag_scheme(t for s in tagged for t in s.tags)
+    except ValueError as e:
+        # Name the first plain (or odd-prefix) tag's line.
+        has_prefix = any(
+            _split_tag(t)[0] for s in tagged for t in s.tags
+        )
+        for s in tagged:
+            for i, tag in enumerate(s.tags):
+                prefix, _ = _split_tag(tag)
+                if has_prefix and prefix is None and tag != OUTSIDE:
+                    raise ValueError(f"{s.where(path, i)}: {e}") from None
+        raise ValueError(f"{path}: {e}") from None
+    if scheme == IOB:
+        for s in tagged:
+            s.tags = iob1_to_iob2(s.tags)
+    return scheme
+
+
+def read_conll(path, require_tags=True, tag_column=None):
+    """Reads a CoNLL-style file.
 
     Every word line must have as many space-separated columns as the file's
-    first word line. With `require_tags` that is at least 2 (the tag is the
-    last column); otherwise a file of one column holds words only.
+    first word line. With `require_tags` that is at least 2; otherwise a
+    file of one column holds words only.
+
+    Args:
+      path: str.
+      require_tags: a training or dev file.
+      tag_column: the 1-based column of the tags; None: the last.
 
     Raises:
       FileNotFoundError: no such file.
       ValueError: naming the file and line: not UTF-8, a wrong column count,
-        a malformed tag; or a file with no sentence.
+        a tag that does not fit the file's scheme; or a file with no
+        sentence.
     """
     path = os.fspath(path)
     lines = file_io.read_text(path).splitlines()
     sentences = []
     num_columns = None
+    tag_index = -1 if tag_column is None else tag_column - 1
     words, tags, numbers = [], [], []
 
     def flush():
@@ -113,8 +207,9 @@ def read_conll(path, require_tags=True):
             sentences.append(
                 Sentence(
                     list(words),
-                    iob1_to_iob2(tags) if num_columns > 1 else None,
+                    list(tags) if num_columns > 1 else None,
                     list(numbers),
+                    id=str(numbers[0]),
                 )
             )
         words.clear()
@@ -137,6 +232,13 @@ def read_conll(path, require_tags=True):
                     f"{where}: expected `word ... tag` (at least 2 "
                     f"space-separated columns), found {num_columns}"
                 )
+            if num_columns > 1 and tag_column is not None and not (
+                2 <= tag_column <= num_columns
+            ):
+                raise ValueError(
+                    f"{where}: --tag_column={tag_column}, but the word "
+                    f"lines have {num_columns} columns (the word is column 1)"
+                )
         elif len(columns) != num_columns:
             raise ValueError(
                 f"{where}: expected {num_columns} space-separated columns "
@@ -144,20 +246,112 @@ def read_conll(path, require_tags=True):
             )
         words.append(columns[0])
         if num_columns > 1:
-            _check_tag(columns[-1], where)
-            tags.append(columns[-1])
+            tags.append(columns[tag_index])
         numbers.append(i + 1)
     if num_columns is None:
         raise ValueError(f"{path}: no sentences (an empty CoNLL file)")
     flush()
-    return ConllFile(path, lines, sentences, num_columns > 1)
+    has_tags = num_columns > 1
+    scheme = _file_scheme(sentences, path) if has_tags else None
+    return ConllFile(path, lines, sentences, has_tags, scheme)
+
+
+def read_json_lines(
+    path, require_tags=True, tokens_field="tokens", tags_field="tags"
+):
+    """Reads a JSON Lines file of sentences: objects with a list of words
+    (`tokens_field`), a list of as many tags (`tags_field`; optional unless
+    `require_tags`) and an optional `id`.
+
+    The ConllFile's `lines` are the sentences as CoNLL lines (`word tag`, or
+    `word`, a blank line after each sentence): test_predictions.txt appends
+    the predicted tag to them.
+
+    Raises:
+      ValueError: naming the file and line: not JSON, a missing or empty
+        word list, words or tags that are not strings, a tag list of
+        another length; a file with no sentence.
+    """
+    from modeling.data import table_files
+
+    table = table_files.TableFile(path)
+    sentences, lines = [], []
+    has_tags = None
+    for row, value in table.rows():
+        where = table.where(row)
+        words = value.get(tokens_field)
+        if not isinstance(words, list) or not words:
+            raise ValueError(
+                f"{where}: expected a non-empty list of words in field "
+                f"{tokens_field!r} (--tokens_field); fields: {list(value)}"
+            )
+        tags = value.get(tags_field)
+        if has_tags is None:
+            has_tags = tags is not None
+        if require_tags and tags is None:
+            raise ValueError(
+                f"{where}: no field {tags_field!r} (--tags_field) with the "
+                f"tags; fields: {list(value)}"
+            )
+        if (tags is not None) != has_tags:
+            raise ValueError(
+                f"{where}: field {tags_field!r} is "
+                f"{'missing' if has_tags else 'present'} (unlike on the "
+                "first line)"
+            )
+        for what, items in (("word", words), ("tag", tags or [])):
+            for i, item in enumerate(items):
+                if not isinstance(item, str) or not item.strip():
+                    raise ValueError(
+                        f"{where}: {what} {i + 1} is not a non-empty "
+                        f"string: {item!r}"
+                    )
+                if what == "word" and len(item.split()) != 1:
+                    raise ValueError(
+                        f"{where}: word {i + 1} {item!r} holds white space "
+                        "(one word per list item)"
+                    )
+        if tags is not None and len(tags) != len(words):
+            raise ValueError(
+                f"{where}: {len(words)} words but {len(tags)} tags"
+            )
+        first = len(lines) + 1
+        for i, word in enumerate(words):
+            lines.append(word if tags is None else f"{word} {tags[i]}")
+        lines.append("")
+        sentences.append(
+            Sentence(
+                list(words),
+                None if tags is None else list(tags),
+                list(range(first, first + len(words))),
+                row=row,
+                id=str(value.get("id", row)),
+            )
+        )
+    if not sentences:
+        raise ValueError(f"{path}: no sentences (an empty JSON Lines file)")
+    scheme = _file_scheme(sentences, table.path) if has_tags else None
+    return ConllFile(table.path, lines, sentences, bool(has_tags), scheme)
+
+
+def read_tagged_file(
+    path,
+    require_tags=True,
+    tag_column=None,
+    tokens_field="tokens",
+    tags_field="tags",
+):
+    """A CoNLL-style file, or JSON Lines for a .jsonl / .json path."""
+    if os.fspath(path).lower().endswith(JSON_EXTENSIONS):
+        return read_json_lines(path, require_tags, tokens_field, tags_field)
+    return read_conll(path, require_tags, tag_column)
 
 
 def labels_from_sentences(sentences):
     """The label list of a training file: "O" first, then the others sorted
-    (so that the ids do not depend on the order of the file)."""
+    by type (so that the ids do not depend on the order of the file)."""
     found = {tag for s in sentences for tag in s.tags}
-    return sorted(found, key=lambda t: (t != OUTSIDE, t[2:], t))
+    return sorted(found, key=lambda t: (t != OUTSIDE, _split_tag(t)[1], t))
 
 
 def read_label_list(path):
@@ -186,10 +380,10 @@ def check_tags(conll, label_list):
     if not conll.has_tags:
         return
     for s in conll.sentences:
-        for tag, number in zip(s.tags, s.line_numbers):
+        for i, tag in enumerate(s.tags):
             if tag not in known:
                 raise ValueError(
-                    f"{conll.path} line {number}: unknown tag {tag!r}; the "
+                    f"{s.where(conll.path, i)}: unknown tag {tag!r}; the "
                     f"model's labels are {list(label_list)}"
                 )
 
@@ -272,7 +466,7 @@ def convert_sentences(sentences, label_list, max_seq_length, tokenizer):
                     tag = sentence.tags[w]
                     if tag not in label_ids:
                         raise ValueError(
-                            f"line {sentence.line_numbers[w]}: unknown tag "
+                            f"{sentence.where('', w).strip()}: unknown tag "
                             f"{tag!r}; the model's labels are {label_list}"
                         )
                     tag_id = label_ids[tag]

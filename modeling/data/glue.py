@@ -60,6 +60,17 @@ class DataProcessor:
         return self.labels is None
 
     @property
+    def task_type(self):
+        """"classification" or "regression" (modeling/data/custom.py adds
+        "multi_label")."""
+        return "regression" if self.is_regression else "classification"
+
+    def iter_test_examples(self, data_dir):
+        """The examples to predict, as an iterable (a custom task's file
+        streams)."""
+        return self.get_test_examples(data_dir)
+
+    @property
     def has_text_b(self):
         """Whether examples are sentence pairs (text_a and text_b)."""
         return self.test_columns[1] is not None

@@ -47,17 +47,21 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
     return spec
 
 
-def classifier_feature_spec(max_seq_length, label_dtype=tf.int64):
+def classifier_feature_spec(
+    max_seq_length, label_dtype=tf.int64, num_multi_labels=None
+):
     """The parsing spec of one classifier tf.train.Example.
 
     `label_dtype` is tf.float32 for regression tasks (STS-B); the original's
-    four tasks are all classification and use int64.
+    four tasks are all classification and use int64. A multi-label task
+    (`num_multi_labels` L) has L int64 0/1 labels.
     """
     spec = {
         name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
         for name in CLASSIFIER_SEQ_FEATURES
     }
-    spec[LABEL_IDS] = tf.io.FixedLenFeature([], label_dtype)
+    label_shape = [] if num_multi_labels is None else [num_multi_labels]
+    spec[LABEL_IDS] = tf.io.FixedLenFeature(label_shape, label_dtype)
     spec[IS_REAL_EXAMPLE] = tf.io.FixedLenFeature([], tf.int64)
     return spec
 

@@ -74,23 +74,28 @@ class ClassifierServer(tf.Module):
         "segment_ids"; it owns its vocabulary as a SavedModel asset.
       is_regression: bool; True returns the single logit as "score".
       has_text_b: bool, whether the task takes sentence pairs.
+      multi_label: bool; True returns each label's sigmoid probability.
     """
 
-    def __init__(self, model, preprocessor, is_regression, has_text_b):
+    def __init__(
+        self, model, preprocessor, is_regression, has_text_b, multi_label=False
+    ):
         super().__init__(name="classifier_server")
         self.model = model
         self.preprocessor = preprocessor
         self.is_regression = is_regression
         self.has_text_b = has_text_b
+        self.multi_label = multi_label
 
     def _outputs(self, features):
         logits = tf.cast(self.model(features, training=False), tf.float32)
         if self.is_regression:
             return {"score": logits[:, 0]}
-        return {
-            "probabilities": tf.nn.softmax(logits, axis=-1),
-            "logits": logits,
-        }
+        if self.multi_label:
+            probabilities = tf.sigmoid(logits)
+        else:
+            probabilities = tf.nn.softmax(logits, axis=-1)
+        return {"probabilities": probabilities, "logits": logits}
 
     @tf.function(
         input_signature=[
@@ -142,6 +147,7 @@ def export_classifier(
     has_text_b,
     label_list=None,
     max_seq_length=None,
+    multi_label=False,
 ):
     """Writes the serving SavedModel (atomically) to `export_dir`.
 
@@ -158,14 +164,18 @@ def export_classifier(
       has_text_b: bool.
       label_list: the task's labels, or None (regression).
       max_seq_length: int, recorded in bert_export.json.
+      multi_label: bool, "probabilities" are each label's sigmoid.
 
     Returns:
       export_dir.
     """
-    server = ClassifierServer(model, preprocessor, is_regression, has_text_b)
+    server = ClassifierServer(
+        model, preprocessor, is_regression, has_text_b, multi_label
+    )
     info = {
         "labels": label_list,
         "is_regression": is_regression,
+        "multi_label": multi_label,
         "has_text_b": has_text_b,
         "max_seq_length": max_seq_length,
         "outputs": ["score"] if is_regression else ["probabilities", "logits"],

@@ -21,6 +21,7 @@ from modeling import config as config_lib
 from modeling import losses
 from modeling import models
 from modeling.data import classifier_data
+from modeling.data import custom
 from modeling.data import glue
 from modeling.data import input_pipeline
 from modeling.tasks import classifier_eval
@@ -44,12 +45,26 @@ class Settings(common.FineTuningSettings):
     by the original's arithmetic.
     """
 
-    data_dir: str
+    data_dir: str | None
     task_name: str
     max_seq_length: int = 128
     glue_submission_dir: str | None = None
     # None: on, except on TPU (see `prepare`).
     dynamic_padding: bool | None = None
+    # --task_name=custom: your own files (modeling/data/custom.py).
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    # None: labels.json's (an earlier training run), else classification.
+    task_type: str | None = None
+    text_a_column: str | None = None
+    text_b_column: str | None = None
+    label_column: str | None = None
+    id_column: str | None = None
+    labels: str | None = None
+    label_separator: str = custom.DEFAULT_LABEL_SEPARATOR
+    multi_label_threshold: float = 0.5
+    skip_bad_rows: bool = False
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -80,20 +95,36 @@ class ClassifierTask:
     def num_labels(self):
         return 1 if self.label_list is None else len(self.label_list)
 
+    @property
+    def task_type(self):
+        """"classification", "regression" or "multi_label"."""
+        return self.processor.task_type
+
+    @property
+    def multi_label(self):
+        return self.task_type == "multi_label"
+
     def path(self, name):
         return os.path.join(self.settings.output_dir, name)
 
-    def write_records(self, examples, name):
-        """Writes examples to output_dir/name (train/eval/predict.tf_record)."""
+    def write_records(self, examples, name, total=None):
+        """Writes examples (any iterable; `total`: its expected length, for
+        the progress lines) to output_dir/name (train/eval/predict.tf_record).
+
+        Returns:
+          (path, number of records).
+        """
         path = self.path(name)
-        classifier_data.file_based_convert_examples_to_features(
+        count = classifier_data.file_based_convert_examples_to_features(
             examples,
             self.label_list,
             self.settings.max_seq_length,
             self.tokenizer,
             path,
+            multi_label=self.multi_label,
+            total=total,
         )
-        return path
+        return path, count
 
     def read_records(self, path, batch_size, is_training, drop_remainder):
         """The original's input_fn as a tf.data pipeline.
@@ -105,7 +136,9 @@ class ClassifierTask:
         """
         label_dtype = tf.float32 if self.label_list is None else tf.int64
         spec = input_pipeline.classifier_feature_spec(
-            self.settings.max_seq_length, label_dtype
+            self.settings.max_seq_length,
+            label_dtype,
+            self.num_labels if self.multi_label else None,
         )
         d = tf.data.TFRecordDataset(path)
         if is_training:
@@ -170,7 +203,15 @@ def prepare(settings):
         )
     if bert_config is not None:
         config_lib.check_vocab_size(s.vocab_file, bert_config)
-    processor = glue.get_processor(s.task_name)
+    if s.task_name.lower() == custom.TASK_NAME:
+        processor = custom.processor_from_settings(s)
+    else:
+        if not s.data_dir:
+            raise ValueError(
+                f"--data_dir is required for --task_name={s.task_name} (the "
+                "folder of its .tsv files)"
+            )
+        processor = glue.get_processor(s.task_name)
     if s.glue_submission_dir and processor.submission_name is None:
         raise ValueError(
             f"--glue_submission_dir: {s.task_name} is not a GLUE task"
@@ -210,17 +251,25 @@ def _read_hub_tokenization(settings):
     return hub.exported_config(handle)
 
 
-def loss_fn(is_regression):
+def loss_fn(is_regression, multi_label=False):
     """The original's loss: mean softmax cross-entropy over the batch (all
     examples; is_real_example is not used), or the mean squared error of the
-    single output for a regression task."""
+    single output for a regression task; a multi-label task's sigmoid
+    cross-entropies (its accuracy: of each label's decision at p = 0.5)."""
 
     def compute(features, logits):
         labels = features[input_pipeline.LABEL_IDS]
-        loss = losses.classifier_loss(logits, labels, is_regression)
+        loss = losses.classifier_loss(
+            logits, labels, is_regression, multi_label
+        )
         if is_regression:
             return {"loss": loss}
-        correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels)
+        if multi_label:
+            correct = tf.equal(tf.cast(logits >= 0, labels.dtype), labels)
+        else:
+            correct = tf.equal(
+                tf.argmax(logits, -1, output_type=tf.int32), labels
+            )
         return {
             "loss": loss,
             "accuracy": tf.reduce_mean(tf.cast(correct, tf.float32)),
@@ -265,7 +314,7 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
         s,
         task.strategy,
         build_model,
-        loss_fn(task.processor.is_regression),
+        loss_fn(task.processor.is_regression, task.multi_label),
         init_fn,
         num_train_steps,
         num_warmup_steps,
@@ -279,7 +328,7 @@ def train(task):
     num_train_steps, num_warmup_steps = common.fine_tuning_steps(
         s, len(train_examples)
     )
-    train_file = task.write_records(train_examples, "train.tf_record")
+    train_file, _ = task.write_records(train_examples, "train.tf_record")
     logging.info(
         "***** Running training: %d examples, batch size %d, %d steps *****",
         len(train_examples),
@@ -341,6 +390,7 @@ def export(task, model):
         has_text_b=task.processor.has_text_b,
         label_list=task.label_list,
         max_seq_length=s.max_seq_length,
+        multi_label=task.multi_label,
     )
     logging.info("Exported the serving SavedModel to %s", s.export_dir)
 
@@ -386,6 +436,7 @@ def _element_spec(task):
         for name in input_pipeline.CLASSIFIER_SEQ_FEATURES
     }
     label = tf.float32 if task.label_list is None else tf.int32
-    spec[input_pipeline.LABEL_IDS] = tf.TensorSpec([None], label)
+    label_shape = [None, task.num_labels] if task.multi_label else [None]
+    spec[input_pipeline.LABEL_IDS] = tf.TensorSpec(label_shape, label)
     spec[input_pipeline.IS_REAL_EXAMPLE] = tf.TensorSpec([None], tf.int32)
     return spec

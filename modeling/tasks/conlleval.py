@@ -2,8 +2,8 @@
 script defines them (run_ner.py's eval_results.txt).
 
 An entity (a chunk) is a maximal run of tags of one type: it starts at a
-`B-X` (or `S-X`), at an `I-X`/`E-X` after a tag of another type or after
-`O`, and ends before a tag that starts a new chunk, an `O` or another type.
+`B-X` (or `S-X`; BILOU's `U-X`), at an `I-X`/`E-X` (`L-X`) after a tag of
+another type or after `O`, and ends before a tag that starts a new chunk, an `O` or another type.
 A predicted entity is correct only when its type and both boundaries equal
 a gold entity's. Precision = correct / predicted entities, recall =
 correct / gold entities, F1 their harmonic mean (0 when both are 0). Token
@@ -16,11 +16,16 @@ Values are fractions in [0, 1] (conlleval prints percentages).
 OUTSIDE = "O"
 
 
+# BILOU's last and unit tags are IOBES's end and single tags.
+_BILOU = {"L": "E", "U": "S"}
+
+
 def _split(tag):
-    """`B-PER` -> ("B", "PER"); `O` -> ("O", "")."""
+    """`B-PER` -> ("B", "PER"); `O` -> ("O", ""); BILOU's `L-X` / `U-X` as
+    IOBES's `E-X` / `S-X`."""
     if tag == OUTSIDE or len(tag) < 2 or tag[1] != "-":
         return OUTSIDE, ""
-    return tag[0], tag[2:]
+    return _BILOU.get(tag[0], tag[0]), tag[2:]
 
 
 def _ends(prev_tag, tag, prev_type, kind):

@@ -1,6 +1,9 @@
-"""GLUE metrics in numpy: accuracy, F1, Matthews correlation, Pearson, Spearman.
+"""GLUE metrics in numpy: accuracy, F1, Matthews correlation, Pearson, Spearman;
+and for your own tasks (--task_name=custom) macro F1, and multi-label micro
+F1, macro F1 and subset accuracy.
 
-Each function takes 1-D arrays of equal length and returns a Python float.
+Each function takes 1-D arrays of equal length (the multi-label ones 0/1
+arrays [N, L]) and returns a Python float.
 Degenerate inputs follow the usual conventions (scikit-learn, scipy): F1 and
 Matthews correlation are 0.0 where their denominator is 0; a correlation with
 a constant input is NaN.
@@ -86,6 +89,45 @@ def spearman(x, y):
     return pearson(rankdata(x), rankdata(y))
 
 
+def macro_f1(labels, predictions):
+    """The mean F1 over classes: for class ids [N], each class found in
+    the labels or the predictions; for multi-label 0/1 arrays [N, L], each
+    label (a label never gold nor predicted scores 0, as scikit-learn's
+    zero_division=0)."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    if labels.ndim == 2:
+        return float(
+            np.mean(
+                [
+                    f1(labels[:, j], predictions[:, j])
+                    for j in range(labels.shape[1])
+                ]
+            )
+        )
+    classes = np.union1d(np.unique(labels), np.unique(predictions))
+    return float(
+        np.mean([f1(labels, predictions, positive=c) for c in classes])
+    )
+
+
+def micro_f1(labels, predictions):
+    """F1 over every (example, label) decision of multi-label 0/1 arrays
+    [N, L]."""
+    return f1(labels, predictions)
+
+
+def subset_accuracy(labels, predictions):
+    """The fraction of examples whose predicted label set is exactly the
+    gold one (multi-label 0/1 arrays [N, L])."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    if labels.shape != predictions.shape or labels.ndim != 2:
+        raise ValueError(
+            f"expected two [N, L] arrays, got {labels.shape} and "
+            f"{predictions.shape}"
+        )
+    return float(np.mean(np.all(labels == predictions, axis=1)))
+
+
 def task_metrics(metric_names, labels, predictions):
     """The `eval_*` metrics a task reports, keyed as in eval_results.txt.
 
@@ -109,6 +151,9 @@ METRICS = {
     "mcc": matthews_corrcoef,
     "pearson": pearson,
     "spearman": spearman,
+    "macro_f1": macro_f1,
+    "micro_f1": micro_f1,
+    "subset_accuracy": subset_accuracy,
 }
 
 
@@ -122,27 +167,64 @@ def log_softmax(logits):
     return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
 
 
-def per_example_loss(logits, labels, is_regression=False):
+def sigmoid(logits):
+    """The logistic function of float logits, in float64, stable for any
+    value."""
+    logits = np.asarray(logits, dtype=np.float64)
+    e = np.exp(-np.abs(logits))
+    return np.where(logits >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def per_example_loss(logits, labels, is_regression=False, multi_label=False):
     """The original's per-example loss: softmax cross-entropy, or for a
-    regression task (one output) the squared error.
+    regression task (one output) the squared error; for a multi-label task
+    the sigmoid cross-entropy of each label, averaged over the labels.
 
     Args:
       logits: float [N, L] (L = 1 for regression).
-      labels: int class ids [N], or float scores [N].
+      labels: int class ids [N], or float scores [N], or 0/1 [N, L].
       is_regression: bool.
+      multi_label: bool.
 
     Returns:
       float64 array [N].
     """
     logits = np.asarray(logits, dtype=np.float64)
+    if multi_label:
+        z = np.asarray(labels, dtype=np.float64)
+        nll = (
+            np.maximum(logits, 0.0)
+            - logits * z
+            + np.log1p(np.exp(-np.abs(logits)))
+        )
+        return np.mean(nll, axis=-1)
     if is_regression:
         return np.square(logits[:, 0] - np.asarray(labels, dtype=np.float64))
     labels = np.asarray(labels, dtype=np.int64)
     return -log_softmax(logits)[np.arange(len(labels)), labels]
 
 
+def classifier_predictions(logits, task_type="classification", threshold=0.5):
+    """What a classifier predicts from its logits [N, L]: class ids [N]; the
+    score [N] of a regression task; 0/1 [N, L] of a multi-label task (a
+    label is predicted when its probability is at least `threshold`)."""
+    logits = np.asarray(logits)
+    if task_type == "regression":
+        return logits[:, 0]
+    if task_type == "multi_label":
+        return (sigmoid(logits) >= threshold).astype(np.int64)
+    return np.argmax(logits, -1)
+
+
 def classifier_eval_results(
-    logits, labels, is_real_example, batch_size, metric_names, is_regression
+    logits,
+    labels,
+    is_real_example,
+    batch_size,
+    metric_names,
+    is_regression,
+    multi_label=False,
+    threshold=0.5,
 ):
     """run_classifier's evaluation results from the logits of the eval set.
 
@@ -154,6 +236,8 @@ def classifier_eval_results(
       batch_size: the eval batch size (for `loss`, see below).
       metric_names: the task's metric names (keys of METRICS).
       is_regression: bool.
+      multi_label: bool (labels are 0/1 [N, L]).
+      threshold: a multi-label task's probability threshold.
 
     Returns:
       dict with "eval_loss" (mean loss over the real examples), "loss" (the
@@ -161,7 +245,7 @@ def classifier_eval_results(
       included, as the original reports it) and "eval_<metric>" for each
       metric, computed on the real examples.
     """
-    losses = per_example_loss(logits, labels, is_regression)
+    losses = per_example_loss(logits, labels, is_regression, multi_label)
     real = np.asarray(is_real_example).reshape(-1).astype(bool)
     batch_means = [
         np.mean(losses[i : i + batch_size])
@@ -171,8 +255,14 @@ def classifier_eval_results(
         "eval_loss": float(np.mean(losses[real])),
         "loss": float(np.mean(batch_means)),
     }
-    logits = np.asarray(logits)
-    predictions = logits[:, 0] if is_regression else np.argmax(logits, -1)
+    task_type = (
+        "multi_label"
+        if multi_label
+        else "regression"
+        if is_regression
+        else "classification"
+    )
+    predictions = classifier_predictions(logits, task_type, threshold)
     labels = np.asarray(labels)
     results.update(task_metrics(metric_names, labels[real], predictions[real]))
     return results

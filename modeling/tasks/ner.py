@@ -1,10 +1,12 @@
-"""What run_ner.py does: token classification (CoNLL-2003 NER).
+"""What run_ner.py does: token classification (CoNLL-2003 NER, or any
+tagging task in CoNLL-style or JSON Lines files).
 
 Fine-tunes BertTokenClassifier (the encoder plus root-scope `output_weights`
-[L, H] / `output_bias` [L]) on a CoNLL file with the shared training loop,
-evaluates entity-level precision/recall/F1 (conlleval's definition), token
-accuracy and loss into eval_results.txt, and with --do_predict writes the
-test file back with a predicted-tag column (test_predictions.txt).
+[L, H] / `output_bias` [L]) on a tagged file with the shared training loop,
+evaluates entity-level precision/recall/F1 (conlleval's definition; for a
+chunk scheme: IOB, IOBES, BILOU), token accuracy and loss into
+eval_results.txt, and with --do_predict writes the test file back with a
+predicted-tag column (test_predictions.txt) and predictions.jsonl.
 
 Steps: `int(num_windows / train_batch_size * num_train_epochs)` training
 steps (a window is a sentence, or a piece of a long one, see
@@ -25,16 +27,18 @@ from absl import logging
 from modeling import losses
 from modeling import models
 from modeling.data import conll
+from modeling.data import file_io
 from modeling.tasks import common
 from modeling.tasks import conlleval
 from modeling.tasks import fine_tuning
 from modeling.tasks import metrics
+from modeling.tasks import predictions
 
 PREDICTIONS_FILE = "test_predictions.txt"
 # Looked for in data_dir, in this order, unless a file flag names one.
-TRAIN_FILES = ("train.txt", "eng.train")
-EVAL_FILES = ("dev.txt", "valid.txt", "eng.testa")
-PREDICT_FILES = ("test.txt", "eng.testb")
+TRAIN_FILES = ("train.txt", "eng.train", "train.jsonl")
+EVAL_FILES = ("dev.txt", "valid.txt", "eng.testa", "dev.jsonl")
+PREDICT_FILES = ("test.txt", "eng.testb", "test.jsonl")
 SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
 LABEL_IDS = "label_ids"
 LABEL_MASK = "label_mask"
@@ -50,11 +54,35 @@ class Settings(common.FineTuningSettings):
     predict_file: str | None = None
     label_list: str | None = None
     max_seq_length: int = 128
+    # CoNLL-style files: the tags' column (1-based; None: the last).
+    tag_column: int | None = None
+    # JSON Lines files: the fields of the words and the tags.
+    tokens_field: str = "tokens"
+    tags_field: str = "tags"
 
 
 @dataclasses.dataclass
 class NerTask(fine_tuning.ArrayTask):
     label_list: list = None
+
+    def read(self, path, require_tags=True):
+        """A CoNLL-style or JSON Lines file (conll.read_tagged_file)."""
+        s = self.settings
+        return conll.read_tagged_file(
+            path, require_tags, s.tag_column, s.tokens_field, s.tags_field
+        )
+
+    @property
+    def scheme(self):
+        """The label list's tag scheme (conll.tag_scheme)."""
+        return conll.tag_scheme(self.label_list)
+
+    @property
+    def main_metric(self):
+        """Entity F1 for a chunk scheme, else token accuracy."""
+        return "eval_f1" if self.scheme in conll.CHUNK_SCHEMES else (
+            "eval_accuracy"
+        )
 
     def features(self, sentences):
         """Windowed features of the sentences as numpy arrays, and the
@@ -106,6 +134,7 @@ def resolve_labels(task, train_data=None):
             f"No label list: {saved_path} does not exist; train first "
             "(--do_train) or give --label_list"
         )
+    conll.tag_scheme(labels)  # A mixed list fails here, before training.
     if train_data is not None:
         conll.check_tags(train_data, labels)
     if saved is None and (train_data is not None or s.label_list):
@@ -166,13 +195,13 @@ def train(task, train_data):
         return lambda step: evaluate(task, model, eval_data, step)
 
     return fine_tuning.train_on_arrays(
-        trainer, arrays, s, "eval_f1", make_evaluate
+        trainer, arrays, s, task.main_metric, make_evaluate
     )
 
 
 def read_eval_data(task):
     path = task.data_path("eval_file", EVAL_FILES, "evaluation")
-    data = conll.read_conll(path)
+    data = task.read(path)
     conll.check_tags(data, task.label_list)
     return data
 
@@ -193,8 +222,8 @@ def predict_words(task, model, sentences, batch_size):
 
 def evaluate(task, model, eval_data, global_step):
     """eval_results: conlleval entity precision/recall/F1 (overall and
-    `eval_f1_<TYPE>`), token accuracy over words, and eval_loss, the mean
-    cross-entropy over labelled pieces."""
+    `eval_f1_<TYPE>`; a chunk scheme's labels only), token accuracy over
+    words, and eval_loss, the mean cross-entropy over labelled pieces."""
     s = task.settings
     logging.info(
         "***** Running evaluation: %d sentences *****",
@@ -208,24 +237,29 @@ def evaluate(task, model, eval_data, global_step):
     log_probs = metrics.log_softmax(logits[mask])
     nll = -log_probs[np.arange(len(log_probs)), arrays[LABEL_IDS][mask]]
     results = {
-        "eval_precision": scores["precision"],
-        "eval_recall": scores["recall"],
-        "eval_f1": scores["f1"],
         "eval_accuracy": scores["accuracy"],
         "eval_loss": float(np.mean(nll)),
         "global_step": int(global_step),
     }
-    for kind, per in scores["per_type"].items():
-        results[f"eval_f1_{kind}"] = per["f1"]
+    if task.scheme in conll.CHUNK_SCHEMES:
+        results.update(
+            eval_precision=scores["precision"],
+            eval_recall=scores["recall"],
+            eval_f1=scores["f1"],
+        )
+        for kind, per in scores["per_type"].items():
+            results[f"eval_f1_{kind}"] = per["f1"]
     return results
 
 
 def predict(task, model, write=True):
     """Writes output_dir/test_predictions.txt: the predict file's lines,
-    each word line with its predicted tag appended."""
+    each word line with its predicted tag appended (a JSON Lines file's
+    sentences as `word [tag] predicted` lines); and predictions.jsonl: each
+    sentence's id, words and predicted tags."""
     s = task.settings
     path = task.data_path("predict_file", PREDICT_FILES, "prediction")
-    data = conll.read_conll(path, require_tags=False)
+    data = task.read(path, require_tags=False)
     conll.check_tags(data, task.label_list)
     logging.info(
         "***** Running prediction: %d sentences *****", len(data.sentences)
@@ -235,10 +269,17 @@ def predict(task, model, write=True):
     )
     lines = conll.prediction_lines(data, tags)
     if write:
-        from modeling.data import file_io
-
         file_io.write_text(
             task.path(PREDICTIONS_FILE), "".join(f"{x}\n" for x in lines)
+        )
+        file_io.write_text(
+            task.path(predictions.FILE),
+            "".join(
+                predictions.line(
+                    {"id": x.id, "tokens": x.words, "tags": predicted}
+                )
+                for x, predicted in zip(data.sentences, tags, strict=True)
+            ),
         )
     return tags
 
@@ -253,7 +294,7 @@ def run(settings):
     s = task.settings
     train_data = None
     if s.do_train:
-        train_data = conll.read_conll(
+        train_data = task.read(
             task.data_path("train_file", TRAIN_FILES, "training")
         )
     resolve_labels(task, train_data)

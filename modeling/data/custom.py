@@ -1,0 +1,498 @@
+"""Your own classification files: run_classifier.py --task_name=custom.
+
+The rows of CSV, TSV or JSON Lines files (modeling/data/table_files.py)
+become the `InputExample`s a GLUE processor makes, so everything after them
+(features, records, training, evaluation, prediction, export) is the
+built-in tasks' own: MRPC written as a CSV file gives MRPC's numbers.
+
+Columns are found by name:
+  text_a   --text_a_column, else the first of TEXT_A_COLUMNS the file has;
+  text_b   --text_b_column (sentence pairs), else none;
+  label    --label_column (default "label"); not needed to predict;
+  id       --id_column, else the first of ID_COLUMNS; else the row's line.
+
+Task types:
+  classification  one label per row; the labels are --labels, else the
+                  sorted distinct training labels (numerically when all are
+                  integers);
+  regression      a number per row (the STS-B head and metrics);
+  multi_label     a set of labels per row: a JSON list, or a string split
+                  at --label_separator (default ","; empty: no label); one
+                  sigmoid per label.
+
+What a predict or export run needs to know of the training run (the task
+type, the labels in id order, the text columns) is written to
+`output_dir/labels.json` when training starts, so those runs need neither
+the training file nor the flags.
+"""
+
+import dataclasses
+import json
+import math
+import os
+
+from absl import logging
+
+from modeling.data import file_io
+from modeling.data import table_files
+from modeling.data.classifier_data import InputExample
+
+TASK_NAME = "custom"
+TASK_TYPES = ("classification", "regression", "multi_label")
+TEXT_A_COLUMNS = ("text_a", "sentence1", "sentence", "text", "question")
+LABEL_COLUMN = "label"
+ID_COLUMNS = ("id", "idx", "index", "guid")
+LABELS_FILE = "labels.json"
+# Looked for in --data_dir when a file flag is not given.
+EXTENSIONS = (".csv", ".tsv", ".jsonl", ".json")
+SET_FILES = {"train": "train", "dev": "dev", "test": "test"}
+DEFAULT_LABEL_SEPARATOR = ","
+
+
+@dataclasses.dataclass
+class TaskSpec:
+    """A custom task as labels.json records it.
+
+    Attributes:
+      task_type: one of TASK_TYPES.
+      labels: the labels in id order; None for regression.
+      text_a_column, text_b_column: the text columns training read (None:
+        no text_b).
+    """
+
+    task_type: str
+    labels: list | None
+    text_a_column: str | None = None
+    text_b_column: str | None = None
+
+    def to_json(self):
+        return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def read(cls, path):
+        """Reads labels.json.
+
+        Raises:
+          ValueError: naming the file: not JSON, or fields missing/unknown.
+        """
+        try:
+            value = json.loads(file_io.read_text(path))
+            spec = cls(**value)
+        except (json.JSONDecodeError, TypeError) as e:
+            raise ValueError(f"{path}: not a labels file ({e})") from None
+        if spec.task_type not in TASK_TYPES:
+            raise ValueError(f"{path}: unknown task_type {spec.task_type!r}")
+        return spec
+
+    def write(self, path):
+        file_io.write_text(path, self.to_json())
+
+
+def parse_label_list(text):
+    """--labels: comma-separated, in id order, each stripped.
+
+    Raises:
+      ValueError: a label given twice, or none.
+    """
+    labels = [x.strip() for x in text.split(",") if x.strip()]
+    if not labels:
+        raise ValueError("--labels lists no label")
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"--labels lists {twice} twice")
+    return labels
+
+
+def sorted_labels(labels):
+    """The labels in id order: numerically if all are integers, else as
+    strings."""
+    labels = set(labels)
+    try:
+        return sorted(labels, key=int)
+    except ValueError:
+        return sorted(labels)
+
+
+def label_text(value):
+    """A label value of a file as a str: strings stripped, JSON numbers and
+    booleans as they are written ("1", "0.5", "true"); None for a missing
+    or empty one."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value).strip()
+    return text or None
+
+
+class CustomProcessor:
+    """A processor (as modeling.data.glue.DataProcessor) over the user's
+    files.
+
+    Args:
+      task_type: one of TASK_TYPES.
+      files: dict "train"/"dev"/"test" -> path (or None).
+      text_a_column, text_b_column, label_column, id_column: the column
+        flags (None: the defaults above).
+      labels: the labels in id order (None: from the training file, set by
+        `set_labels`; always None for regression).
+      label_separator: splits a multi-label string.
+      skip_bad_rows: skip (count, log) bad rows instead of failing.
+    """
+
+    submission_name = None  # Not a GLUE task.
+
+    def __init__(
+        self,
+        task_type="classification",
+        files=None,
+        text_a_column=None,
+        text_b_column=None,
+        label_column=None,
+        id_column=None,
+        labels=None,
+        label_separator=DEFAULT_LABEL_SEPARATOR,
+        skip_bad_rows=False,
+    ):
+        if task_type not in TASK_TYPES:
+            raise ValueError(
+                f"--task_type={task_type}: expected one of "
+                f"{', '.join(TASK_TYPES)}"
+            )
+        if task_type == "regression" and labels:
+            raise ValueError("A regression task has no --labels")
+        self.task_type = task_type
+        self.files = dict(files or {})
+        self.text_a_column = text_a_column
+        self.text_b_column = text_b_column
+        self.label_column = label_column
+        self.id_column = id_column
+        self.labels = None if labels is None else list(labels)
+        self.label_separator = label_separator or DEFAULT_LABEL_SEPARATOR
+        self.skip_bad_rows = skip_bad_rows
+        self._train_examples = None
+
+    # === What run_classifier asks a processor ===
+
+    @property
+    def is_regression(self):
+        return self.task_type == "regression"
+
+    @property
+    def is_multi_label(self):
+        return self.task_type == "multi_label"
+
+    @property
+    def has_text_b(self):
+        return bool(self.text_b_column)
+
+    @property
+    def metric_names(self):
+        if self.is_regression:
+            return ("pearson", "spearman")
+        if self.is_multi_label:
+            return ("micro_f1", "macro_f1", "subset_accuracy")
+        # Two classes: F1 of the second label (MRPC's "1", "positive" after
+        # "negative"), as the GLUE pair tasks report it.
+        if self.labels is not None and len(self.labels) == 2:
+            return ("accuracy", "f1")
+        return ("accuracy", "macro_f1")
+
+    @property
+    def main_metric(self):
+        return {
+            "regression": "eval_pearson",
+            "multi_label": "eval_micro_f1",
+        }.get(self.task_type, "eval_accuracy")
+
+    def get_labels(self):
+        return None if self.labels is None else list(self.labels)
+
+    def get_train_examples(self, data_dir=None):
+        """The training examples (read once, then kept)."""
+        del data_dir  # The files are the processor's.
+        if self._train_examples is None:
+            self._train_examples = list(self.iter_examples("train"))
+        return self._train_examples
+
+    def get_dev_examples(self, data_dir=None):
+        del data_dir
+        return list(self.iter_examples("dev"))
+
+    def get_test_examples(self, data_dir=None):
+        del data_dir
+        return list(self.iter_examples("test"))
+
+    def iter_test_examples(self, data_dir=None):
+        """The test file's examples, streamed (any number of rows)."""
+        del data_dir
+        return self.iter_examples("test")
+
+    def estimate_rows(self, set_type):
+        """About how many rows a set's file has (its lines less the
+        header), for progress lines before it is read."""
+        table = table_files.TableFile(self.path(set_type))
+        return table.count_lines() - (table.format != "jsonl")
+
+    # === Reading ===
+
+    def path(self, set_type):
+        """The file of a set.
+
+        Raises:
+          ValueError: no file given for it.
+        """
+        path = self.files.get(set_type)
+        if not path:
+            mode = {"train": "do_train", "dev": "do_eval"}.get(
+                set_type, "do_predict"
+            )
+            raise ValueError(
+                f"--task_name=custom --{mode} needs --{set_type}_file (or a "
+                f"{set_type}.csv, .tsv or .jsonl file in --data_dir)"
+            )
+        return path
+
+    def iter_examples(self, set_type):
+        """The examples of a set, one row at a time (a file of any length
+        streams). Test examples carry a placeholder label and, as `index`,
+        the row's id (its id column, else its line number).
+
+        Raises:
+          ValueError: naming the file and line (unless skip_bad_rows): a
+            missing column, an empty text, a label that is not in the label
+            set, a regression target that is not a number, a bad row.
+        """
+        bad = table_files.BadRows(self.skip_bad_rows)
+        table = table_files.TableFile(self.path(set_type), bad)
+        is_test = set_type == "test"
+        text_a = table_files.find_column(
+            table, "text_a_column", self.text_a_column, TEXT_A_COLUMNS
+        )
+        if self.text_a_column is None:
+            self.text_a_column = text_a
+        text_b = None
+        if self.text_b_column:
+            text_b = table_files.find_column(
+                table, "text_b_column", self.text_b_column
+            )
+        label = None
+        if not is_test:
+            label = table_files.find_column(
+                table, "label_column", self.label_column or LABEL_COLUMN, ()
+            )
+        id_column = table_files.find_column(
+            table, "id_column", self.id_column, ID_COLUMNS, required=False
+        )
+        for line, row in table.rows():
+            where = table.where(line)
+            try:
+                example = InputExample(
+                    guid=f"{set_type}-{line}",
+                    text_a=_text(row, text_a, where),
+                    text_b=None if text_b is None else _text(row, text_b, where),
+                    label=(
+                        self._placeholder()
+                        if is_test
+                        else self._label(row, label, where, set_type)
+                    ),
+                    index=(
+                        str(line)
+                        if id_column is None
+                        else str(row.get(id_column, line))
+                    ),
+                )
+            except _BadRow as e:
+                bad.report(where, str(e))
+                continue
+            yield example
+        bad.log_summary(table.path)
+
+    def _placeholder(self):
+        """The label of an unlabelled (test) example, as the GLUE test sets
+        get one."""
+        if self.is_regression:
+            return "0.0"
+        if self.is_multi_label:
+            return []
+        return self.labels[0] if self.labels else None
+
+    def _label(self, row, column, where, set_type):
+        if column not in row:
+            raise _BadRow(f"no field {column!r} (fields: {list(row)})")
+        value = row[column]
+        if self.is_regression:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                raise _BadRow(
+                    f"regression target {value!r} (column {column!r}) is "
+                    "not a number"
+                ) from None
+            if not math.isfinite(number):
+                raise _BadRow(f"regression target {value!r} is not finite")
+            return str(number)
+        if self.is_multi_label:
+            if isinstance(value, list):
+                names = [label_text(v) for v in value]
+            else:
+                text = label_text(value) or ""
+                names = text.split(self.label_separator)
+            names = sorted({n.strip() for n in names if n and n.strip()})
+            for name in names:
+                self._check_known(name, where, set_type)
+            return names
+        name = label_text(value)
+        if name is None:
+            raise _BadRow(f"empty label (column {column!r})")
+        self._check_known(name, where, set_type)
+        return name
+
+    def _check_known(self, name, where, set_type):
+        if self.labels is None or name in self.labels:
+            return
+        if set_type == "train":
+            raise _BadRow(
+                f"label {name!r} is not one of the labels {self.labels}"
+            )
+        # A dev label the model has no output for: scoring it would be
+        # wrong (and is not skipped: it would bias the metrics).
+        raise ValueError(
+            f"{where}: label {name!r} is not one of the training labels "
+            f"{self.labels}; list every label with --labels"
+        )
+
+    # === Labels ===
+
+    def set_labels_from_training(self):
+        """The labels of the training file, when no --labels or saved list
+        gave them (sorted, see the module doc)."""
+        if self.is_regression or self.labels is not None:
+            return
+        found = set()
+        for example in self.get_train_examples():
+            if self.is_multi_label:
+                found.update(example.label)
+            else:
+                found.add(example.label)
+        if not found:
+            raise ValueError(
+                f"{self.path('train')}: no labels in the training file"
+            )
+        self.labels = sorted_labels(found)
+        logging.info(
+            "Labels from %s (%d, in id order): %s",
+            self.path("train"),
+            len(self.labels),
+            self.labels,
+        )
+
+    def spec(self):
+        return TaskSpec(
+            self.task_type,
+            self.get_labels(),
+            self.text_a_column,
+            self.text_b_column,
+        )
+
+
+class _BadRow(Exception):
+    """A row that BadRows reports (or skips)."""
+
+
+def _text(row, column, where):
+    del where  # The caller reports it.
+    if column not in row:
+        raise _BadRow(f"no field {column!r} (fields: {list(row)})")
+    value = row[column]
+    if isinstance(value, (dict, list, bool)) or value is None:
+        raise _BadRow(f"{column!r} is not a text: {value!r}")
+    text = str(value)
+    if not text.strip():
+        raise _BadRow(f"empty text in column {column!r}")
+    return text
+
+
+def find_set_file(data_dir, set_type):
+    """`<data_dir>/<set>.{csv,tsv,jsonl,json}`, the first that exists, or
+    None."""
+    if not data_dir:
+        return None
+    for extension in EXTENSIONS:
+        path = os.path.join(data_dir, SET_FILES[set_type] + extension)
+        if file_io.exists(path):
+            return path
+    return None
+
+
+def processor_from_settings(settings):
+    """The CustomProcessor of run_classifier's settings, its labels resolved:
+    --labels, else output_dir/labels.json (an earlier training run), else
+    the training file's; the saved file also gives the task type and the
+    text columns when their flags are unset. With --do_train (or --labels
+    and no saved file) the result is written to output_dir/labels.json.
+
+    Raises:
+      ValueError: a file missing for a mode; --labels or --task_type
+        disagreeing with labels.json; no labels for a predict-only run.
+    """
+    s = settings
+    files = {}
+    for set_type, flag in (
+        ("train", "train_file"),
+        ("dev", "dev_file"),
+        ("test", "test_file"),
+    ):
+        path = getattr(s, flag, None)
+        if path and s.data_dir and not os.path.isabs(path) and "://" not in path:
+            candidate = os.path.join(s.data_dir, path)
+            path = candidate if file_io.exists(candidate) else path
+        files[set_type] = path or find_set_file(s.data_dir, set_type)
+    saved_path = os.path.join(s.output_dir, LABELS_FILE)
+    saved = TaskSpec.read(saved_path) if file_io.exists(saved_path) else None
+    task_type = s.task_type or (saved.task_type if saved else "classification")
+    if saved and saved.task_type != task_type:
+        raise ValueError(
+            f"--task_type={task_type}, but {saved_path} says this "
+            f"output_dir's model is {saved.task_type}"
+        )
+    labels = parse_label_list(s.labels) if s.labels else None
+    if saved and labels is not None and saved.labels != labels:
+        raise ValueError(
+            f"--labels {labels} differs from {saved_path} {saved.labels} "
+            "that this output_dir's checkpoints were trained with"
+        )
+    if labels is None and saved is not None:
+        labels = saved.labels
+    processor = CustomProcessor(
+        task_type=task_type,
+        files=files,
+        text_a_column=s.text_a_column or (saved and saved.text_a_column),
+        text_b_column=s.text_b_column or (saved and saved.text_b_column),
+        label_column=s.label_column,
+        id_column=s.id_column,
+        labels=labels,
+        label_separator=s.label_separator,
+        skip_bad_rows=s.skip_bad_rows,
+    )
+    for needed, set_type in (
+        (s.do_train, "train"),
+        (s.do_eval, "dev"),
+        (s.do_predict, "test"),
+    ):
+        if needed:
+            processor.path(set_type)  # Fails now, not after training.
+    if s.do_train:
+        processor.set_labels_from_training()
+    if processor.labels is None and not processor.is_regression:
+        raise ValueError(
+            f"No label list: {saved_path} does not exist; train first "
+            "(--do_train) or give --labels"
+        )
+    if saved is None and (s.do_train or s.labels):
+        if s.do_train:
+            # The columns training read (their defaults resolved).
+            processor.get_train_examples()
+        file_io.make_dirs(s.output_dir)
+        processor.spec().write(saved_path)
+    return processor

@@ -1,0 +1,314 @@
+"""Rows of the files people have: CSV, TSV and JSON Lines, streamed.
+
+`--task_name=custom` (run_classifier), run_ner's JSON Lines and every
+`--do_predict` on a user's file read their rows here. The format comes from
+the extension:
+
+  .csv         RFC 4180: a header row, fields quoted with `"` when they hold
+               commas, quotes (doubled) or line breaks.
+  .tsv         a header row, then tab-separated fields, no quoting (quote
+               characters are text), as the GLUE files are read.
+  .jsonl .json one JSON object per line (blank lines skipped); a `.json`
+               file holding one JSON array of objects is read too (whole,
+               not streamed).
+
+A UTF-8 byte-order mark is ignored. Rows are read one at a time, so a file of
+a million rows costs the memory of one row. Every row carries the line it
+starts on (CSV fields may span lines), and every error names the file and
+that line.
+
+A bad row (a ragged CSV/TSV row, a malformed JSON line, a JSON value that is
+not an object) is reported to a `BadRows`: an error by default, or with
+`--skip_bad_rows` counted, logged and skipped.
+
+No TensorFlow: a remote path (gs://) loads it only to open the file.
+"""
+
+import csv
+import io
+import json
+import os
+import sys
+
+from absl import logging
+
+from modeling.data import file_io
+
+# Extension -> format.
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+# How many skipped rows are logged one by one (then only counted).
+_LOGGED_BAD_ROWS = 10
+
+# CSV fields may be long (a document per row): the csv module's default
+# limit of 128 KB per field would reject them.
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
+def file_format(path):
+    """"csv", "tsv" or "jsonl", from the file's extension.
+
+    Raises:
+      ValueError: another extension, naming the file and the known ones.
+    """
+    extension = os.path.splitext(os.fspath(path))[1].lower()
+    if extension not in FORMATS:
+        raise ValueError(
+            f"{path}: unknown file kind {extension or '(no extension)'!r}; "
+            f"expected one of {', '.join(FORMATS)}"
+        )
+    return FORMATS[extension]
+
+
+class BadRows:
+    """What to do with a bad row: raise (the default), or with `skip` count
+    it, log the first few and go on.
+
+    Attributes:
+      skip: bool.
+      count: the rows skipped so far.
+    """
+
+    def __init__(self, skip=False):
+        self.skip = skip
+        self.count = 0
+
+    def report(self, where, message):
+        """A bad row at `where` ("<file> line N").
+
+        Raises:
+          ValueError: `<where>: <message>`, unless skipping.
+        """
+        if not self.skip:
+            raise ValueError(f"{where}: {message}")
+        self.count += 1
+        if self.count <= _LOGGED_BAD_ROWS:
+            logging.warning("Skipping a bad row: %s: %s", where, message)
+        if self.count == _LOGGED_BAD_ROWS:
+            logging.warning("Not logging further bad rows (only counting)")
+
+    def log_summary(self, what):
+        """Logs how many rows were skipped in `what` (a file name)."""
+        if self.count:
+            logging.warning("Skipped %d bad row(s) of %s", self.count, what)
+
+
+class TableFile:
+    """A CSV, TSV or JSON Lines file: its columns and its rows.
+
+    Args:
+      path: str (local or gs://).
+      bad_rows: a BadRows; None: bad rows are errors.
+
+    Raises:
+      FileNotFoundError: naming the file.
+      ValueError: an unknown extension.
+    """
+
+    def __init__(self, path, bad_rows=None):
+        self.path = os.fspath(path)
+        self.format = file_format(self.path)
+        self.bad_rows = bad_rows or BadRows()
+        if not file_io.exists(self.path):
+            raise FileNotFoundError(f"Data file not found: {self.path}")
+        self._array = None  # The objects of a .json array file.
+
+    def where(self, line):
+        """"<file> line N" (a JSON array's: "<file> item N")."""
+        unit = "item" if self._is_array() else "line"
+        return f"{self.path} {unit} {line}"
+
+    @property
+    def columns(self):
+        """The header's names (CSV/TSV), or the keys of the first object
+        (JSON); [] for a file without any.
+
+        Raises:
+          ValueError: a header that names a column twice.
+        """
+        if self.format != "jsonl":
+            header, _ = self._header()
+            return header or []
+        for _, values in self.rows():
+            return list(values)
+        return []
+
+    def rows(self):
+        """The rows in file order.
+
+        Yields:
+          (line, dict column -> value): the 1-based line (item) the row
+          starts on; CSV/TSV values are str, JSON values as parsed.
+
+        Raises:
+          ValueError: naming the file and line: bytes that are not UTF-8,
+            a bad row (unless the BadRows skips it).
+        """
+        if self.format == "jsonl":
+            yield from self._json_rows()
+        else:
+            yield from self._delimited_rows()
+
+    def count_lines(self):
+        """The number of non-empty lines (a fast binary count: an estimate
+        of the rows where CSV fields span lines)."""
+        count, last = 0, b"\n"
+        with self._open() as f:
+            while chunk := f.read(1 << 20):
+                count += chunk.count(b"\n") - chunk.count(b"\n\n")
+                last = chunk[-1:]
+        return count + (last != b"\n")
+
+    # === CSV / TSV ===
+
+    def _reader(self, lines):
+        if self.format == "tsv":
+            # QUOTE_NONE: quotes stay literal text, as the GLUE files read.
+            return csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+        return csv.reader(lines, strict=True)
+
+    def _header(self):
+        """(header names or None, the reader positioned after them)."""
+        reader = self._reader(self._text_lines())
+        for row in reader:
+            if row:  # Blank lines before the header are skipped.
+                if len(set(row)) != len(row):
+                    twice = sorted({c for c in row if row.count(c) > 1})
+                    raise ValueError(
+                        f"{self.where(reader.line_num)}: the header names "
+                        f"column(s) {twice} more than once"
+                    )
+                return row, reader
+        return None, reader
+
+    def _delimited_rows(self):
+        header, reader = self._header()
+        if header is None:
+            return
+        kind = "tab-separated" if self.format == "tsv" else "comma-separated"
+        start = reader.line_num + 1
+        while True:
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                # E.g. a quote inside an unquoted field; the reader goes on
+                # with the next line.
+                self.bad_rows.report(self.where(start), f"not CSV: {e}")
+                start = reader.line_num + 1
+                continue
+            line, start = start, reader.line_num + 1
+            if not fields:  # A blank line.
+                continue
+            if len(fields) != len(header):
+                self.bad_rows.report(
+                    self.where(line),
+                    f"expected {len(header)} {kind} fields (as the header), "
+                    f"found {len(fields)}",
+                )
+                continue
+            yield line, dict(zip(header, fields))
+
+    def _text_lines(self):
+        """The file's lines as str (line ends kept, as csv wants them),
+        decoded one at a time so that an error names its line."""
+        with self._open() as f:
+            for number, raw in enumerate(f, start=1):
+                if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ValueError(
+                        f"{self.path} line {number}: not UTF-8 text"
+                    ) from None
+
+    def _open(self):
+        if file_io.is_remote(self.path):
+            return file_io._gfile().GFile(self.path, "rb")
+        return open(self.path, "rb")  # noqa: SIM115 (a context manager)
+
+    # === JSON ===
+
+    def _is_array(self):
+        """Whether this is a .json file holding one JSON array."""
+        if self.format != "jsonl" or not self.path.lower().endswith(".json"):
+            return False
+        if self._array is None:
+            with self._open() as f:
+                head = f.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
+            self._array = head.startswith(b"[")
+        return self._array
+
+    def _json_rows(self):
+        if self._is_array():
+            yield from self._json_array_rows()
+            return
+        for number, line in enumerate(self._text_lines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as e:
+                self.bad_rows.report(
+                    self.where(number), f"not a JSON object: {e.msg}"
+                )
+                continue
+            if not isinstance(value, dict):
+                self.bad_rows.report(
+                    self.where(number),
+                    f"expected a JSON object, found {type(value).__name__}",
+                )
+                continue
+            yield number, value
+
+    def _json_array_rows(self):
+        text = "".join(self._text_lines())
+        try:
+            items = json.load(io.StringIO(text))
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"{self.path} line {e.lineno}: not JSON: {e.msg}"
+            ) from None
+        for number, value in enumerate(items, start=1):
+            if not isinstance(value, dict):
+                self.bad_rows.report(
+                    self.where(number),
+                    f"expected a JSON object, found {type(value).__name__}",
+                )
+                continue
+            yield number, value
+
+
+def find_column(table, flag, value, defaults=(), required=True):
+    """The column a flag names, or the first of `defaults` the file has.
+
+    Args:
+      table: a TableFile.
+      flag: the flag's name, for messages ("text_a_column").
+      value: the flag's value, or None.
+      defaults: names tried in order when `value` is None.
+      required: whether a missing column is an error.
+
+    Returns:
+      The column name, or None (not required and absent).
+
+    Raises:
+      ValueError: naming the file, the column(s) looked for and the
+        columns found.
+    """
+    columns = table.columns
+    names = [value] if value else list(defaults)
+    for name in names:
+        if name in columns:
+            return name
+    if not required:
+        return None
+    wanted = (
+        f"column {value!r} (--{flag})"
+        if value
+        else f"any of the columns {names} (set --{flag})"
+    )
+    raise ValueError(
+        f"{table.path} has no {wanted}; its columns are {columns}"
+    )

@@ -1,0 +1,354 @@
+"""Your own files: CSV / TSV / JSON Lines rows (modeling/data/table_files.py)
+and the custom task's examples and labels (modeling/data/custom.py).
+
+Every bad input is an error naming the file and the line, or with
+skip_bad_rows a counted skip."""
+
+import json
+import types
+
+import pytest
+
+from modeling.data import custom
+from modeling.data import table_files
+
+
+def _write(tmp_path, name, text, encoding="utf-8"):
+    path = tmp_path / name
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding=encoding, newline="")
+    return str(path)
+
+
+def _rows(path, skip=False):
+    bad = table_files.BadRows(skip)
+    rows = list(table_files.TableFile(path, bad).rows())
+    return rows, bad
+
+
+# === Reading rows ===
+
+
+def test_csv_quoting_commas_quotes_newlines_and_bom(tmp_path):
+    path = _write(
+        tmp_path,
+        "a.csv",
+        '\ufefftext,label\r\n'
+        '"one, two",pos\r\n'
+        '"she said ""hi""",neg\r\n'
+        '"two\nlines",pos\r\n'
+        "\r\n"
+        "plain,neg\r\n",
+    )
+    rows, _ = _rows(path)
+    assert table_files.TableFile(path).columns == ["text", "label"]
+    assert rows == [
+        (2, {"text": "one, two", "label": "pos"}),
+        (3, {"text": 'she said "hi"', "label": "neg"}),
+        (4, {"text": "two\nlines", "label": "pos"}),
+        # A field over two lines: the next row starts on line 6; the blank
+        # line 6 is skipped.
+        (7, {"text": "plain", "label": "neg"}),
+    ]
+
+
+def test_tsv_keeps_quotes_as_text(tmp_path):
+    path = _write(
+        tmp_path, "a.tsv", 'id\ttext\n7\t"quoted, not a field"\n8\tx "y\n'
+    )
+    rows, _ = _rows(path)
+    assert rows == [
+        (2, {"id": "7", "text": '"quoted, not a field"'}),
+        (3, {"id": "8", "text": 'x "y'}),
+    ]
+
+
+def test_json_lines_and_json_array(tmp_path):
+    lines = _write(
+        tmp_path,
+        "a.jsonl",
+        '{"text": "caf\u00e9", "label": 1}\n\n{"text": "b", "label": [1, 2]}\n',
+    )
+    rows, _ = _rows(lines)
+    assert rows == [
+        (1, {"text": "caf\u00e9", "label": 1}),
+        (3, {"text": "b", "label": [1, 2]}),
+    ]
+    array = _write(tmp_path, "b.json", json.dumps([{"t": "x"}, {"t": "y"}]))
+    table = table_files.TableFile(array)
+    assert list(table.rows()) == [(1, {"t": "x"}), (2, {"t": "y"})]
+    assert table.where(2) == f"{array} item 2"
+
+
+def test_rows_stream_one_at_a_time(tmp_path):
+    path = _write(tmp_path, "a.csv", "text\n" + "x\n" * 1000)
+    rows = table_files.TableFile(path).rows()
+    assert next(rows) == (2, {"text": "x"})  # Not the whole file first.
+    assert table_files.TableFile(path).count_lines() == 1001
+
+
+# === Bad rows: the file and the line ===
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        (
+            "a.csv",
+            "text,label\nfine,1\nragged,1,extra\n",
+            "line 3: expected 2 comma-separated fields (as the header), "
+            "found 3",
+        ),
+        (
+            "a.tsv",
+            "text\tlabel\nfine\t1\nno tab\n",
+            "line 3: expected 2 tab-separated fields (as the header), found 1",
+        ),
+        ("a.csv", 'text,label\n"x"y,1\nfine,1\n', "line 2: not CSV"),
+        (
+            "a.jsonl",
+            '{"text": "a"}\n{"text": "b",}\n',
+            "line 2: not a JSON object",
+        ),
+        ("a.jsonl", '{"text": "a"}\n["b"]\n', "line 2: expected a JSON object"),
+    ],
+)
+def test_bad_rows_name_file_and_line(tmp_path, name, text, message):
+    path = _write(tmp_path, name, text)
+    with pytest.raises(ValueError, match=_literal(f"{path} {message}")):
+        _rows(path)
+    rows, bad = _rows(path, skip=True)
+    assert bad.count == 1
+    assert len(rows) == 1
+
+
+def test_not_utf8_names_the_line(tmp_path):
+    path = _write(tmp_path, "a.csv", b"text\nok\nr\xe9sum\xe9\n")
+    with pytest.raises(ValueError, match=_literal(f"{path} line 3: not UTF-8")):
+        _rows(path)
+
+
+def test_unknown_extension_missing_file_and_duplicate_header(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown file kind '\.xlsx'"):
+        table_files.TableFile(_write(tmp_path, "a.xlsx", "x"))
+    with pytest.raises(FileNotFoundError, match="nope.csv"):
+        table_files.TableFile(str(tmp_path / "nope.csv"))
+    path = _write(tmp_path, "d.csv", "text,text\na,b\n")
+    with pytest.raises(ValueError, match=r"line 1: the header names .*'text'"):
+        _rows(path)
+
+
+def test_missing_column_lists_the_columns_found(tmp_path):
+    path = _write(tmp_path, "a.csv", "review,stars\ngood,5\n")
+    table = table_files.TableFile(path)
+    with pytest.raises(ValueError) as e:
+        table_files.find_column(table, "label_column", "label")
+    assert str(e.value) == (
+        f"{path} has no column 'label' (--label_column); its columns are "
+        "['review', 'stars']"
+    )
+    with pytest.raises(ValueError, match=r"any of the columns \['text_a', "):
+        table_files.find_column(
+            table, "text_a_column", None, custom.TEXT_A_COLUMNS
+        )
+
+
+# === The custom task's examples and labels ===
+
+
+def _processor(path, **kwargs):
+    return custom.CustomProcessor(files={"train": path}, **kwargs)
+
+
+def test_text_column_defaults_and_ids(tmp_path):
+    path = _write(
+        tmp_path, "a.csv", "idx,question,sentence,label\n17,q?,s.,b\n18,r?,t.,a\n"
+    )
+    p = _processor(path)
+    examples = p.get_train_examples()
+    # "sentence" comes before "question" in TEXT_A_COLUMNS.
+    assert [e.text_a for e in examples] == ["s.", "t."]
+    assert [e.index for e in examples] == ["17", "18"]
+    p.set_labels_from_training()
+    assert p.get_labels() == ["a", "b"]
+
+
+def test_labels_sort_numerically_when_integers(tmp_path):
+    rows = "".join(f'{{"text": "t", "label": {n}}}\n' for n in (10, 2, 1, 2))
+    p = _processor(_write(tmp_path, "a.jsonl", rows))
+    p.set_labels_from_training()
+    assert p.get_labels() == ["1", "2", "10"]
+
+
+def test_multi_label_from_lists_and_separated_strings(tmp_path):
+    csv_path = _write(
+        tmp_path, "a.csv", 'text,label\nx,"b,a"\ny,\nz, c \n'
+    )
+    p = _processor(csv_path, task_type="multi_label")
+    assert [e.label for e in p.get_train_examples()] == [["a", "b"], [], ["c"]]
+    p.set_labels_from_training()
+    assert p.get_labels() == ["a", "b", "c"]
+    json_path = _write(
+        tmp_path, "a.jsonl", '{"text": "x", "label": ["b", "a", "b"]}\n'
+    )
+    p = _processor(json_path, task_type="multi_label", labels=["a", "b", "c"])
+    assert p.get_train_examples()[0].label == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    "text, kwargs, message",
+    [
+        ("text,label\n ,1\n", {}, "line 2: empty text in column 'text'"),
+        ("text,label\nx,\n", {}, "line 2: empty label (column 'label')"),
+        (
+            "text,label\nx,maybe\n",
+            {"labels": ["yes", "no"]},
+            "line 2: label 'maybe' is not one of the labels ['yes', 'no']",
+        ),
+        (
+            "text,label\nx,high\n",
+            {"task_type": "regression"},
+            "line 2: regression target 'high' (column 'label') is not a number",
+        ),
+        (
+            "text,label\nx,nan\n",
+            {"task_type": "regression"},
+            "line 2: regression target 'nan' is not finite",
+        ),
+    ],
+)
+def test_bad_examples_name_file_and_line(tmp_path, text, kwargs, message):
+    path = _write(tmp_path, "a.csv", text + "fine,1\n")
+    with pytest.raises(ValueError, match=_literal(f"{path} {message}")):
+        _processor(path, **kwargs).get_train_examples()
+    p = _processor(path, skip_bad_rows=True, **kwargs)
+    if kwargs.get("labels"):
+        p.labels = ["yes", "no", "1"]
+    assert len(p.get_train_examples()) == 1
+
+
+def test_bad_json_values_name_the_field(tmp_path):
+    path = _write(tmp_path, "a.jsonl", '{"text": null, "label": "a"}\n')
+    with pytest.raises(ValueError, match="line 1: 'text' is not a text: None"):
+        _processor(path).get_train_examples()
+    path = _write(
+        tmp_path, "b.jsonl", '{"text": "x", "label": "a"}\n{"text": "y"}\n'
+    )
+    with pytest.raises(
+        ValueError, match=r"line 2: no field 'label' \(fields: \['text'\]\)"
+    ):
+        _processor(path).get_train_examples()
+
+
+def test_dev_label_unseen_in_training_is_an_error(tmp_path):
+    dev = _write(tmp_path, "dev.csv", "text,label\nx,a\ny,z\n")
+    p = custom.CustomProcessor(files={"dev": dev}, labels=["a", "b"])
+    with pytest.raises(
+        ValueError,
+        match=_literal(
+            f"{dev} line 3: label 'z' is not one of the training labels "
+            "['a', 'b']; list every label with --labels"
+        ),
+    ):
+        p.get_dev_examples()
+    # Not skipped by skip_bad_rows: it would bias the dev metrics.
+    p.skip_bad_rows = True
+    with pytest.raises(ValueError, match="training labels"):
+        p.get_dev_examples()
+
+
+def _settings(tmp_path, **kwargs):
+    values = dict(
+        data_dir=None,
+        output_dir=str(tmp_path / "out"),
+        train_file=None,
+        dev_file=None,
+        test_file=None,
+        task_type=None,
+        text_a_column=None,
+        text_b_column=None,
+        label_column=None,
+        id_column=None,
+        labels=None,
+        label_separator=",",
+        skip_bad_rows=False,
+        do_train=False,
+        do_eval=False,
+        do_predict=False,
+    )
+    values.update(kwargs)
+    return types.SimpleNamespace(**values)
+
+
+def test_labels_json_serves_later_runs(tmp_path):
+    train = _write(tmp_path, "train.jsonl", '{"t": "x", "y": "b"}\n' * 2)
+    s = _settings(
+        tmp_path,
+        train_file=train,
+        do_train=True,
+        text_a_column="t",
+        label_column="y",
+        labels="b,a",
+    )
+    custom.processor_from_settings(s)
+    saved = json.loads((tmp_path / "out" / custom.LABELS_FILE).read_text())
+    assert saved == {
+        "task_type": "classification",
+        "labels": ["b", "a"],
+        "text_a_column": "t",
+        "text_b_column": None,
+    }
+    test = _write(tmp_path, "test.jsonl", '{"t": "new", "id": 5}\n')
+    p = custom.processor_from_settings(
+        _settings(tmp_path, test_file=test, do_predict=True)
+    )
+    assert p.get_labels() == ["b", "a"]
+    assert [(e.text_a, e.index) for e in p.iter_test_examples()] == [
+        ("new", "5")
+    ]
+    with pytest.raises(ValueError, match=r"--labels \['a', 'b'\] differs"):
+        custom.processor_from_settings(
+            _settings(tmp_path, test_file=test, do_predict=True, labels="a,b")
+        )
+    with pytest.raises(ValueError, match="says this output_dir's model is"):
+        custom.processor_from_settings(
+            _settings(
+                tmp_path, test_file=test, do_predict=True, task_type="regression"
+            )
+        )
+
+
+def test_missing_files_and_labels_fail_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match="--do_eval needs --dev_file"):
+        custom.processor_from_settings(_settings(tmp_path, do_eval=True))
+    test = _write(tmp_path, "test.csv", "text\nx\n")
+    with pytest.raises(ValueError, match="No label list: .*labels.json"):
+        custom.processor_from_settings(
+            _settings(tmp_path, test_file=test, do_predict=True)
+        )
+
+
+def test_files_found_in_data_dir(tmp_path):
+    _write(tmp_path, "train.tsv", "text\tlabel\nx\ta\n")
+    s = _settings(tmp_path, data_dir=str(tmp_path), do_train=True)
+    p = custom.processor_from_settings(s)
+    assert p.path("train") == str(tmp_path / "train.tsv")
+
+
+def test_reading_rows_does_not_load_tensorflow():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from modeling.data import table_files; "
+        "assert 'tensorflow' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _literal(text):
+    import re
+
+    return re.escape(text)
