@@ -194,6 +194,14 @@ def test_label_less_test_split_predicts(mc_run, tiny_files):
     }
     want = tf.nn.softmax(model(batch, training=False)).numpy()
     np.testing.assert_allclose(probs, want, atol=1e-5)
+    rows = [
+        json.loads(x)
+        for x in (out / "predictions.jsonl").read_text().splitlines()
+    ]
+    # No id column: the row's line (after the header).
+    assert [r["id"] for r in rows] == [str(i + 2) for i in range(10)]
+    assert [r["label"] for r in rows] == np.argmax(probs, -1).tolist()
+    np.testing.assert_allclose([r["probabilities"] for r in rows], probs)
     # The model picks the ending that names the context's color.
     right = [
         next(i for i, e in enumerate(x.endings) if e.split()[1] in x.context)
@@ -400,3 +408,21 @@ def test_each_choice_is_scored_on_its_own_sequence(tiny_config_dict):
         pooled = model.bert(one, training=False)["pooled_output"].numpy()
         # The same encoder kernels on another batch size: float rounding.
         tolerance.assert_float32_close(logits[:, c], pooled @ w + b)
+
+
+def test_json_lines_with_a_list_of_endings(tmp_path):
+    """A JSON Lines file: sent1, (sent2,) a list of endings, label, id."""
+    path = tmp_path / "mc.jsonl"
+    path.write_text(
+        '{"id": "x1", "sent1": "He opened", "sent2": "the", '
+        '"endings": ["door", "sky", "sea"], "label": 0}\n'
+        '{"sent1": "She ate", "endings": ["soup", "rocks", "air"], "label": 2}\n'
+    )
+    examples = swag.read_swag(path)
+    assert [(e.id, e.start, e.endings, e.label) for e in examples] == [
+        ("x1", "the", ["door", "sky", "sea"], 0),
+        ("2", "", ["soup", "rocks", "air"], 2),
+    ]
+    path.write_text('{"sent1": "a", "endings": ["b", "c"], "label": 5}\n')
+    with pytest.raises(ValueError, match=f"{path} line 1: label '5'"):
+        swag.read_swag(path)

@@ -601,3 +601,69 @@ def test_sigterm_saves_and_a_rerun_finishes(
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"at global_step {stopped_at}" in proc.stderr
     assert _eval_results(out / "eval_results.txt")["global_step"] == "240"
+
+
+@pytest.mark.parametrize("extension", [".jsonl", ".csv"])
+def test_questions_as_rows_predict_like_the_squad_file(
+    v2_run, tiny_model, uncased_vocab_file, tmp_path, extension
+):
+    """--predict_file of question rows (id, question, context) in JSON Lines
+    or CSV: the SQuAD JSON file's answers; predictions.jsonl has them with
+    their probabilities."""
+    tmp, trained = v2_run
+    threshold = _eval_results(trained / "eval_results.txt")[
+        "null_score_diff_threshold"
+    ]
+    rows = [
+        {"id": qa["id"], "question": qa["question"], "context": p["context"]}
+        for article in _read_json(tmp / "dev.json")["data"]
+        for p in article["paragraphs"]
+        for qa in p["qas"]
+    ]
+    path = tmp_path / f"questions{extension}"
+    if extension == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        import csv
+
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, ["id", "question", "context"])
+            writer.writeheader()
+            writer.writerows(rows)
+    out = tmp_path / "out"
+    settings = squad_lib.Settings(
+        vocab_file=uncased_vocab_file,
+        bert_config_file=str(tiny_model / "bert_config.json"),
+        output_dir=str(out),
+        init_checkpoint=str(trained / "model.ckpt-4"),
+        predict_file=str(path),
+        do_predict=True,
+        version_2_with_negative=True,
+        null_score_diff_threshold=float(threshold),
+        max_seq_length=SEQ,
+        doc_stride=STRIDE,
+        max_query_length=QUERY,
+        predict_batch_size=5,
+    )
+    assert squad_lib.run(settings) is None  # No answers: not scored.
+    want = _read_json(trained / "predictions.json")
+    assert _read_json(out / "predictions.json") == want
+    lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [(x["id"], x["answer"]) for x in lines] == list(want.items())
+    nbest = _read_json(out / "nbest_predictions.json")
+    for x in lines:
+        top = [e for e in nbest[x["id"]] if e["text"] == x["answer"]][0]
+        assert x["probability"] == pytest.approx(top["probability"], rel=1e-6)
+
+
+def test_question_rows_errors_name_file_and_line(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text(
+        '{"id": "a", "question": "Who?", "context": "Bob."}\n'
+        '{"id": "b", "question": " ", "context": "Bob."}\n'
+    )
+    with pytest.raises(ValueError, match=f"{path} line 2: empty or missing question"):
+        squad_data.read_question_rows(str(path))
+    path.write_text('{"id": "a", "question": "Who?"}\n')
+    with pytest.raises(ValueError, match="has no column 'context'"):
+        squad_data.read_question_rows(str(path))

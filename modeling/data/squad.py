@@ -35,6 +35,7 @@ encoded by `encode_example` (the bytes of input_pipeline.serialize_example).
 
 import dataclasses
 import json
+import os
 import time
 
 from absl import logging
@@ -281,6 +282,59 @@ def read_squad_examples(
                 f"{max_skipped_fraction}); check the file's answer texts"
             )
     return examples, stats
+
+
+# Files of question rows (not SQuAD JSON): run_squad --predict_file.
+ROW_EXTENSIONS = (".csv", ".tsv", ".jsonl")
+
+
+def is_question_rows(path):
+    """Whether `path` is a file of question rows (CSV, TSV, JSON Lines)
+    rather than SQuAD JSON."""
+    return os.fspath(path).lower().endswith(ROW_EXTENSIONS)
+
+
+def read_question_rows(path):
+    """Questions to predict from a CSV / TSV / JSON Lines file: columns
+    `question` and `context`, and `id` (else the row's line number); no
+    answers.
+
+    Returns:
+      list of SquadExample (unscored: `answers` None).
+
+    Raises:
+      ValueError: naming the file and line: a missing column, an empty
+        question or context.
+    """
+    from modeling.data import table_files
+
+    table = table_files.TableFile(path)
+    for name in ("question", "context"):
+        table_files.find_column(table, None, name)
+    examples = []
+    for line, row in table.rows():
+        where = table.where(line)
+        texts = []
+        for name in ("question", "context"):
+            value = row.get(name)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{where}: empty or missing {name}")
+            texts.append(value)
+        doc_tokens, _ = split_paragraph(texts[1])
+        examples.append(
+            SquadExample(
+                qas_id=str(row.get("id", line)),
+                question_text=texts[0],
+                doc_tokens=doc_tokens,
+            )
+        )
+    if not examples:
+        raise ValueError(f"{table.path}: no questions")
+    ids = [e.qas_id for e in examples]
+    if len(set(ids)) != len(ids):
+        twice = sorted({i for i in ids if ids.count(i) > 1})[:3]
+        raise ValueError(f"{table.path}: ids {twice} are used twice")
+    return examples
 
 
 def _read_answers(

@@ -1,5 +1,5 @@
-"""SWAG multiple-choice data (run_multiple_choice.py): CSV -> examples ->
-features of C packed choices.
+"""SWAG multiple-choice data (run_multiple_choice.py): CSV (or TSV, JSON
+Lines) -> examples -> features of C packed choices.
 
 SWAG's CSV files have a header naming the columns: (an unnamed index,)
 `video-id, fold-ind, startphrase, sent1, sent2, gold-source, ending0,
@@ -13,16 +13,15 @@ exactly as run_classifier packs a sentence pair (`convert_single_example`,
 the longer side truncated first), so the model sees C classifier inputs.
 """
 
-import csv
 import dataclasses
-import io
-import os
 import re
 
-from modeling.data import file_io
+from modeling.data import table_files
 
 _ENDING = re.compile(r"^ending(\d+)$")
 LABEL_COLUMN = "label"
+# A JSON object's list of endings, instead of ending0, ending1, ...
+ENDINGS_FIELD = "endings"
 
 
 @dataclasses.dataclass
@@ -35,6 +34,7 @@ class SwagExample:
       start: sent2 (the first words every ending continues).
       endings: list of C strings.
       label: int index of the right ending, or None (test split).
+      id: the row's id in predictions.jsonl (its `id`, else its line).
     """
 
     guid: str
@@ -42,10 +42,12 @@ class SwagExample:
     start: str
     endings: list
     label: int | None
+    id: str | None = None
 
 
 def read_swag(path, set_type="train", require_label=True):
-    """Reads a SWAG CSV file.
+    """Reads a SWAG file: SWAG's CSV, or the same columns as TSV or JSON
+    Lines (a JSON object may give its endings as a list, `endings`).
 
     Args:
       path: str.
@@ -54,7 +56,7 @@ def read_swag(path, set_type="train", require_label=True):
         test file without one gives examples with label None.
 
     Returns:
-      list of SwagExample.
+      list of SwagExample; `id` is the row's `id` column, else its line.
 
     Raises:
       ValueError: naming the file and line: a header without sent1, sent2
@@ -62,70 +64,72 @@ def read_swag(path, set_type="train", require_label=True):
         with another column count than the header; an empty text; a label
         that is not a choice index. An empty file, or one without rows.
     """
-    path = os.fspath(path)
-    reader = csv.reader(io.StringIO(file_io.read_text(path), newline=""))
-    header = next(reader, None)
+    table = table_files.TableFile(path)
+    header = table.columns
     if not header:
-        raise ValueError(f"{path}: empty file (no CSV header)")
-    columns = {name.strip(): i for i, name in enumerate(header)}
-    endings = sorted(
-        (int(m.group(1)), i)
-        for name, i in columns.items()
-        if (m := _ENDING.match(name))
+        raise ValueError(f"{table.path}: empty file (no header)")
+    columns = {name.strip(): name for name in header}
+    numbered = sorted(
+        (int(match.group(1)), name)
+        for name, match in ((n, _ENDING.match(n)) for n in columns)
+        if match
     )
-    missing = [n for n in ("sent1", "sent2") if n not in columns]
-    if not endings:
+    endings = [columns[name] for _, name in numbered]
+    listed = ENDINGS_FIELD in columns  # JSON: "endings": [...]
+    missing = [n for n in ("sent1",) if n not in columns]
+    if not (endings or listed):
         missing.append("ending0")
     if require_label and LABEL_COLUMN not in columns:
         missing.append(LABEL_COLUMN)
     if missing:
         raise ValueError(
-            f"{path} line 1: the header has no {', '.join(missing)} column "
+            f"{table.where(1)}: the header has no {', '.join(missing)} column "
             f"(found {', '.join(header)})"
         )
-    if len(endings) < 2:
-        raise ValueError(f"{path} line 1: fewer than 2 ending columns")
-    ending_columns = [i for _, i in endings]
     label_column = columns.get(LABEL_COLUMN)
-    num_choices = len(ending_columns)
     examples = []
-    line = reader.line_num  # The last line read (a row may span lines).
-    for row in reader:
-        where = f"{path} line {line + 1}"
-        line = reader.line_num
-        if not row:
-            continue
-        if len(row) != len(header):
-            raise ValueError(
-                f"{where}: expected {len(header)} comma-separated columns "
-                f"(as the header), found {len(row)}"
-            )
+    for line, row in table.rows():
+        where = table.where(line)
+        texts = row.get(ENDINGS_FIELD) if listed else [row[c] for c in endings]
+        if not isinstance(texts, list) or len(texts) < 2:
+            raise ValueError(f"{where}: fewer than 2 endings")
+        num_choices = len(texts)
         label = None
-        if label_column is not None:
-            text = row[label_column].strip()
+        if label_column is not None and row.get(label_column) is not None:
+            text = str(row[label_column]).strip()
             if not (text.isdigit() and int(text) < num_choices):
                 raise ValueError(
                     f"{where}: label {text!r} is not a choice index "
                     f"0..{num_choices - 1}"
                 )
             label = int(text)
-        texts = [row[i] for i in ending_columns]
-        if not row[columns["sent1"]].strip() or any(
-            not t.strip() for t in texts
-        ):
+        elif require_label:
+            raise ValueError(f"{where}: no label")
+        context = row.get(columns["sent1"])
+        start = row.get(columns["sent2"], "") if "sent2" in columns else ""
+        if not _is_text(context) or not all(_is_text(t) for t in texts):
             raise ValueError(f"{where}: empty sent1 or ending")
         examples.append(
             SwagExample(
                 guid=f"{set_type}-{len(examples)}",
-                context=row[columns["sent1"]],
-                start=row[columns["sent2"]],
-                endings=texts,
+                context=context,
+                start=start if isinstance(start, str) else "",
+                endings=list(texts),
                 label=label,
+                id=str(row.get("id", line)),
             )
         )
     if not examples:
-        raise ValueError(f"{path}: no examples after the header")
+        raise ValueError(f"{table.path}: no examples after the header")
+    if len({len(e.endings) for e in examples}) > 1:
+        raise ValueError(
+            f"{table.path}: rows have different numbers of endings"
+        )
     return examples
+
+
+def _is_text(value):
+    return isinstance(value, str) and bool(value.strip())
 
 
 def num_choices(examples):

@@ -285,7 +285,7 @@ def find_column(table, flag, value, defaults=(), required=True):
 
     Args:
       table: a TableFile.
-      flag: the flag's name, for messages ("text_a_column").
+      flag: the flag's name, for messages ("text_a_column"), or None.
       value: the flag's value, or None.
       defaults: names tried in order when `value` is None.
       required: whether a missing column is an error.
@@ -304,11 +304,10 @@ def find_column(table, flag, value, defaults=(), required=True):
             return name
     if not required:
         return None
-    wanted = (
-        f"column {value!r} (--{flag})"
-        if value
-        else f"any of the columns {names} (set --{flag})"
-    )
+    if value:
+        wanted = f"column {value!r}" + (f" (--{flag})" if flag else "")
+    else:
+        wanted = f"any of the columns {names} (set --{flag})"
     raise ValueError(
         f"{table.path} has no {wanted}; its columns are {columns}"
     )

@@ -24,6 +24,7 @@ from modeling.data import swag
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import metrics
+from modeling.tasks import predictions
 
 TEST_RESULTS_FILE = "test_results.tsv"
 # Looked for in data_dir, in this order (SWAG's names first).
@@ -135,7 +136,9 @@ def evaluate(task, model, arrays, global_step):
 
 
 def predict(task, model, write=True):
-    """test_results.tsv: per test example, its choice probabilities."""
+    """test_results.tsv: per test example, its choice probabilities; and
+    predictions.jsonl: its id, the chosen ending's index and the
+    probabilities."""
     s = task.settings
     path = task.data_path("predict_file", PREDICT_FILES, "prediction")
     examples = swag.read_swag(path, "test", require_label=False)
@@ -149,6 +152,19 @@ def predict(task, model, write=True):
             for row in probabilities
         ]
         file_io.write_text(task.path(TEST_RESULTS_FILE), "".join(lines))
+        file_io.write_text(
+            task.path(predictions.FILE),
+            "".join(
+                predictions.line(
+                    {
+                        "id": example.id,
+                        "label": int(np.argmax(row)),
+                        "probabilities": [predictions.number(p) for p in row],
+                    }
+                )
+                for example, row in zip(examples, probabilities, strict=True)
+            ),
+        )
     return probabilities
 
 

@@ -158,9 +158,12 @@ def prepare(settings):
         if not train_examples:
             raise ValueError(f"{s.train_file}: no training questions")
     if s.do_predict or s.eval_during_training:
-        predict_examples, _ = squad_data.read_squad_examples(
-            s.predict_file, is_training=False
-        )
+        if squad_data.is_question_rows(s.predict_file):
+            predict_examples = squad_data.read_question_rows(s.predict_file)
+        else:
+            predict_examples, _ = squad_data.read_squad_examples(
+                s.predict_file, is_training=False
+            )
         if not predict_examples:
             raise ValueError(f"{s.predict_file}: no questions")
         needs = [

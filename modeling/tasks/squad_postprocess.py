@@ -38,6 +38,7 @@ import os
 import numpy as np
 
 from modeling.data import file_io
+from modeling.tasks import predictions as predictions_jsonl
 from modeling.text import tokenization
 
 PREDICTIONS_FILE = "predictions.json"
@@ -340,4 +341,24 @@ def write_predictions(predictions, output_dir):
         path = os.path.join(output_dir, name)
         file_io.write_text(path, to_json(obj))
         paths.append(path)
-    return paths
+    path = os.path.join(output_dir, predictions_jsonl.FILE)
+    file_io.write_text(path, json_lines(predictions))
+    return paths + [path]
+
+
+def json_lines(predictions):
+    """predictions.jsonl: per question, its id, the answer ("" for none)
+    and the answer's probability among the n best."""
+    lines = []
+    for qid, answer in predictions.answers.items():
+        probability = next(
+            (e["probability"] for e in predictions.nbest[qid]
+             if e["text"] == answer),
+            None,
+        )
+        record = {"id": qid, "answer": answer}
+        record["probability"] = (
+            None if probability is None else predictions_jsonl.number(probability)
+        )
+        lines.append(predictions_jsonl.line(record))
+    return "".join(lines)
