@@ -22,6 +22,18 @@ Usage:
       [--output_root=/tmp/bench_predict_stream] [--predict_batch_size=64]
 
 Writes <output_root>/results.json.
+
+Measured (2026-11-25, the 2-vCPU development VM, AMD EPYC with AVX-512 and
+avx512_bf16, load average 0.7; default flags: batch 64, seq 64):
+
+  rows        file      peak RSS (process tree)   time     rows/s
+  10,000      1.4 MB    768.2 MB                  6.6 s    1,514 (start-up)
+  1,000,000   146 MB    758.5 MB                  241 s    4,144
+
+  The 1,000,000-row run's peak is 0.987x the 10,000-row run's; it wrote
+  1,000,000 lines of predictions.jsonl and logged 6 progress lines with an
+  ETA ("Predicting: 884096/1000000 examples (88%), 4910.5 examples/s,
+  ETA 24s").
 """
 
 import argparse
