@@ -500,15 +500,23 @@ def test_tpu_prediction_batches_are_padded(tmp_path, uncased_vocab_file):
     )
     assert num % 5
     task = types.SimpleNamespace(
-        settings=types.SimpleNamespace(max_seq_length=SEQ, random_seed=None)
+        settings=types.SimpleNamespace(
+            max_seq_length=SEQ,
+            random_seed=None,
+            run_config=types.SimpleNamespace(use_xla=False),
+        )
     )
+    # Off TPU: length-sorted batches, each cut to its longest row.
     plain = list(squad_lib.read_records(task, str(record_file), 5, False))
     padded = list(squad_lib.read_records(task, str(record_file), 5, False, num))
     assert len(padded) == len(plain) == -(-num // 5)
     assert {b["input_ids"].shape[0] for b in padded} == {5}
+    assert {b["input_ids"].shape[1] for b in padded} == {SEQ}
+    lengths = [b["input_mask"].numpy().sum(-1) for b in plain]
+    assert np.all(np.diff(np.concatenate(lengths)) >= 0)
     ids = np.concatenate([b["unique_ids"].numpy() for b in padded])
     want = np.concatenate([b["unique_ids"].numpy() for b in plain])
-    assert ids[:num].tolist() == want.tolist()
+    assert ids[:num].tolist() == sorted(want.tolist())
     assert not ids[num:].any()
     last = padded[-1]["input_mask"].numpy()
     assert not last[num % 5 :].any() and last[: num % 5].any()

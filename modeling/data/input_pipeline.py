@@ -153,20 +153,21 @@ def trim_padding(features, multiple=8, seq_features=CLASSIFIER_SEQ_FEATURES):
     cost of the real tokens only.
 
     Args:
-      features: dict of batched Tensors with an `input_mask` [B, T].
+      features: dict of batched Tensors with an `input_mask` [B, T] (or
+        [B, C, T]: multiple choice).
       multiple: int >= 1.
-      seq_features: the names of the [B, T] features to cut.
+      seq_features: the names of the [..., T] features to cut.
 
     Returns:
-      The dict with seq_features cut to [B, T'], T' <= T.
+      The dict with seq_features cut to [..., T'], T' <= T.
     """
     mask = features["input_mask"]
-    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=1))
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1))
     length = tf.minimum(
-        (longest + multiple - 1) // multiple * multiple, tf.shape(mask)[1]
+        (longest + multiple - 1) // multiple * multiple, tf.shape(mask)[-1]
     )
     return {
-        k: v[:, :length] if k in seq_features else v
+        k: v[..., :length] if k in seq_features else v
         for k, v in features.items()
     }
 

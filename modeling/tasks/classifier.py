@@ -24,6 +24,7 @@ from modeling.data import classifier_data
 from modeling.data import custom
 from modeling.data import glue
 from modeling.data import input_pipeline
+from modeling.data import length_batching
 from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
@@ -132,7 +133,10 @@ class ClassifierTask:
         Training repeats and shuffles with a buffer of 100 (seeded, see
         common.DEFAULT_DATA_SEED) and drops the remainder; eval/predict read
         in order.
-        With --dynamic_padding each batch is cut to its longest sequence.
+        With --dynamic_padding each batch is cut to its longest sequence,
+        and eval/predict batch rows of similar length together
+        (length_batching.sorted_batches: each batch carries its rows'
+        input order, by which the outputs are put back).
         """
         label_dtype = tf.float32 if self.label_list is None else tf.int64
         spec = input_pipeline.classifier_feature_spec(
@@ -152,12 +156,15 @@ class ClassifierTask:
             lambda record: input_pipeline.decode_record(record, spec),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
+        if not self.settings.dynamic_padding:
+            return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(2)
+        multiple = input_pipeline.padding_multiple(
+            self.settings.max_seq_length, self.settings.run_config.use_xla
+        )
+        if not is_training:
+            return length_batching.sorted_batches(d, batch_size, multiple)
         d = d.batch(batch_size, drop_remainder=drop_remainder)
-        if self.settings.dynamic_padding:
-            multiple = input_pipeline.padding_multiple(
-                self.settings.max_seq_length, self.settings.run_config.use_xla
-            )
-            d = d.map(lambda f: input_pipeline.trim_padding(f, multiple))
+        d = d.map(lambda f: input_pipeline.trim_padding(f, multiple))
         return d.prefetch(2)
 
 

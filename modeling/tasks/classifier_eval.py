@@ -18,6 +18,7 @@ from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import file_io
 from modeling.data import input_pipeline
+from modeling.data import length_batching
 from modeling.data import tfrecord_io
 from modeling.tasks import metrics
 from modeling.tasks import predictions
@@ -33,22 +34,30 @@ def iter_logits(task, model, dataset, what="Predicting", total=None):
     logging progress (`what`, `total` examples when known).
 
     Yields:
-      per batch, (logits float32 [B, L], labels, is_real_example) as numpy.
+      per batch, (logits float32 [B, L], labels, is_real_example, order) as
+      numpy; order: each row's input position (length-sorted batches,
+      length_batching.ORDER), else None.
     """
     step = _predict_step(task.strategy, model)
     counter = progress.Progress(what, total=total)
     for batch in distribute.distribute_dataset(task.strategy, dataset):
         values = tuple(value.numpy() for value in step(batch))
+        if len(values) == 3:
+            values += (None,)
         counter.add(len(values[0]))
         yield values
     counter.finish()
 
 
 def predict_logits(task, model, dataset, what="Predicting", total=None):
-    """`iter_logits` gathered: (logits float32 [N, L], labels [N],
-    is_real_example int [N]) as numpy."""
+    """`iter_logits` gathered in input order: (logits float32 [N, L],
+    labels [N], is_real_example int [N]) as numpy."""
     parts = list(zip(*iter_logits(task, model, dataset, what, total)))
-    return tuple(np.concatenate(p, axis=0) for p in parts)
+    values = tuple(np.concatenate(p, axis=0) for p in parts[:3])
+    if parts[3][0] is None:
+        return values
+    order = np.concatenate(parts[3])
+    return tuple(length_batching.unsort(order, v) for v in values)
 
 
 def _count_records(path):
@@ -66,11 +75,14 @@ def _predict_step(strategy, model):
 
     def replica_fn(f):
         logits = tf.cast(model(f, training=False), tf.float32)
-        return (
+        outputs = (
             logits,
             f[input_pipeline.LABEL_IDS],
             f[input_pipeline.IS_REAL_EXAMPLE],
         )
+        if length_batching.ORDER in f:
+            outputs += (f[length_batching.ORDER],)
+        return outputs
 
     # reduce_retracing: with --dynamic_padding batch lengths vary.
     @tf.function(autograph=False, reduce_retracing=True)
@@ -188,17 +200,25 @@ def _rows(task, batches):
     """Per example: (its test_results.tsv values float32 [K], what it
     predicts: a class id, a score or a 0/1 vector)."""
     threshold = task.settings.multi_label_threshold
-    for logits, _, _ in batches:
-        if task.task_type == "regression":
-            outputs = logits[:, :1]
-        elif task.task_type == "multi_label":
-            outputs = tf.sigmoid(logits).numpy()
-        else:
-            outputs = tf.nn.softmax(logits, axis=-1).numpy()
-        chosen = metrics.classifier_predictions(
-            logits, task.task_type, threshold
-        )
-        yield from zip(outputs, chosen)
+
+    def rows():
+        count = 0
+        for logits, _, _, order in batches:
+            if task.task_type == "regression":
+                outputs = logits[:, :1]
+            elif task.task_type == "multi_label":
+                outputs = tf.sigmoid(logits).numpy()
+            else:
+                outputs = tf.nn.softmax(logits, axis=-1).numpy()
+            chosen = metrics.classifier_predictions(
+                logits, task.task_type, threshold
+            )
+            if order is None:  # In input order already.
+                order = range(count, count + len(logits))
+            count += len(logits)
+            yield from zip(order, zip(outputs, chosen))
+
+    return length_batching.in_input_order(rows())
 
 
 class _PredictionWriters:

@@ -29,6 +29,7 @@ from modeling import errors
 from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import file_io
+from modeling.data import length_batching
 from modeling.tasks import common
 from modeling.text import tokenization
 from modeling.text import vocabulary
@@ -164,18 +165,37 @@ def _dataset(features, batch_size):
         -1, [], [0] * seq_length, [0] * seq_length, [0] * seq_length
     )
     rows += [blank] * (-len(rows) % batch_size)
-    columns = {
+    return tf.data.Dataset.from_tensor_slices(_columns(rows)).batch(
+        batch_size, drop_remainder=True
+    )
+
+
+def _columns(rows):
+    """The model's int32 inputs [N, T] of InputFeatures, and unique_ids."""
+    return {
         "unique_ids": np.array([f.unique_id for f in rows], np.int32),
         "input_ids": np.array([f.input_ids for f in rows], np.int32),
         "input_mask": np.array([f.input_mask for f in rows], np.int32),
         "segment_ids": np.array([f.input_type_ids for f in rows], np.int32),
     }
-    return tf.data.Dataset.from_tensor_slices(columns).batch(
-        batch_size, drop_remainder=True
+
+
+def _sorted_dataset(features, batch_size):
+    """Batches of similar-length rows, each cut to its longest, with each
+    row's position (length_batching.sorted_batches)."""
+    return length_batching.sorted_batches(
+        tf.data.Dataset.from_tensor_slices(_columns(features)), batch_size
     )
 
 
-def extract_layers(model, features, layer_indexes, batch_size, strategy=None):
+def extract_layers(
+    model,
+    features,
+    layer_indexes,
+    batch_size,
+    strategy=None,
+    length_sorted=True,
+):
     """Runs the encoder and yields the chosen layers of every feature.
 
     Args:
@@ -184,38 +204,57 @@ def extract_layers(model, features, layer_indexes, batch_size, strategy=None):
         layer_indexes: list of int, indexes into `all_encoder_layers`.
         batch_size: int, global batch size B.
         strategy: tf.distribute.Strategy (default: the current one).
+        length_sorted: batch rows of similar length together, each batch
+            cut to its longest row (the rows' real tokens get the same
+            values up to float32 rounding); False: batches of T in input
+            order, the last one padded (TPUs).
 
     Yields:
-        (InputFeatures, list of float32 np.ndarray [T, H], one per index),
-        in input order.
+        (InputFeatures, list of float32 np.ndarray [T', H], one per index,
+        T' >= the feature's tokens), in input order.
     """
     if not features:
         return
     strategy = strategy or tf.distribute.get_strategy()
     by_id = {f.unique_id: f for f in features}
-    dataset = distribute.distribute_dataset(
-        strategy, _dataset(features, batch_size)
-    )
+    if length_sorted:
+        dataset = _sorted_dataset(features, batch_size)
+    else:
+        dataset = _dataset(features, batch_size)
+    dataset = distribute.distribute_dataset(strategy, dataset)
+
+    # The row's place: its position (length-sorted), else its unique_id.
+    key = length_batching.ORDER if length_sorted else "unique_ids"
 
     def forward(inputs):
         outputs = model(inputs, training=False)
         chosen = [outputs["all_encoder_layers"][i] for i in layer_indexes]
-        return inputs["unique_ids"], [tf.cast(x, tf.float32) for x in chosen]
+        return inputs[key], [tf.cast(x, tf.float32) for x in chosen]
 
     # No Python control flow inside: skip AutoGraph (faster tracing).
-    @tf.function(autograph=False)
+    # reduce_retracing: length-sorted batches vary in length.
+    @tf.function(autograph=False, reduce_retracing=True)
     def step(batch):
         ids, chosen = strategy.run(forward, args=(batch,))
         return strategy.gather(ids, 0), [strategy.gather(x, 0) for x in chosen]
 
+    def rows():
+        for batch in dataset:
+            ids, chosen = step(batch)
+            chosen = [x.numpy() for x in chosen]
+            for row, place in enumerate(ids.numpy()):
+                if place >= 0:  # Not a padding row.
+                    yield int(place), [x[row] for x in chosen]
+
     counter = progress.Progress("Extracting", total=len(features))
-    for batch in dataset:
-        ids, chosen = step(batch)
-        chosen = [x.numpy() for x in chosen]
-        for row, unique_id in enumerate(ids.numpy()):
-            if unique_id >= 0:
-                yield by_id[int(unique_id)], [x[row] for x in chosen]
-                counter.add()
+    if length_sorted:
+        for position, values in enumerate(length_batching.in_input_order(rows())):
+            yield features[position], values
+            counter.add()
+    else:
+        for unique_id, values in rows():
+            yield by_id[unique_id], values
+            counter.add()
     counter.finish()
 
 
@@ -263,8 +302,10 @@ def run_extraction(
     batch_size=32,
     use_one_hot_embeddings=False,
     strategy=None,
+    length_sorted=True,
 ):
     """extract_features.py end to end; returns the number of lines written.
+    length_sorted: see `extract_layers` (False on TPU).
 
     Every check (config, layers, vocabulary, input text, output folder)
     comes before the model is built; an empty input writes an empty file,
@@ -296,7 +337,12 @@ def run_extraction(
         model.build()
     checkpoints.load_weights(model, init_checkpoint)
     results = extract_layers(
-        model, features, layer_indexes, batch_size, strategy
+        model,
+        features,
+        layer_indexes,
+        batch_size,
+        strategy,
+        length_sorted=length_sorted,
     )
     lines = (
         feature_json(feature, values, layer_indexes)
@@ -341,6 +387,8 @@ def run(settings):
         batch_size=s.batch_size,
         use_one_hot_embeddings=s.use_one_hot_embeddings,
         strategy=strategy,
+        # TPUs compile one program per shape: fixed batches there.
+        length_sorted=not s.use_tpu,
     )
     logging.info("Wrote %d lines to %s", count, s.output_file)
     return count

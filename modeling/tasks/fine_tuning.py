@@ -17,6 +17,8 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import config as config_lib
+from modeling.data import input_pipeline
+from modeling.data import length_batching
 from modeling.tasks import common
 from modeling.tasks import metrics
 from modeling.text import tokenization
@@ -88,6 +90,22 @@ class ArrayTask:
     def path(self, name):
         """`name` in output_dir."""
         return os.path.join(self.settings.output_dir, name)
+
+    def logits(self, model, arrays, batch_size, seq_features=None):
+        """`logits` of the task's model: length-sorted batches except on
+        TPU (fixed shapes there); with XLA, a few batch lengths only."""
+        s = self.settings
+        return logits(
+            self.strategy,
+            model,
+            arrays,
+            batch_size,
+            length_sorted=not s.use_tpu,
+            multiple=input_pipeline.padding_multiple(
+                s.max_seq_length, s.run_config.use_xla
+            ),
+            seq_features=seq_features,
+        )
 
     def data_path(self, flag, names, what):
         """The file of a flag, else the first of `names` in data_dir."""
@@ -187,21 +205,28 @@ def predict_logits(strategy, model, dataset):
     return np.concatenate(parts, axis=0)
 
 
-def _predict_step(strategy, model):
-    """A tf.function computing logits, cached on the model (no retracing)."""
-    cached = _PREDICT_STEPS.get(model)
-    if cached is not None:
-        return cached
+def _predict_step(strategy, model, with_order=False):
+    """A tf.function computing logits (and with_order, each row's
+    length_batching.ORDER first), cached on the model (no retracing)."""
+    steps = _PREDICT_STEPS.setdefault(model, {})
+    if with_order in steps:
+        return steps[with_order]
 
     def replica_fn(features):
-        return tf.cast(model(features, training=False), tf.float32)
+        logits = tf.cast(model(features, training=False), tf.float32)
+        if with_order:
+            return features[length_batching.ORDER], logits
+        return logits
 
+    # reduce_retracing: length-sorted batches vary in length.
     @tf.function(autograph=False, reduce_retracing=True)
     def step(features):
-        logits = strategy.run(replica_fn, args=(features,))
-        return strategy.gather(logits, axis=0)
+        outputs = strategy.run(replica_fn, args=(features,))
+        return tf.nest.map_structure(
+            lambda t: strategy.gather(t, axis=0), outputs
+        )
 
-    _PREDICT_STEPS[model] = step
+    steps[with_order] = step
     return step
 
 
@@ -322,12 +347,53 @@ def train_on_arrays(trainer, arrays, settings, metric, make_evaluate):
     return train(trainer, dataset_fn, settings, metric, make_evaluate)
 
 
-def logits(strategy, model, arrays, batch_size):
-    """The model's logits for every row of the feature `arrays`, in batches
-    of `batch_size` (the last one padded, its padding dropped)."""
-    padded, n = pad_to_batch(arrays, batch_size)
-    dataset = inference_dataset(padded, batch_size)
-    return predict_logits(strategy, model, dataset)[:n]
+def logits(
+    strategy,
+    model,
+    arrays,
+    batch_size,
+    length_sorted=False,
+    multiple=8,
+    seq_features=None,
+):
+    """The model's logits for every row of the feature `arrays`, in input
+    order.
+
+    Args:
+      length_sorted: batch rows of similar length together, each batch cut
+        to its longest row (length_batching.sorted_batches), and put the
+        logits back in input order; else batches in order, the last one
+        padded to batch_size (fixed shapes: TPUs).
+      multiple: length_sorted: lengths round up to a multiple of this.
+      seq_features: length_sorted: the arrays whose last axis is the
+        sequence (default: every array with the mask's shape); logits with
+        a sequence axis (a tagger's [N, T, L]) come back at full width.
+    """
+    if not length_sorted:
+        padded, n = pad_to_batch(arrays, batch_size)
+        dataset = inference_dataset(padded, batch_size)
+        return predict_logits(strategy, model, dataset)[:n]
+    mask_shape = arrays["input_mask"].shape
+    if seq_features is None:
+        seq_features = [k for k, v in arrays.items() if v.shape == mask_shape]
+    dataset = length_batching.sorted_batches(
+        tf.data.Dataset.from_tensor_slices(arrays),
+        batch_size,
+        multiple,
+        seq_features,
+    )
+    step = _predict_step(strategy, model, with_order=True)
+    orders, parts = [], []
+    for batch in distribute.distribute_dataset(strategy, dataset):
+        order, values = step(batch)
+        orders.append(order.numpy())
+        values = values.numpy()
+        if values.ndim == 3:  # [B, T', L]: per position.
+            values = length_batching.pad_to(values, mask_shape[-1])
+        parts.append(values)
+    return length_batching.unsort(
+        np.concatenate(orders), np.concatenate(parts, axis=0)
+    )
 
 
 def restore_for_inference(task, trainer, element_spec, head):

@@ -124,9 +124,7 @@ def read_eval_arrays(task):
 
 def evaluate(task, model, arrays, global_step):
     """eval_accuracy and eval_loss (mean cross-entropy over the choices)."""
-    logits = fine_tuning.logits(
-        task.strategy, model, arrays, task.settings.eval_batch_size
-    )
+    logits = task.logits(model, arrays, task.settings.eval_batch_size)
     labels = arrays[LABEL_IDS]
     return {
         "eval_accuracy": float(np.mean(np.argmax(logits, -1) == labels)),
@@ -142,9 +140,7 @@ def predict(task, model, write=True):
     s = task.settings
     path = task.data_path("predict_file", PREDICT_FILES, "prediction")
     examples = swag.read_swag(path, "test", require_label=False)
-    logits = fine_tuning.logits(
-        task.strategy, model, task.arrays(examples), s.predict_batch_size
-    )
+    logits = task.logits(model, task.arrays(examples), s.predict_batch_size)
     probabilities = tf.nn.softmax(logits, axis=-1).numpy()
     if write:
         lines = [

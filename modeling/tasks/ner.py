@@ -214,7 +214,7 @@ def predict_words(task, model, sentences, batch_size):
       (tags per sentence, logits [W, T, L] of the real windows, arrays).
     """
     arrays, feats = task.features(sentences)
-    logits = fine_tuning.logits(task.strategy, model, arrays, batch_size)
+    logits = task.logits(model, arrays, batch_size)
     predicted = np.argmax(logits, axis=-1)
     tags = conll.word_predictions(feats, predicted, sentences, task.label_list)
     return tags, logits, arrays

@@ -38,6 +38,7 @@ from modeling import config as config_lib
 from modeling import losses
 from modeling import models
 from modeling.data import input_pipeline
+from modeling.data import length_batching
 from modeling.data import squad as squad_data
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
@@ -240,6 +241,8 @@ def read_records(task, path, batch_size, is_training, num_records=None):
       num_records: prediction only: pad the last batch to batch_size with
         all-zero features (unique_id 0, which no feature has) so every batch
         has one shape, as TPUs need (the original's TPUEstimator padded).
+        None: prediction batches features of similar length together, each
+        cut to its longest row (length_batching.sorted_batches).
     """
     s = task.settings
     spec = input_pipeline.squad_feature_spec(s.max_seq_length, is_training)
@@ -253,6 +256,17 @@ def read_records(task, path, batch_size, is_training, num_records=None):
         lambda record: input_pipeline.decode_record(record, spec),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
+    if not is_training and num_records is None:
+        # Off TPU: features of similar length batched together, each batch
+        # cut to its longest: the order does not matter (answers are
+        # gathered by unique_id), the positions cut are never an answer's.
+        return length_batching.sorted_batches(
+            d,
+            batch_size,
+            input_pipeline.padding_multiple(
+                s.max_seq_length, s.run_config.use_xla
+            ),
+        )
     if num_records is not None and not is_training and num_records % batch_size:
         pad = batch_size - num_records % batch_size
         zeros = {
@@ -414,7 +428,14 @@ class Predictor:
         strategy = self.task.strategy
         for batch in distribute.distribute_dataset(strategy, dataset):
             for part, value in zip(parts, step(batch)):
-                part.append(value.numpy())
+                # A batch cut to its longest row: the positions cut get a
+                # logit no answer can have (-inf), so that they are never
+                # among the n best.
+                part.append(
+                    _pad_logits(value.numpy(), s.max_seq_length)
+                    if value.ndim == 2
+                    else value.numpy()
+                )
         return tuple(np.concatenate(p, axis=0) for p in parts)
 
     def _predict_step(self):
@@ -431,7 +452,8 @@ class Predictor:
                 tf.cast(outputs["end_logits"], tf.float32),
             )
 
-        @tf.function(autograph=False)
+        # reduce_retracing: length-sorted batches vary in length.
+        @tf.function(autograph=False, reduce_retracing=True)
         def step(features):
             outputs = strategy.run(replica_fn, args=(features,))
             return tf.nest.map_structure(
@@ -459,6 +481,14 @@ class Predictor:
                 s.null_score_diff_threshold if threshold is None else threshold
             ),
         )
+
+
+def _pad_logits(logits, length):
+    """[B, T'] logits back to [B, length], the new positions -inf."""
+    missing = length - logits.shape[1]
+    if missing <= 0:
+        return logits
+    return np.pad(logits, ((0, 0), (0, missing)), constant_values=-np.inf)
 
 
 def gold_answers(examples, version_2_with_negative):
