@@ -4,7 +4,8 @@ The original release had no export; users asked for one (google-research/bert
 #146, #114, #522). The SavedModel written here tokenizes in the graph (the
 in-graph WordPiece tokenizer gives the same ids as FullTokenizer), packs
 `[CLS] A [SEP] B [SEP]` the way `convert_single_example` does, and returns
-class probabilities (or the score of a regression task), so a server needs
+class probabilities (or the score of a regression task), each batch padded
+only to its longest tokenized row, so a server needs
 neither this package nor a vocab file, only TensorFlow and tensorflow-text
 (whose import registers the tokenizer ops):
 
@@ -24,6 +25,7 @@ import os
 import tensorflow as tf
 
 from modeling.data import file_io
+from modeling.data import input_pipeline
 from modeling.text import in_graph
 
 SERVING_DEFAULT = "serving_default"
@@ -57,6 +59,16 @@ class TextPreprocessor(tf.Module):
         if text_b is not None:
             segment_b = self.tokenizer.tokenize(text_b)
         return self.packer(segment_a, segment_b)
+
+
+def to_longest_row(features):
+    """Packed features [..., max_seq_length] cut to the batch's longest
+    packed row: the outputs at real positions are the same (padding only
+    ever gets the -10000 attention bias), the work that of the real
+    tokens. Rows longer than max_seq_length were truncated when packed."""
+    return input_pipeline.trim_padding(
+        features, multiple=1, seq_features=tuple(features)
+    )
 
 
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length):
@@ -115,8 +127,10 @@ class ClassifierServer(tf.Module):
         )
 
     def serve_text(self, text_a, text_b=None):
-        """Raw UTF-8 strings [batch] -> outputs (traced in `signatures`)."""
-        features = self.preprocessor(text_a, text_b)
+        """Raw UTF-8 strings [batch] -> outputs (traced in `signatures`).
+        The features are cut to the batch's longest row (`to_longest_row`):
+        a batch of short texts costs what its texts cost."""
+        features = to_longest_row(self.preprocessor(text_a, text_b))
         outputs = self._outputs(features)
         outputs.update(features)
         return outputs

@@ -114,7 +114,7 @@ class TaggerServer(tf.Module):
         packed = tf.RaggedTensor.from_value_rowids(
             pieces, windows, nrows=num_windows
         ).merge_dims(1, 2)
-        features = self.packer(packed)
+        features = serving.to_longest_row(self.packer(packed))
         logits = tf.cast(self.model(features, training=False), tf.float32)
         # Each word's first piece: 1 ([CLS]) + the pieces before it in its
         # window.
@@ -151,8 +151,7 @@ class ChoiceServer(tf.Module):
         self.preprocessor = serving.make_preprocessor(
             vocab_file, do_lower_case, max_seq_length
         )
-        self.max_seq_length = max_seq_length
-
+    
     @tf.function(
         input_signature=[
             tf.TensorSpec([None], tf.string, "sent1"),
@@ -170,9 +169,10 @@ class ChoiceServer(tf.Module):
                 [tf.repeat(sent2, choices), tf.reshape(endings, [-1])], " "
             )
         )
-        features = self.preprocessor(first, second)
+        features = serving.to_longest_row(self.preprocessor(first, second))
+        length = tf.shape(features["input_ids"])[-1]
         features = {
-            k: tf.reshape(v, [shape[0], choices, self.max_seq_length])
+            k: tf.reshape(v, [shape[0], choices, length])
             for k, v in features.items()
         }
         logits = tf.cast(self.model(features, training=False), tf.float32)
