@@ -33,7 +33,8 @@ FLAGS = flags.FLAGS
 # (tests/distribute_test.py checks they agree): importing those modules here
 # would load TensorFlow for `--help`.
 STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "int8")
+PREDICT_RUNTIMES = ("tensorflow", "tflite")
 OPTIMIZER_TYPES = ("adamw", "lamb")
 
 # === Flag definitions ===
@@ -242,7 +243,19 @@ def _define_training_flags():
         list(PRECISIONS),
         "Compute precision. mixed_bfloat16: bf16 compute with float32 "
         "weights (fastest on recent CPUs and on TPUs); mixed_float16: GPUs, "
-        "with dynamic loss scaling. Checkpoints stay float32.",
+        "with dynamic loss scaling; int8 (fine-tuning scripts): --do_eval "
+        "and --do_predict through TF Lite's dynamic-range int8 on the CPU, "
+        "about 3x float32's speed (training, if any, in float32). "
+        "Checkpoints stay float32.",
+    )
+    flags.DEFINE_enum(
+        "predict_runtime",
+        None,
+        list(PREDICT_RUNTIMES),
+        "What runs --do_eval / --do_predict: tensorflow (the default), or "
+        "tflite: TF Lite with XNNPACK on this host's CPU, float32 outputs "
+        "within float32 rounding of TensorFlow's, faster on CPU (more so at "
+        "small batches). --precision=int8 implies tflite.",
     )
     flags.DEFINE_bool(
         "use_xla",
@@ -312,6 +325,7 @@ def run_config(output_dir, num_train_steps, num_warmup_steps, learning_rate):
         gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
         optimizer_type=FLAGS.optimizer,
         precision=FLAGS.precision,
+        predict_runtime=FLAGS.predict_runtime,
         use_xla=FLAGS.use_xla,
         gradient_checkpointing=FLAGS.gradient_checkpointing,
     )

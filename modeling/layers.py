@@ -133,7 +133,10 @@ def attention_bias(input_mask, dtype="float32"):
         padding, broadcast over heads and queries (the original masks keys
         only; padded query rows are computed and ignored downstream).
     """
-    mask = ops.cast(input_mask, dtype)[:, None, None, :]
+    # expand_dims rather than [:, None, None, :]: a plain reshape, which
+    # every runtime the model is exported to has (TF Lite lacks the
+    # strided slice that inserts axes).
+    mask = ops.expand_dims(ops.cast(input_mask, dtype), (1, 2))
     return (1.0 - mask) * MASK_ADDER
 
 

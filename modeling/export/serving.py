@@ -162,6 +162,7 @@ def export_classifier(
     label_list=None,
     max_seq_length=None,
     multi_label=False,
+    extra_files=None,
 ):
     """Writes the serving SavedModel (atomically) to `export_dir`.
 
@@ -179,6 +180,7 @@ def export_classifier(
       label_list: the task's labels, or None (regression).
       max_seq_length: int, recorded in bert_export.json.
       multi_label: bool, "probabilities" are each label's sigmoid.
+      extra_files: see `save_export`.
 
     Returns:
       export_dir.
@@ -194,15 +196,28 @@ def export_classifier(
         "max_seq_length": max_seq_length,
         "outputs": ["score"] if is_regression else ["probabilities", "logits"],
     }
-    return save_export(server, export_dir, server.signatures(), info)
+    return save_export(
+        server, export_dir, server.signatures(), info, extra_files
+    )
 
 
-def save_export(server, export_dir, signatures, info):
+def save_export(server, export_dir, signatures, info, extra_files=None):
     """Writes `server` as a SavedModel with `info` in
     assets.extra/bert_export.json, atomically: under a temporary name beside
-    `export_dir`, then renamed onto it (an old export is replaced)."""
+    `export_dir`, then renamed onto it (an old export is replaced).
+
+    Args:
+      extra_files: None, or (files, info): files {name: bytes} written into
+        the export folder (a TF Lite model, modeling/export/tflite.py) and
+        what `info` records of them under "tflite".
+    """
     with file_io.atomic_path(export_dir.rstrip("/")) as tmp_dir:
         tf.saved_model.save(server, tmp_dir, signatures=signatures)
+        if extra_files is not None:
+            files, info["tflite"] = extra_files
+            for name, content in files.items():
+                with tf.io.gfile.GFile(os.path.join(tmp_dir, name), "wb") as f:
+                    f.write(content)
         extra = os.path.join(tmp_dir, "assets.extra")
         tf.io.gfile.makedirs(extra)
         with tf.io.gfile.GFile(os.path.join(extra, EXPORT_INFO_FILE), "w") as f:

@@ -182,16 +182,25 @@ class ChoiceServer(tf.Module):
         }
 
 
-def _save(server, export_dir, info):
+def _save(server, export_dir, info, extra_files=None):
     """The SavedModel (raw text in) and its bert_export.json, atomically."""
     signatures = {SERVING_DEFAULT: server.serve_text.get_concrete_function()}
-    return serving.save_export(server, export_dir, signatures, info)
+    return serving.save_export(
+        server, export_dir, signatures, info, extra_files
+    )
 
 
 def export_tagger(
-    model, vocab_file, do_lower_case, max_seq_length, label_list, export_dir
+    model,
+    vocab_file,
+    do_lower_case,
+    max_seq_length,
+    label_list,
+    export_dir,
+    extra_files=None,
 ):
-    """Writes run_ner's serving SavedModel to export_dir."""
+    """Writes run_ner's serving SavedModel to export_dir (extra_files: see
+    serving.save_export)."""
     server = TaggerServer(
         model, vocab_file, do_lower_case, max_seq_length, label_list
     )
@@ -202,13 +211,14 @@ def export_tagger(
         "inputs": ["text"],
         "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
     }
-    return _save(server, export_dir, info)
+    return _save(server, export_dir, info, extra_files)
 
 
 def export_multiple_choice(
-    model, vocab_file, do_lower_case, max_seq_length, export_dir
+    model, vocab_file, do_lower_case, max_seq_length, export_dir, extra_files=None
 ):
-    """Writes run_multiple_choice's serving SavedModel to export_dir."""
+    """Writes run_multiple_choice's serving SavedModel to export_dir
+    (extra_files: see serving.save_export)."""
     server = ChoiceServer(model, vocab_file, do_lower_case, max_seq_length)
     info = {
         "task": "multiple_choice",
@@ -216,4 +226,4 @@ def export_multiple_choice(
         "inputs": ["sent1", "sent2", "endings"],
         "outputs": ["probabilities", "logits"],
     }
-    return _save(server, export_dir, info)
+    return _save(server, export_dir, info, extra_files)

@@ -25,6 +25,7 @@ from modeling.data import custom
 from modeling.data import glue
 from modeling.data import input_pipeline
 from modeling.data import length_batching
+from modeling.export import tflite
 from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
@@ -398,6 +399,7 @@ def export(task, model):
         label_list=task.label_list,
         max_seq_length=s.max_seq_length,
         multi_label=task.multi_label,
+        extra_files=tflite.export_files(s, model),
     )
     logging.info("Exported the serving SavedModel to %s", s.export_dir)
 

@@ -20,6 +20,7 @@ from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.data import length_batching
 from modeling.data import tfrecord_io
+from modeling.export import tflite
 from modeling.tasks import metrics
 from modeling.tasks import predictions
 from modeling.training import distribute
@@ -38,15 +39,37 @@ def iter_logits(task, model, dataset, what="Predicting", total=None):
       numpy; order: each row's input position (length-sorted batches,
       length_batching.ORDER), else None.
     """
-    step = _predict_step(task.strategy, model)
+    runner = tflite.task_runner(task.settings, model)
+    if runner is None:
+        step = _predict_step(task.strategy, model)
+        batches = distribute.distribute_dataset(task.strategy, dataset)
+    else:  # TF Lite, on this host's CPU.
+        step = _tflite_step(runner)
+        batches = dataset
     counter = progress.Progress(what, total=total)
-    for batch in distribute.distribute_dataset(task.strategy, dataset):
-        values = tuple(value.numpy() for value in step(batch))
+    for batch in batches:
+        values = tuple(np.asarray(value) for value in step(batch))
         if len(values) == 3:
             values += (None,)
         counter.add(len(values[0]))
         yield values
     counter.finish()
+
+
+def _tflite_step(runner):
+    """What `_predict_step` returns, from a TF Lite runner."""
+
+    def step(f):
+        outputs = (
+            runner(f)["logits"],
+            f[input_pipeline.LABEL_IDS],
+            f[input_pipeline.IS_REAL_EXAMPLE],
+        )
+        if length_batching.ORDER in f:
+            outputs += (f[length_batching.ORDER],)
+        return outputs
+
+    return step
 
 
 def predict_logits(task, model, dataset, what="Predicting", total=None):

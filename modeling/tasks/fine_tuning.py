@@ -19,6 +19,7 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling.data import input_pipeline
 from modeling.data import length_batching
+from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import metrics
 from modeling.text import tokenization
@@ -93,7 +94,8 @@ class ArrayTask:
 
     def logits(self, model, arrays, batch_size, seq_features=None):
         """`logits` of the task's model: length-sorted batches except on
-        TPU (fixed shapes there); with XLA, a few batch lengths only."""
+        TPU (fixed shapes there); with XLA, a few batch lengths only;
+        through TF Lite with --predict_runtime=tflite / --precision=int8."""
         s = self.settings
         return logits(
             self.strategy,
@@ -105,6 +107,9 @@ class ArrayTask:
                 s.max_seq_length, s.run_config.use_xla
             ),
             seq_features=seq_features,
+            runner=tflite.task_runner(
+                s, model, rank=arrays["input_ids"].ndim
+            ),
         )
 
     def data_path(self, flag, names, what):
@@ -355,6 +360,7 @@ def logits(
     length_sorted=False,
     multiple=8,
     seq_features=None,
+    runner=None,
 ):
     """The model's logits for every row of the feature `arrays`, in input
     order.
@@ -368,10 +374,16 @@ def logits(
       seq_features: length_sorted: the arrays whose last axis is the
         sequence (default: every array with the mask's shape); logits with
         a sequence axis (a tagger's [N, T, L]) come back at full width.
+      runner: a TF Lite runner of the model (modeling/export/tflite.py)
+        to run instead of TensorFlow, or None.
     """
     if not length_sorted:
         padded, n = pad_to_batch(arrays, batch_size)
         dataset = inference_dataset(padded, batch_size)
+        if runner is not None:
+            return np.concatenate(
+                [runner(b)["logits"] for b in dataset], axis=0
+            )[:n]
         return predict_logits(strategy, model, dataset)[:n]
     mask_shape = arrays["input_mask"].shape
     if seq_features is None:
@@ -382,12 +394,20 @@ def logits(
         multiple,
         seq_features,
     )
-    step = _predict_step(strategy, model, with_order=True)
+    if runner is None:
+        step = _predict_step(strategy, model, with_order=True)
+        batches = distribute.distribute_dataset(strategy, dataset)
+    else:
+
+        def step(batch):
+            return batch[length_batching.ORDER], runner(batch)["logits"]
+
+        batches = dataset
     orders, parts = [], []
-    for batch in distribute.distribute_dataset(strategy, dataset):
+    for batch in batches:
         order, values = step(batch)
-        orders.append(order.numpy())
-        values = values.numpy()
+        orders.append(np.asarray(order))
+        values = np.asarray(values)
         if values.ndim == 3:  # [B, T', L]: per position.
             values = length_batching.pad_to(values, mask_shape[-1])
         parts.append(values)

@@ -21,6 +21,7 @@ from modeling import losses
 from modeling import models
 from modeling.data import file_io
 from modeling.data import swag
+from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import metrics
@@ -183,7 +184,12 @@ def run(settings):
         from modeling.export import task_serving
 
         task_serving.export_multiple_choice(
-            model, s.vocab_file, s.do_lower_case, s.max_seq_length, s.export_dir
+            model,
+            s.vocab_file,
+            s.do_lower_case,
+            s.max_seq_length,
+            s.export_dir,
+            extra_files=tflite.export_files(s, model, rank=3),
         )
 
     return fine_tuning.evaluate_predict_export(

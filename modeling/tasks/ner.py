@@ -28,6 +28,7 @@ from modeling import losses
 from modeling import models
 from modeling.data import conll
 from modeling.data import file_io
+from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import conlleval
 from modeling.tasks import fine_tuning
@@ -318,6 +319,7 @@ def run(settings):
             s.max_seq_length,
             task.label_list,
             s.export_dir,
+            extra_files=tflite.export_files(s, model),
         )
 
     return fine_tuning.evaluate_predict_export(

@@ -186,6 +186,13 @@ def run(s):
         raise ValueError(
             "At least one of `do_train` or `do_eval` must be True."
         )
+    config = s.run_config
+    if config.precision == "int8" or config.predict_runtime == "tflite":
+        raise ValueError(
+            "--precision=int8 and --predict_runtime=tflite are for the "
+            "fine-tuning scripts' evaluation and prediction; pre-training "
+            "runs in float32, mixed_bfloat16 or mixed_float16"
+        )
     bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
     config_lib.check_max_seq_length(s.max_seq_length, bert_config)
     input_files = file_io.expand_input_files(s.input_file)

@@ -40,6 +40,7 @@ from modeling import models
 from modeling.data import input_pipeline
 from modeling.data import length_batching
 from modeling.data import squad as squad_data
+from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import squad_metrics
@@ -423,18 +424,31 @@ class Predictor:
             False,
             num_records=len(self.features) if s.use_tpu else None,
         )
-        step = self._predict_step()
+        runner = tflite.task_runner(s, self.model)
+        if runner is None:
+            step = self._predict_step()
+            batches = distribute.distribute_dataset(self.task.strategy, dataset)
+        else:  # TF Lite, on this host's CPU.
+
+            def step(batch):
+                outputs = runner(batch)
+                return (
+                    batch[input_pipeline.UNIQUE_IDS],
+                    outputs["start_logits"],
+                    outputs["end_logits"],
+                )
+
+            batches = dataset
         parts = ([], [], [])
-        strategy = self.task.strategy
-        for batch in distribute.distribute_dataset(strategy, dataset):
-            for part, value in zip(parts, step(batch)):
+        for batch in batches:
+            for part, value in zip(parts, map(np.asarray, step(batch))):
                 # A batch cut to its longest row: the positions cut get a
                 # logit no answer can have (-inf), so that they are never
                 # among the n best.
                 part.append(
-                    _pad_logits(value.numpy(), s.max_seq_length)
+                    _pad_logits(value, s.max_seq_length)
                     if value.ndim == 2
-                    else value.numpy()
+                    else value
                 )
         return tuple(np.concatenate(p, axis=0) for p in parts)
 

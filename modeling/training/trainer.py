@@ -88,6 +88,9 @@ class RunConfig:
     gradient_accumulation_steps: int = 1
     optimizer_type: str = "adamw"
     precision: str = "float32"
+    # What runs evaluation and prediction: None/"tensorflow", or "tflite"
+    # (modeling/export/tflite.py; implied by precision "int8").
+    predict_runtime: str | None = None
     use_xla: bool = False
     # Recompute each Transformer block in the backward pass instead of
     # keeping its activations (encoder.set_gradient_checkpointing).
