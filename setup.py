@@ -46,6 +46,17 @@ setuptools.setup(
         # The notebooks in notebooks/: papermill runs them with parameters
         # (tests do too), ipykernel is their kernel, matplotlib plots curves.
         "notebooks": ["papermill>=2.6", "ipykernel>=6", "matplotlib>=3.8"],
+        # The peers bench/prediction.py times this project against: HF
+        # transformers on PyTorch (and torch.ao int8), ONNX Runtime on the
+        # same model exported with torch.onnx (onnx is the exporter's format
+        # library). Benchmarks only: no test and no script imports them.
+        # PyTorch's CPU wheel is enough (--index-url of its CPU builds).
+        "peers": [
+            "torch>=2.4",
+            "transformers>=4.40",
+            "onnxruntime>=1.20",
+            "onnx>=1.16",
+        ],
     },
     entry_points={
         "console_scripts": [

@@ -421,3 +421,46 @@ def test_mnli_mismatched_files(tmp_path):
     (ex,) = p.get_dev_examples(str(tmp_path))
     assert (ex.guid, ex.label) == ("dev_mismatched-4", "neutral")
     assert p.submission_name == "MNLI-mm"
+
+
+def test_truncated_rows_are_counted_in_the_log(tmp_path, caplog):
+    """Rows longer than max_seq_length are cut as the original cuts them,
+    and the converter says how many."""
+    tok = _CharTokenizer()
+    examples = [
+        classifier_data.InputExample("a", "abcdefgh", None, label="0"),
+        classifier_data.InputExample("b", "ab", None, label="0"),
+        classifier_data.InputExample("c", "abcd", "efgh", label="1"),
+    ]
+    caplog.set_level("INFO")
+    classifier_data.file_based_convert_examples_to_features(
+        examples, ["0", "1"], 6, tok, str(tmp_path / "x.tf_record")
+    )
+    assert (
+        "2 of 3 examples were longer than max_seq_length=6 tokens and were "
+        "truncated (as the original does)" in caplog.text
+    )
+
+
+def test_multi_label_features_and_padding(tmp_path):
+    tok = _CharTokenizer()
+    labels = ["x", "y", "z"]
+    example = classifier_data.InputExample("a", "ab", label=["z", "x"])
+    f = classifier_data.convert_single_example(
+        0, example, labels, 6, tok, multi_label=True
+    )
+    assert f.label_id == [1, 0, 1]
+    pad = classifier_data.convert_single_example(
+        0, classifier_data.PaddingInputExample(), labels, 6, tok, True
+    )
+    assert pad.label_id == [0, 0, 0] and pad.is_real_example is False
+    bad = classifier_data.InputExample("b", "ab", label=["w"])
+    with pytest.raises(ValueError, match=r"labels \['w'\] are not among"):
+        classifier_data.convert_single_example(0, bad, labels, 6, tok, True)
+
+
+def test_a_glue_file_that_is_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_bytes(b"Quality\ta\tb\ts1\ts2\n1\t1\t2\tok\tfine\n0\t3\t4\tcaf\xe9\tx\n")
+    with pytest.raises(ValueError, match=f"{path} line 3: not UTF-8 text"):
+        glue.get_processor("mrpc").get_train_examples(str(tmp_path))

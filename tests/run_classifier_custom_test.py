@@ -429,16 +429,7 @@ def test_a_bad_row_in_the_predict_file_leaves_no_output(
 ):
     test = pathlib.Path(tmp_path / "test.csv")
     test.write_text("text_a,text_b\nfine,pair\nragged,row,here\n")
-    out = tmp_path / "out"
-    # The reference run's checkpoint, labels and columns.
-    import shutil
-
-    shutil.copytree(mrpc_reference, out)
-    for name in ("test_results.tsv", predictions.FILE, "predict.tf_record"):
-        (out / name).unlink()
-    (out / custom.LABELS_FILE).write_text(
-        custom.TaskSpec("classification", ["0", "1"], "text_a", "text_b").to_json()
-    )
+    out = _predict_only_dir(mrpc_reference, tmp_path / "out")
     settings = _settings(
         minilm_ckpt, out, test_file=str(test), do_predict=True
     )
@@ -453,6 +444,39 @@ def test_a_bad_row_in_the_predict_file_leaves_no_output(
     settings.skip_bad_rows = True
     classifier_lib.run(settings)
     assert len((out / predictions.FILE).read_text().splitlines()) == 1
+
+
+def _predict_only_dir(reference, out):
+    """A copy of the reference run's checkpoints, with the labels and
+    columns of a custom task, without its outputs."""
+    import shutil
+
+    shutil.copytree(reference, out)
+    for name in ("test_results.tsv", predictions.FILE, "predict.tf_record"):
+        (out / name).unlink()
+    (out / custom.LABELS_FILE).write_text(
+        custom.TaskSpec(
+            "classification", ["0", "1"], "text_a", "text_b"
+        ).to_json()
+    )
+    return out
+
+
+def test_an_empty_predict_file_is_an_error(
+    minilm_ckpt, mrpc_reference, tmp_path
+):
+    test = tmp_path / "test.jsonl"
+    test.write_text("\n")
+    out = _predict_only_dir(mrpc_reference, tmp_path / "out")
+    settings = _settings(minilm_ckpt, out, test_file=str(test), do_predict=True)
+    with pytest.raises(ValueError, match=f"{test}: no rows"):
+        classifier_lib.run(settings)
+    assert not (out / predictions.FILE).exists()
+    test = tmp_path / "test.csv"
+    test.write_text("text_a,text_b\n")  # A header, no rows.
+    settings.test_file = str(test)
+    with pytest.raises(ValueError, match=f"{test}: no rows to predict"):
+        classifier_lib.run(settings)
 
 
 def test_missing_column_names_the_file_and_the_columns(minilm_ckpt, tmp_path):

@@ -11,6 +11,7 @@ import csv
 import os
 
 import tensorflow as tf
+from absl import logging
 
 from modeling import progress
 from modeling.data import file_io
@@ -138,9 +139,11 @@ def convert_single_example(
         tokens_b = tokenizer.tokenize(example.text_b)
     if tokens_b:
         # Account for [CLS], [SEP], [SEP] with "- 3".
+        truncated = len(tokens_a) + len(tokens_b) > max_seq_length - 3
         truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    elif len(tokens_a) > max_seq_length - 2:
+    else:
         # Account for [CLS] and [SEP] with "- 2".
+        truncated = len(tokens_a) > max_seq_length - 2
         tokens_a = tokens_a[0 : (max_seq_length - 2)]
 
     # The convention in BERT: [CLS] A [SEP] with type 0, then B [SEP] with
@@ -156,13 +159,31 @@ def convert_single_example(
     # tokens are attended to.
     input_mask = [1] * len(input_ids)
     padding = [0] * (max_seq_length - len(input_ids))
-    return InputFeatures(
+    feature = InputFeatures(
         input_ids=input_ids + padding,
         input_mask=input_mask + padding,
         segment_ids=segment_ids + padding,
         label_id=_label_id(example, label_list),
         is_real_example=True,
     )
+    # Not in the original: whether tokens were cut to fit (counted in the
+    # log by the converters).
+    feature.truncated = truncated
+    return feature
+
+
+def log_truncated(count, total, max_seq_length, what="examples"):
+    """Logs how many texts were cut to max_seq_length (as the original cuts
+    them, silently)."""
+    if count:
+        logging.info(
+            "%d of %d %s were longer than max_seq_length=%d tokens and were "
+            "truncated (as the original does)",
+            count,
+            total,
+            what,
+            max_seq_length,
+        )
 
 
 def _label_id(example, label_list):
@@ -244,6 +265,7 @@ def file_based_convert_examples_to_features(
         f"Writing {os.path.basename(os.fspath(output_file))}",
         total=len(examples) if hasattr(examples, "__len__") else total,
     )
+    truncated = 0
     with (
         file_io.atomic_path(output_file) as tmp_file,
         tf.io.TFRecordWriter(tmp_file) as writer,
@@ -257,9 +279,12 @@ def file_based_convert_examples_to_features(
                 tokenizer,
                 multi_label=multi_label,
             )
+            truncated += getattr(feature, "truncated", False)
             writer.write(features_to_example_bytes(feature))
             counter.add()
-    return counter.finish()
+    total = counter.finish()
+    log_truncated(truncated, total, max_seq_length)
+    return total
 
 
 def padded_to_batch(examples, batch_size):
@@ -298,11 +323,14 @@ def read_tsv(input_file):
 
     Raises:
       FileNotFoundError: naming the file.
+      ValueError: `<file> line N: not UTF-8 text`.
     """
-    if not tf.io.gfile.exists(input_file):
-        raise FileNotFoundError(f"Data file not found: {input_file}")
-    with tf.io.gfile.GFile(input_file, "r") as f:
-        return list(csv.reader(f, delimiter="\t", quotechar=None))
+    text = file_io.read_text(input_file)
+    # Lines end at "\n" only, as the original's reader split them.
+    lines = [line + "\n" for line in text.split("\n")]
+    if text.endswith("\n") or not text:
+        lines.pop()
+    return list(csv.reader(lines, delimiter="\t", quotechar=None))
 
 
 def write_glue_submission(path, examples, predictions, label_list):

@@ -265,6 +265,8 @@ class CustomProcessor:
         """
         bad = table_files.BadRows(self.skip_bad_rows)
         table = table_files.TableFile(self.path(set_type), bad)
+        if not table.columns:
+            raise ValueError(f"{table.path}: no rows (an empty file)")
         is_test = set_type == "test"
         text_a = table_files.find_column(
             table, "text_a_column", self.text_a_column, TEXT_A_COLUMNS

@@ -148,6 +148,7 @@ def convert_examples(examples, max_seq_length, tokenizer):
 
     out = {"input_ids": [], "input_mask": [], "segment_ids": []}
     labels = []
+    truncated = 0
     for example in examples:
         per_choice = {k: [] for k in out}
         for ending in example.endings:
@@ -161,10 +162,17 @@ def convert_examples(examples, max_seq_length, tokenizer):
                 max_seq_length,
                 tokenizer,
             )
+            truncated += feature.truncated
             for k in out:
                 per_choice[k].append(getattr(feature, k))
         for k in out:
             out[k].append(per_choice[k])
         labels.append(0 if example.label is None else example.label)
     out["label_ids"] = labels
+    classifier_data.log_truncated(
+        truncated,
+        sum(len(e.endings) for e in examples),
+        max_seq_length,
+        "packed choices",
+    )
     return out

@@ -241,19 +241,12 @@ class TableFile:
         return self._array
 
     def _json_rows(self):
-        if self._is_array():
-            yield from self._json_array_rows()
-            return
-        for number, line in enumerate(self._text_lines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as e:
-                self.bad_rows.report(
-                    self.where(number), f"not a JSON object: {e.msg}"
-                )
-                continue
+        values = (
+            self._json_array_values()
+            if self._is_array()
+            else self._json_line_values()
+        )
+        for number, value in values:
             if not isinstance(value, dict):
                 self.bad_rows.report(
                     self.where(number),
@@ -262,7 +255,18 @@ class TableFile:
                 continue
             yield number, value
 
-    def _json_array_rows(self):
+    def _json_line_values(self):
+        for number, line in enumerate(self._text_lines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as e:
+                self.bad_rows.report(
+                    self.where(number), f"not a JSON object: {e.msg}"
+                )
+
+    def _json_array_values(self):
         text = "".join(self._text_lines())
         try:
             items = json.load(io.StringIO(text))
@@ -270,14 +274,7 @@ class TableFile:
             raise ValueError(
                 f"{self.path} line {e.lineno}: not JSON: {e.msg}"
             ) from None
-        for number, value in enumerate(items, start=1):
-            if not isinstance(value, dict):
-                self.bad_rows.report(
-                    self.where(number),
-                    f"expected a JSON object, found {type(value).__name__}",
-                )
-                continue
-            yield number, value
+        yield from enumerate(items, start=1)
 
 
 def find_column(table, flag, value, defaults=(), required=True):

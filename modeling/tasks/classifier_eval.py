@@ -193,6 +193,8 @@ def predict(task, model, write=True):
     predict_file, num_records = task.write_records(
         examples, "predict.tf_record", total
     )
+    if not num_records and hasattr(processor, "path"):
+        raise ValueError(f"{processor.path('test')}: no rows to predict")
     dataset = task.read_records(
         predict_file, s.predict_batch_size, False, drop_remainder=s.use_tpu
     )

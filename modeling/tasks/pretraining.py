@@ -186,8 +186,10 @@ def run(s):
         raise ValueError(
             "At least one of `do_train` or `do_eval` must be True."
         )
-    config = s.run_config
-    if config.precision == "int8" or config.predict_runtime == "tflite":
+    config = s.run_config  # None: a run built in Python, float32 defaults.
+    if config is not None and (
+        config.precision == "int8" or config.predict_runtime == "tflite"
+    ):
         raise ValueError(
             "--precision=int8 and --predict_runtime=tflite are for the "
             "fine-tuning scripts' evaluation and prediction; pre-training "
