@@ -112,6 +112,14 @@ flags.DEFINE_bool(
     "and keep the best checkpoint by F1 under output_dir/best/.",
 )
 
+flags.DEFINE_string(
+    "export_dir",
+    None,
+    "Write a serving SavedModel here: its signature takes raw questions and "
+    "contexts and returns the answer text (windows, the n best and the "
+    "answer's characters worked out in the graph, as predictions.json).",
+)
+
 shared_flags.define_common_flags()
 
 

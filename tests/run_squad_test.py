@@ -255,31 +255,87 @@ def test_v2_train_predict_end_to_end(v2_run, tiny_model, uncased_vocab_file):
         ]
 
 
-def test_checkpoint_with_span_head_predicts_without_training(
-    v2_run, tiny_model, uncased_vocab_file, tmp_path
-):
-    """--init_checkpoint with cls/squad/* and --do_predict alone: the same
-    files as the run that trained it (same threshold)."""
+def _predict_with_trained(v2_run, tiny_model, vocab, out, extra=()):
+    """run_squad.py --do_predict on v2_run's dev file from its checkpoint,
+    with its null threshold: (the process, the threshold)."""
     tmp, trained = v2_run
     threshold = _eval_results(trained / "eval_results.txt")[
         "null_score_diff_threshold"
     ]
-    out = tmp_path / "predict_only"
     proc = _run_script(
-        _common_args(tiny_model, uncased_vocab_file, out)
+        _common_args(tiny_model, vocab, out)
         + [
             f"--init_checkpoint={trained / 'model.ckpt-4'}",
             "--do_predict",
             f"--predict_file={tmp / 'dev.json'}",
             "--version_2_with_negative",
             f"--null_score_diff_threshold={threshold}",
+            *extra,
         ]
     )
+    return proc, threshold
+
+
+def test_checkpoint_with_span_head_predicts_without_training(
+    v2_run, tiny_model, uncased_vocab_file, tmp_path
+):
+    """--init_checkpoint with cls/squad/* and --do_predict alone: the same
+    files as the run that trained it (same threshold)."""
+    tmp, trained = v2_run
+    out = tmp_path / "predict_only"
+    proc, _ = _predict_with_trained(v2_run, tiny_model, uncased_vocab_file, out)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "untrained" not in proc.stderr
     for name in ("predictions.json", "null_odds.json"):
         assert _read_json(out / name) == _read_json(trained / name), name
     assert not (out / "train.tf_record").exists()
+
+
+def test_export_answers_like_predictions_json(
+    v2_run, tiny_model, uncased_vocab_file, tmp_path
+):
+    """--export_dir: the SavedModel answers the dev questions from their
+    raw text as predictions.json does (every position among the n best:
+    n_best_size = max_seq_length, so the two paths' different padding
+    widths cannot matter), with null_odds.json's null score differences."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
+
+    tmp, _ = v2_run
+    out = tmp_path / "export_run"
+    export = tmp_path / "export"
+    proc, threshold = _predict_with_trained(
+        v2_run,
+        tiny_model,
+        uncased_vocab_file,
+        out,
+        [f"--n_best_size={SEQ}", f"--export_dir={export}"],
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    info = _read_json(export / "assets.extra" / "bert_export.json")
+    assert info["doc_stride"] == STRIDE and info["version_2_with_negative"]
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    data = _read_json(tmp / "dev.json")["data"]
+    rows = [
+        (qa["id"], qa["question"], paragraph["context"])
+        for article in data
+        for paragraph in article["paragraphs"]
+        for qa in paragraph["qas"]
+    ]
+    got = serve(
+        question=tf.constant([r[1] for r in rows]),
+        context=tf.constant([r[2] for r in rows]),
+    )
+    answers = _read_json(out / "predictions.json")
+    odds = _read_json(out / "null_odds.json")
+    tolerance.assert_float32_close(
+        got["null_score_diff"].numpy(), [odds[r[0]] for r in rows]
+    )
+    for (qid, _, _), answer, diff in zip(
+        rows, got["answer"].numpy(), got["null_score_diff"].numpy()
+    ):
+        if abs(diff - float(threshold)) > 1e-4:  # Not on the threshold.
+            assert answer.decode() == answers[qid], qid
 
 
 def test_bad_input_is_one_line_and_leaves_nothing(

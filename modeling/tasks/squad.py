@@ -103,9 +103,10 @@ def check_settings(s):
     tokenization.validate_case_matches_checkpoint(
         s.do_lower_case, s.init_checkpoint
     )
-    if not s.do_train and not s.do_predict:
+    if not s.do_train and not s.do_predict and not s.export_dir:
         raise ValueError(
-            "At least one of `do_train` or `do_predict` must be True."
+            "At least one of `do_train` or `do_predict` must be True "
+            "(or give --export_dir)."
         )
     if s.do_train and not s.train_file:
         raise ValueError(
@@ -615,4 +616,14 @@ def run(settings):
         _, results = predict(
             task, task.predictor, trainer.global_step, write=trainer.is_chief
         )
+    if s.export_dir and trainer.is_chief:
+        from modeling.export import squad_serving
+
+        squad_serving.export_squad(
+            trainer.model,
+            s,
+            s.export_dir,
+            extra_files=tflite.export_files(s, trainer.model),
+        )
+        logging.info("Exported the serving SavedModel to %s", s.export_dir)
     return results

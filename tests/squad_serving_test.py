@@ -1,0 +1,223 @@
+"""run_squad's serving SavedModel: raw questions and contexts in, the same
+answers as the Python path (modeling/data/squad.py features, then
+squad_postprocess.compute_predictions, which is the original's) out.
+
+The model is a tiny random BERT over the real uncased vocabulary: its answers
+are random spans, which is what exercises the text rules (spans starting or
+ending inside a word, punctuation, accents, [UNK], several windows). The
+contexts are long enough for 2 to 5 windows at seq 48, stride 16.
+"""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
+import tolerance
+from constants import TINY_CONFIG
+
+from modeling import config as config_lib
+from modeling import models
+from modeling.data import squad as squad_data
+from modeling.export import squad_serving
+from modeling.tasks import squad as squad_lib
+from modeling.tasks import squad_postprocess
+from modeling.text import tokenization
+
+SEQ, STRIDE, QUERY = 48, 16, 12
+
+CONTEXTS = [
+    # Punctuation attached to words, numbers, a possessive.
+    "Super Bowl 50 was an American football game to determine the champion "
+    "of the National Football League (NFL) for the 2015 season. The Denver "
+    "Broncos defeated the Carolina Panthers 24-10 to earn their third title. "
+    "The game was played on February 7, 2016, at Levi's Stadium.",
+    # Accents: precomposed (kept length) and decomposed (e + U+0301: the
+    # normalized word is shorter, so whole words), a no-break space inside a
+    # word, tabs and newlines between words, U+202F.
+    "Caf\u00e9s in Montr\u00e9al serve cre\u0301pes\u00a0and tea.\tThe "
+    "na\u00efve visitor\norders a\u202fcr\u00e8me br\u00fbl\u00e9e, "
+    "then walks to the Basilique Notre-Dame de Montr\u00e9al; it opened in "
+    "1829 and seats 3,200 people.",
+    # A word over 200 characters ([UNK]), unknown symbols, hyphens.
+    "The gene " + "A" * 210 + " was found in 1990. Its \u2603 symbol and "
+    "state-of-the-art sequencing (by Smith-Jones et al.) made the "
+    "discovery famous among biologists, chemists and physicists alike.",
+    # Short: one window.
+    "Rollo was the Norse leader.",
+]
+QUESTIONS = [
+    "Who won?",
+    "Where was it?",
+    "What is served?",
+    "When did it open?",
+    "What was found in the year of the discovery?",
+]
+
+
+@pytest.fixture(scope="module")
+def model():
+    config = config_lib.BertConfig.from_dict(
+        dict(TINY_CONFIG, vocab_size=30522, max_position_embeddings=64)
+    )
+    tf.keras.utils.set_random_seed(7)
+    model = models.BertSpanLabeler(config)
+    model(
+        {
+            name: tf.zeros([1, SEQ], tf.int32)
+            for name in ("input_ids", "input_mask", "segment_ids")
+        }
+    )
+    return model
+
+
+def _examples():
+    examples = []
+    for c, context in enumerate(CONTEXTS):
+        doc_tokens, _ = squad_data.split_paragraph(context)
+        for q, question in enumerate(QUESTIONS):
+            examples.append(
+                squad_data.SquadExample(
+                    qas_id=f"{c}-{q}",
+                    question_text=question,
+                    doc_tokens=doc_tokens,
+                )
+            )
+    return examples
+
+
+def _python_predictions(model, vocab, examples, n_best_size, v2):
+    features = []
+    tokenizer = tokenization.FullTokenizer(vocab, True)
+    squad_data.convert_examples_to_features(
+        examples, tokenizer, SEQ, STRIDE, QUERY, False, features.append
+    )
+    inputs = {
+        name: np.array([getattr(f, name) for f in features], np.int32)
+        for name in ("input_ids", "input_mask", "segment_ids")
+    }
+    outputs = model(inputs, training=False)
+    return features, squad_postprocess.compute_predictions(
+        examples,
+        features,
+        [f.unique_id for f in features],
+        outputs["start_logits"].numpy(),
+        outputs["end_logits"].numpy(),
+        n_best_size=n_best_size,
+        max_answer_length=30,
+        version_2_with_negative=v2,
+        null_score_diff_threshold=0.0,
+    )
+
+
+def _settings(vocab, n_best_size, v2):
+    return squad_lib.Settings(
+        bert_config_file="unused",
+        vocab_file=vocab,
+        output_dir="unused",
+        max_seq_length=SEQ,
+        doc_stride=STRIDE,
+        max_query_length=QUERY,
+        n_best_size=n_best_size,
+        version_2_with_negative=v2,
+    )
+
+
+def _serve(model, vocab, tmp_path, n_best_size, v2):
+    """The export, saved and loaded, run on every question at once."""
+    export = str(tmp_path / "export")
+    squad_serving.export_squad(model, _settings(vocab, n_best_size, v2), export)
+    info = json.loads(
+        (tmp_path / "export" / "assets.extra" / "bert_export.json").read_text()
+    )
+    assert info["task"] == "question_answering"
+    serve = tf.saved_model.load(export).signatures["serving_default"]
+    examples = _examples()
+    questions = [e.question_text for e in examples]
+    contexts = [CONTEXTS[int(e.qas_id.split("-")[0])] for e in examples]
+    out = serve(question=tf.constant(questions), context=tf.constant(contexts))
+    return examples, {k: v.numpy() for k, v in out.items()}
+
+
+@pytest.mark.parametrize("v2", [False, True])
+def test_answers_equal_the_python_path(model, uncased_vocab_file, tmp_path, v2):
+    """Every n best over the whole row (n_best_size = SEQ): the export's
+    batch is padded to its own longest row, the Python path's to SEQ, so
+    with fewer than every position the padding logits could take different
+    places among the n best (they never answer)."""
+    examples, out = _serve(model, uncased_vocab_file, tmp_path, SEQ, v2)
+    features, expected = _python_predictions(
+        model, uncased_vocab_file, examples, SEQ, v2
+    )
+    windows = [sum(f.example_index == i for f in features) for i in range(4)]
+    assert max(windows) >= 3, windows  # Several windows are exercised.
+    answers = [a.decode() for a in out["answer"]]
+    assert answers == [expected.answers[e.qas_id] for e in examples]
+    # The score is the best n-best entry's start + end logit.
+    best = [expected.nbest[e.qas_id][0] for e in examples]
+    if not v2:
+        tolerance.assert_float32_close(
+            out["score"], [b["start_logit"] + b["end_logit"] for b in best]
+        )
+    else:
+        tolerance.assert_float32_close(
+            out["null_score_diff"],
+            [expected.null_odds[e.qas_id] for e in examples],
+        )
+
+
+def test_default_n_best(model, uncased_vocab_file, tmp_path):
+    """n_best_size 20 (the default). The long contexts fill windows of SEQ
+    pieces, so this batch is as wide as the Python path's rows and padding
+    logits compete for the n best places alike: the same answers. The short
+    context's padding takes all of them with this random head: no span, ""
+    (predictions.json has the original's placeholder "empty")."""
+    examples, out = _serve(model, uncased_vocab_file, tmp_path, 20, False)
+    _, expected = _python_predictions(
+        model, uncased_vocab_file, examples, 20, False
+    )
+    answers = [a.decode() for a in out["answer"]]
+    want = [expected.answers[e.qas_id] for e in examples]
+    assert "empty" in want
+    assert answers == [("" if a == "empty" else a) for a in want]
+
+
+def test_start_and_end_pieces(model, uncased_vocab_file, tmp_path):
+    """start_piece / end_piece index the context's pieces: their text,
+    joined as the original de-tokenizes, is found in the answer's words."""
+    examples, out = _serve(model, uncased_vocab_file, tmp_path, SEQ, False)
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
+    for example, start, end, answer in zip(
+        examples,
+        out["start_piece"],
+        out["end_piece"],
+        out["answer"],
+        strict=True,
+    ):
+        pieces = [
+            p for word in example.doc_tokens for p in tokenizer.tokenize(word)
+        ]
+        assert 0 <= start <= end < len(pieces)
+        text = " ".join(pieces[start : end + 1]).replace(" ##", "")
+        normalized = " ".join(
+            tokenization.BasicTokenizer(True).tokenize(answer.decode())
+        )
+        assert text.replace("##", "") in normalized or "[UNK]" in text
+
+
+def test_empty_context_and_question(model, uncased_vocab_file, tmp_path):
+    """No context pieces: no answer ("" and start_piece -1), not an error."""
+    export = str(tmp_path / "export")
+    squad_serving.export_squad(
+        model, _settings(uncased_vocab_file, 20, False), export
+    )
+    serve = tf.saved_model.load(export).signatures["serving_default"]
+    out = serve(
+        question=tf.constant(["", "Who?", "Who?"]),
+        context=tf.constant(["Rollo led them.", " \t\n", "\u0000"]),
+    )
+    answers = [a.decode() for a in out["answer"].numpy()]
+    assert answers[0] in "Rollo led them."
+    assert answers[1:] == ["", ""]
+    assert out["start_piece"].numpy()[1:].tolist() == [-1, -1]
