@@ -49,6 +49,14 @@ flags.DEFINE_integer(
     "The sequence length of the preprocessing model's default call (and the "
     "default of its bert_pack_inputs(seq_length=...)).",
 )
+flags.DEFINE_bool(
+    "pad_to_longest",
+    False,
+    "The preprocessing model's default call pads each batch to its longest "
+    "packed row (at most --max_seq_length) instead of always to "
+    "--max_seq_length, so that the encoder works on the real tokens only. "
+    "Off by default: TF Hub's convention is a fixed length.",
+)
 shared_flags.define_flags(
     "bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case"
 )

@@ -60,6 +60,13 @@ Usage:
   message.
 
 Writes <output_root>/results.json (and prints a table).
+
+Measured (2026-11-25, 2-vCPU AMD EPYC VM with AVX-512, avx512_bf16, VNNI;
+the README's "Fast prediction on CPU" has the tables): this project's
+float32 2.6-4.0x HF PyTorch and 1.25-1.74x ONNX Runtime float32 on MiniLM,
+2.9-3.8x and 1.30-1.72x on BERT-base; int8 2.2-3.2x its float32 except
+MiniLM SQuAD (1.84x: the float32 attention at seq 384 bounds it); int8 dev
+metrics within 0.25 points of float32.
 """
 
 import argparse

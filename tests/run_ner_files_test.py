@@ -15,6 +15,7 @@ import types
 
 import pytest
 import run_ner_test
+import tensorflow as tf
 import tolerance
 from constants import TINY_CONFIG
 
@@ -157,6 +158,32 @@ def test_conll_as_json_lines_gives_the_conll_results(
     assert [
         [w.split()[-1] for w in block.splitlines()] for block in lines if block
     ] == [r["tags"] for r in got_rows]
+
+
+def test_prediction_in_blocks_equals_one_block(
+    files, conll_run, tmp_path, monkeypatch
+):
+    """--do_predict alone from the run's checkpoint, 5 sentences per block
+    (ner.PREDICT_BLOCK): the same output files as the run's one block."""
+    want_dir, _ = conll_run
+    out = tmp_path / "blocks"
+    out.mkdir()
+    (out / "label_list.txt").write_text(
+        (want_dir / "label_list.txt").read_text()
+    )
+    monkeypatch.setattr(ner, "PREDICT_BLOCK", 5)
+    settings = ner.Settings(
+        data_dir=str(files.root / "conll"),
+        vocab_file=str(files.vocab),
+        bert_config_file=str(files.root / "bert_config.json"),
+        output_dir=str(out),
+        init_checkpoint=tf.train.latest_checkpoint(str(want_dir)),
+        max_seq_length=SEQ,
+        do_predict=True,
+    )
+    ner.run(settings)
+    for name in (predictions.FILE, ner.PREDICTIONS_FILE):
+        assert (out / name).read_text() == (want_dir / name).read_text()
 
 
 def test_tag_column_picks_another_column(files, conll_run, tmp_path):

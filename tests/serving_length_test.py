@@ -100,3 +100,27 @@ def test_tagger_and_multiple_choice_equal_full_length(config, vocab):
     full = {k: tf.reshape(v, [2, 2, SEQ]) for k, v in features.items()}
     want = chooser(full, training=False).numpy()
     tolerance.assert_float32_close(out["logits"], want)
+
+
+@pytest.mark.parametrize("pad_to_longest", [False, True])
+def test_hub_preprocessor_pad_to_longest(vocab, tmp_path, pad_to_longest):
+    """export_hub.py --pad_to_longest: the preprocessing SavedModel's
+    default call cuts each batch to its longest row, the ids the same as
+    the fixed-length call's; without it, TF Hub's fixed length."""
+    from modeling.export import hub as hub_export
+
+    path = str(tmp_path / "preprocessing")
+    hub_export.save_preprocessing(path, vocab, True, SEQ, pad_to_longest)
+    loaded = tf.saved_model.load(path)
+    out = loaded(tf.constant(SHORT))
+    # [CLS] hello world is good [SEP]: 6, the longest row.
+    width = 6 if pad_to_longest else SEQ
+    assert out["input_word_ids"].shape == (3, width)
+    fixed = loaded.bert_pack_inputs(
+        [loaded.tokenize(tf.constant(SHORT))], seq_length=SEQ
+    )
+    for name in ("input_word_ids", "input_mask", "input_type_ids"):
+        np.testing.assert_array_equal(
+            out[name].numpy(), fixed[name].numpy()[:, :width]
+        )
+        assert not fixed[name].numpy()[:, width:].any()

@@ -50,6 +50,7 @@ from modeling import heads
 from modeling import hub
 from modeling import models
 from modeling.data import file_io
+from modeling.data import input_pipeline
 from modeling.text import in_graph
 
 SERVING_DEFAULT = "serving_default"
@@ -230,9 +231,13 @@ class HubPreprocessor(tf.Module):
       do_lower_case: bool.
       seq_length: int, the default call's and bert_pack_inputs' default
         sequence length.
+      pad_to_longest: bool, the default call pads each batch only to its
+        longest packed row (at most seq_length; the encoder's outputs at
+        real positions are the same). bert_pack_inputs keeps its explicit
+        seq_length.
     """
 
-    def __init__(self, vocab_file, do_lower_case, seq_length):
+    def __init__(self, vocab_file, do_lower_case, seq_length, pad_to_longest=False):
         super().__init__(name="preprocessing")
         tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
         packer = in_graph.InputPacker.from_vocab_file(vocab_file, seq_length)
@@ -264,7 +269,12 @@ class HubPreprocessor(tf.Module):
             input_signature=[tf.TensorSpec([None], tf.string, "sentences")]
         )
         def call(sentences):
-            return _pack(packer, [tokenizer.tokenize(sentences)], seq_length)
+            packed = _pack(packer, [tokenizer.tokenize(sentences)], seq_length)
+            if pad_to_longest:
+                packed = input_pipeline.trim_padding(
+                    packed, multiple=1, seq_features=tuple(packed)
+                )
+            return packed
 
         self.tokenize = tokenize
         self.bert_pack_inputs = bert_pack_inputs
@@ -334,9 +344,11 @@ def save_encoder(
         f.write(bert_config.to_json_string())
 
 
-def save_preprocessing(path, vocab_file, do_lower_case, seq_length):
+def save_preprocessing(
+    path, vocab_file, do_lower_case, seq_length, pad_to_longest=False
+):
     """Writes the preprocessing SavedModel to the folder `path`."""
-    root = HubPreprocessor(vocab_file, do_lower_case, seq_length)
+    root = HubPreprocessor(vocab_file, do_lower_case, seq_length, pad_to_longest)
     tf.saved_model.save(root, path, signatures=root.signatures())
 
 
@@ -349,6 +361,7 @@ def export(
     init_checkpoint=None,
     with_mlm=False,
     max_seq_length=128,
+    pad_to_longest=False,
 ):
     """Writes the SavedModels, atomically (a temporary folder beside
     `export_path`, renamed when complete; an old export there is replaced).
@@ -362,6 +375,7 @@ def export(
         "preprocessing"); init_checkpoint a prefix or a folder.
       with_mlm: also the `mlm` subobject (needs cls/predictions/*).
       max_seq_length: the preprocessing model's default sequence length.
+      pad_to_longest: see HubPreprocessor.
 
     Returns:
       dict kind -> the SavedModel folder written.
@@ -395,7 +409,11 @@ def export(
                 )
             else:
                 save_preprocessing(
-                    folder, vocab_file, do_lower_case, max_seq_length
+                    folder,
+                    vocab_file,
+                    do_lower_case,
+                    max_seq_length,
+                    pad_to_longest,
                 )
             folders[kind] = (
                 os.path.join(export_path, sub[kind]) if kinds else export_path

@@ -29,6 +29,7 @@ class Settings:
     export_type: str = "both"
     with_mlm: bool = False
     max_seq_length: int = 128
+    pad_to_longest: bool = False
 
 
 def run(settings):
@@ -75,6 +76,7 @@ def run(settings):
         init_checkpoint=s.init_checkpoint,
         with_mlm=s.with_mlm,
         max_seq_length=s.max_seq_length,
+        pad_to_longest=s.pad_to_longest,
     )
     for kind, folder in folders.items():
         logging.info("Exported the %s SavedModel to %s", kind, folder)

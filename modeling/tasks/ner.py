@@ -26,6 +26,7 @@ from absl import logging
 
 from modeling import losses
 from modeling import models
+from modeling import progress
 from modeling.data import conll
 from modeling.data import file_io
 from modeling.export import tflite
@@ -43,6 +44,10 @@ PREDICT_FILES = ("test.txt", "eng.testb", "test.jsonl")
 SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
 LABEL_IDS = "label_ids"
 LABEL_MASK = "label_mask"
+# Sentences predicted at a time: one block's features and logits ([windows,
+# T, labels] floats) are in memory, not the whole file's (a million
+# sentences at seq 128 would be gigabytes of logits).
+PREDICT_BLOCK = 16384
 
 
 @dataclasses.dataclass
@@ -265,9 +270,18 @@ def predict(task, model, write=True):
     logging.info(
         "***** Running prediction: %d sentences *****", len(data.sentences)
     )
-    tags, _, _ = predict_words(
-        task, model, data.sentences, s.predict_batch_size
+    tags = []
+    counter = progress.Progress(
+        "Predicting", total=len(data.sentences), unit="sentences"
     )
+    for begin in range(0, len(data.sentences), PREDICT_BLOCK):
+        block = data.sentences[begin : begin + PREDICT_BLOCK]
+        block_tags, _, _ = predict_words(
+            task, model, block, s.predict_batch_size
+        )
+        tags.extend(block_tags)
+        counter.add(len(block))
+    counter.finish()
     lines = conll.prediction_lines(data, tags)
     if write:
         file_io.write_text(
