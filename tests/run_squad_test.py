@@ -166,14 +166,10 @@ def _eval_results(path):
     )
 
 
-def _recompute(tiny_model, vocab, prefix, predict_file, v2, threshold):
-    """Predictions from the checkpoint, outside the script."""
-    config = config_lib.BertConfig.from_json_file(
-        tiny_model / "bert_config.json"
-    )
-    model = models.BertSpanLabeler(config)
-    checkpoints.load_weights(model, prefix)
-    examples, _ = squad_data.read_squad_examples(predict_file, False)
+def python_predictions(model, vocab, examples, v2, threshold=0.0, n_best=20):
+    """(features, Predictions) of `model` on `examples` through the Python
+    path: the original's features at SEQ / STRIDE / QUERY, then its
+    post-processing (also squad_serving_test's reference)."""
     features = []
     tokenizer = tokenization.FullTokenizer(vocab, True)
     squad_data.convert_examples_to_features(
@@ -184,22 +180,30 @@ def _recompute(tiny_model, vocab, prefix, predict_file, v2, threshold):
         for name in ("input_ids", "input_mask", "segment_ids")
     }
     outputs = model(inputs, training=False)
-    start = outputs["start_logits"].numpy()
-    end = outputs["end_logits"].numpy()
-    ids = [f.unique_id for f in features]
-    return (
+    return features, squad_postprocess.compute_predictions(
         examples,
         features,
-        squad_postprocess.compute_predictions(
-            examples,
-            features,
-            ids,
-            start,
-            end,
-            version_2_with_negative=v2,
-            null_score_diff_threshold=threshold,
-        ),
+        [f.unique_id for f in features],
+        outputs["start_logits"].numpy(),
+        outputs["end_logits"].numpy(),
+        n_best_size=n_best,
+        version_2_with_negative=v2,
+        null_score_diff_threshold=threshold,
     )
+
+
+def _recompute(tiny_model, vocab, prefix, predict_file, v2, threshold):
+    """Predictions from the checkpoint, outside the script."""
+    config = config_lib.BertConfig.from_json_file(
+        tiny_model / "bert_config.json"
+    )
+    model = models.BertSpanLabeler(config)
+    checkpoints.load_weights(model, prefix)
+    examples, _ = squad_data.read_squad_examples(predict_file, False)
+    features, predictions = python_predictions(
+        model, vocab, examples, v2, threshold
+    )
+    return examples, features, predictions
 
 
 def test_v2_train_predict_end_to_end(v2_run, tiny_model, uncased_vocab_file):

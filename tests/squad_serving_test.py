@@ -10,8 +10,8 @@ contexts are long enough for 2 to 5 windows at seq 48, stride 16.
 
 import json
 
-import numpy as np
 import pytest
+import run_squad_test
 import tensorflow as tf
 import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
 import tolerance
@@ -22,10 +22,14 @@ from modeling import models
 from modeling.data import squad as squad_data
 from modeling.export import squad_serving
 from modeling.tasks import squad as squad_lib
-from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
 
-SEQ, STRIDE, QUERY = 48, 16, 12
+# run_squad_test's sizes: its python_predictions is the reference.
+SEQ, STRIDE, QUERY = (
+    run_squad_test.SEQ,
+    run_squad_test.STRIDE,
+    run_squad_test.QUERY,
+)
 
 CONTEXTS = [
     # Punctuation attached to words, numbers, a possessive.
@@ -87,30 +91,6 @@ def _examples():
     return examples
 
 
-def _python_predictions(model, vocab, examples, n_best_size, v2):
-    features = []
-    tokenizer = tokenization.FullTokenizer(vocab, True)
-    squad_data.convert_examples_to_features(
-        examples, tokenizer, SEQ, STRIDE, QUERY, False, features.append
-    )
-    inputs = {
-        name: np.array([getattr(f, name) for f in features], np.int32)
-        for name in ("input_ids", "input_mask", "segment_ids")
-    }
-    outputs = model(inputs, training=False)
-    return features, squad_postprocess.compute_predictions(
-        examples,
-        features,
-        [f.unique_id for f in features],
-        outputs["start_logits"].numpy(),
-        outputs["end_logits"].numpy(),
-        n_best_size=n_best_size,
-        max_answer_length=30,
-        version_2_with_negative=v2,
-        null_score_diff_threshold=0.0,
-    )
-
-
 def _settings(vocab, n_best_size, v2):
     return squad_lib.Settings(
         bert_config_file="unused",
@@ -147,8 +127,8 @@ def test_answers_equal_the_python_path(model, uncased_vocab_file, tmp_path, v2):
     with fewer than every position the padding logits could take different
     places among the n best (they never answer)."""
     examples, out = _serve(model, uncased_vocab_file, tmp_path, SEQ, v2)
-    features, expected = _python_predictions(
-        model, uncased_vocab_file, examples, SEQ, v2
+    features, expected = run_squad_test.python_predictions(
+        model, uncased_vocab_file, examples, v2, n_best=SEQ
     )
     windows = [sum(f.example_index == i for f in features) for i in range(4)]
     assert max(windows) >= 3, windows  # Several windows are exercised.
@@ -174,8 +154,8 @@ def test_default_n_best(model, uncased_vocab_file, tmp_path):
     context's padding takes all of them with this random head: no span, ""
     (predictions.json has the original's placeholder "empty")."""
     examples, out = _serve(model, uncased_vocab_file, tmp_path, 20, False)
-    _, expected = _python_predictions(
-        model, uncased_vocab_file, examples, 20, False
+    _, expected = run_squad_test.python_predictions(
+        model, uncased_vocab_file, examples, False
     )
     answers = [a.decode() for a in out["answer"]]
     want = [expected.answers[e.qas_id] for e in examples]
