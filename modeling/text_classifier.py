@@ -59,9 +59,9 @@ from modeling import models
 from modeling import preprocessing
 from modeling.data import file_io
 from modeling.data import input_pipeline
-from modeling.data import length_batching
 from modeling.training import checkpoint_manager
 from modeling.training import optimization
+from modeling.training import predictor
 
 # The defaults of run_classifier.py's flags.
 DEFAULT_BATCH_SIZE = 32
@@ -390,58 +390,50 @@ class BertTextClassifier(keras.Model):
         )
         return super().evaluate(dataset, **kwargs)
 
-    def predict(self, x, batch_size=None, **kwargs):
+    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """The logits [N, num_labels] of raw texts (as `fit`'s x, or a
-        dataset of batched texts); batch_size default 32.
+        dataset of batched texts), in input order; batch_size default 32.
 
-        With dynamic_padding, texts given as arrays are tokenized once, run
-        in batches of similar length (each cut to its longest row) and
-        their logits returned in input order: the same values up to float32
-        rounding, less work on texts of mixed lengths. A dataset runs in
-        its own order and batches."""
+        The texts are tokenized in a tf.data pipeline and run through the
+        scripts' predictor (modeling/training/predictor.py): with
+        dynamic_padding, batches of similar length, each cut to its longest
+        row (the same values up to float32 rounding, less work on texts of
+        mixed lengths); without, fixed batches in input order (TPUs).
+
+        Args:
+          verbose: accepted for Keras's signature; the predictor's progress
+            lines go to the absl log at INFO.
+        """
+        if kwargs:
+            raise TypeError(
+                f"predict() takes x, batch_size and verbose, not "
+                f"{sorted(kwargs)}"
+            )
         batch_size = batch_size or DEFAULT_BATCH_SIZE
         if isinstance(x, tf.data.Dataset):
-            dataset = x
-        elif self.dynamic_padding:
-            return self._predict_length_sorted(_texts(x), batch_size, kwargs)
+            # A dataset of pairs maps with two arguments.
+            rows = x.map(lambda *t: self.preprocessor(t if len(t) > 1 else t[0]))
         else:
-            dataset = tf.data.Dataset.from_tensor_slices(_texts(x))
-            dataset = dataset.batch(batch_size)
-        # A dataset of pairs maps with two arguments.
-        dataset = dataset.map(
-            lambda *texts: self._preprocess(
-                texts if len(texts) > 1 else texts[0]
+            rows = tf.data.Dataset.from_tensor_slices(_texts(x)).batch(1024)
+            rows = rows.map(
+                lambda *t: self.preprocessor(t if len(t) > 1 else t[0])
+            )
+        backend = predictor.TensorFlowBackend(
+            self.classifier, self.distribute_strategy
+        )
+        runner = predictor.Predictor(
+            backend,
+            batch_size,
+            length_sorted=self.dynamic_padding,
+            multiple=input_pipeline.padding_multiple(
+                self.preprocessor.sequence_length, bool(self.jit_compile)
             ),
-            tf.data.AUTOTUNE,
         )
-        return super().predict(dataset.prefetch(tf.data.AUTOTUNE), **kwargs)
-
-    def _predict_length_sorted(self, texts, batch_size, kwargs):
-        """`predict` of in-memory texts in length-sorted batches."""
-        chunks = tf.data.Dataset.from_tensor_slices(texts).batch(1024)
-        chunks = chunks.map(
-            lambda *t: self.preprocessor(t if len(t) > 1 else t[0]),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-        parts = [
-            {k: v.numpy() for k, v in chunk.items()} for chunk in chunks
-        ]
-        if not parts:
+        del verbose  # Progress goes to the absl log (INFO).
+        _, outputs = runner.gather(rows.unbatch())
+        if not outputs:
             return np.zeros((0, self.classifier.num_labels), np.float32)
-        features = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-        order = np.argsort(features["input_mask"].sum(-1), kind="stable")
-        multiple = input_pipeline.padding_multiple(
-            self.preprocessor.sequence_length, bool(self.jit_compile)
-        )
-        dataset = tf.data.Dataset.from_tensor_slices(
-            {k: v[order] for k, v in features.items()}
-        ).batch(batch_size)
-        dataset = dataset.map(
-            lambda f: input_pipeline.trim_padding(f, multiple),
-            num_parallel_calls=tf.data.AUTOTUNE,
-        )
-        logits = super().predict(dataset.prefetch(tf.data.AUTOTUNE), **kwargs)
-        return length_batching.unsort(order, logits)
+        return outputs["logits"]
 
     def get_config(self):
         return {

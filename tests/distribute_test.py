@@ -16,6 +16,7 @@ import training_helpers as helpers
 from modeling import checkpoints
 from modeling import flags as shared_flags
 from modeling.training import distribute
+from modeling.training import predictor
 from modeling.training import optimization
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,7 +25,9 @@ WORKER = os.path.join(ROOT, "tests", "testdata", "train_distribute_worker.py")
 
 def test_flag_choices_match_the_library():
     assert shared_flags.STRATEGIES == distribute.STRATEGIES
-    assert shared_flags.PRECISIONS == distribute.PRECISIONS
+    # int8 is the flag's alias of --predict_runtime=tflite_int8.
+    assert shared_flags.PRECISIONS == distribute.PRECISIONS + ("int8",)
+    assert shared_flags.PREDICT_RUNTIMES == predictor.RUNTIMES
     assert shared_flags.OPTIMIZER_TYPES == optimization.OPTIMIZER_TYPES
 
 

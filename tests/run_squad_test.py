@@ -299,9 +299,9 @@ def test_export_answers_like_predictions_json(
     v2_run, tiny_model, uncased_vocab_file, tmp_path
 ):
     """--export_dir: the SavedModel answers the dev questions from their
-    raw text as predictions.json does (every position among the n best:
-    n_best_size = max_seq_length, so the two paths' different padding
-    widths cannot matter), with null_odds.json's null score differences."""
+    raw text as predictions.json does (the default n_best_size: both rank
+    every position of a window's row, padding included), with
+    null_odds.json's null score differences."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
 
@@ -313,7 +313,7 @@ def test_export_answers_like_predictions_json(
         tiny_model,
         uncased_vocab_file,
         out,
-        [f"--n_best_size={SEQ}", f"--export_dir={export}"],
+        [f"--export_dir={export}"],
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     info = _read_json(export / "assets.extra" / "bert_export.json")
@@ -546,40 +546,87 @@ def test_resume_after_a_kill_ends_like_an_uninterrupted_run(
         tolerance.assert_float32_close(got[name], want[name])
 
 
-def test_tpu_prediction_batches_are_padded(tmp_path, uncased_vocab_file):
-    """With num_records (TPU) the last batch is filled with unique_id 0
-    features, which compute_predictions never looks up."""
-    import types
+@pytest.fixture(scope="module")
+def random_span_head(tmp_path_factory, tiny_model):
+    """A checkpoint of a random BertSpanLabeler, its span head included:
+    random start/end logits, so padding positions rank among the n best."""
+    import keras
 
+    keras.utils.set_random_seed(11)
+    config = config_lib.BertConfig.from_json_file(
+        tiny_model / "bert_config.json"
+    )
+    model = models.BertSpanLabeler(config)
+    prefix = tmp_path_factory.mktemp("random_span_head") / "model.ckpt"
+    checkpoints.write_checkpoint(
+        str(prefix),
+        {checkpoints.variable_name(v): v.numpy() for v in model.weights},
+    )
+    return prefix
+
+
+def _predict_in_process(tiny_model, vocab, prefix, predict, out, **kwargs):
+    settings = squad_lib.Settings(
+        bert_config_file=str(tiny_model / "bert_config.json"),
+        vocab_file=vocab,
+        init_checkpoint=str(prefix),
+        output_dir=str(out),
+        predict_file=str(predict),
+        do_predict=True,
+        max_seq_length=SEQ,
+        doc_stride=STRIDE,
+        max_query_length=QUERY,
+        **kwargs,
+    )
+    squad_lib.run(settings)
+    return (
+        _read_json(out / "predictions.json"),
+        _read_json(out / "nbest_predictions.json"),
+    )
+
+
+def test_answers_do_not_depend_on_the_batch(
+    tmp_path, tiny_model, uncased_vocab_file, random_span_head
+):
+    """At the default n_best_size=20 with a random span head, where padding
+    logits take places among the n best: predictions.json and
+    nbest_predictions.json are the same for --predict_batch_size 1, 7 and
+    32 and for the questions in another order, by default (every window at
+    full length: the original's n best) and with --fast_nbest (each
+    window's own positions). The two modes differ here, which is what the
+    padding logits change."""
     path = squad_file(tmp_path / "dev.json")
-    examples, _ = squad_data.read_squad_examples(str(path), False)
-    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
-    record_file = tmp_path / "eval.tf_record"
-    num, _, _ = squad_data.write_features(
-        examples, tokenizer, SEQ, STRIDE, QUERY, False, str(record_file)
-    )
-    assert num % 5
-    task = types.SimpleNamespace(
-        settings=types.SimpleNamespace(
-            max_seq_length=SEQ,
-            random_seed=None,
-            run_config=types.SimpleNamespace(use_xla=False),
-        )
-    )
-    # Off TPU: length-sorted batches, each cut to its longest row.
-    plain = list(squad_lib.read_records(task, str(record_file), 5, False))
-    padded = list(squad_lib.read_records(task, str(record_file), 5, False, num))
-    assert len(padded) == len(plain) == -(-num // 5)
-    assert {b["input_ids"].shape[0] for b in padded} == {5}
-    assert {b["input_ids"].shape[1] for b in padded} == {SEQ}
-    lengths = [b["input_mask"].numpy().sum(-1) for b in plain]
-    assert np.all(np.diff(np.concatenate(lengths)) >= 0)
-    ids = np.concatenate([b["unique_ids"].numpy() for b in padded])
-    want = np.concatenate([b["unique_ids"].numpy() for b in plain])
-    assert ids[:num].tolist() == sorted(want.tolist())
-    assert not ids[num:].any()
-    last = padded[-1]["input_mask"].numpy()
-    assert not last[num % 5 :].any() and last[: num % 5].any()
+    data = _read_json(path)
+    shuffled = tmp_path / "shuffled.json"
+    rng = np.random.default_rng(0)
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            rng.shuffle(paragraph["qas"])
+    data["data"].reverse()
+    shuffled.write_text(json.dumps(data))
+    results = {}
+    for fast in (False, True):
+        for batch, predict in ((1, path), (7, path), (32, path), (7, shuffled)):
+            results[fast, batch, predict.name] = _predict_in_process(
+                tiny_model,
+                uncased_vocab_file,
+                random_span_head,
+                predict,
+                tmp_path / f"out_{fast}_{batch}_{predict.name}",
+                predict_batch_size=batch,
+                fast_nbest=fast,
+            )
+    for (fast, _, _), got in results.items():
+        assert got == results[fast, 7, "dev.json"]
+    original = results[False, 7, "dev.json"][1]
+    fast = results[True, 7, "dev.json"][1]
+    assert original.keys() == fast.keys()
+    changed = [
+        qid
+        for qid in original
+        if [e["text"] for e in original[qid]] != [e["text"] for e in fast[qid]]
+    ]
+    assert changed, "padding logits never ranked among the n best"
 
 
 def test_a_file_without_answers_is_predicted_not_scored(

@@ -10,6 +10,7 @@ contexts are long enough for 2 to 5 windows at seq 48, stride 16.
 
 import json
 
+import numpy as np
 import pytest
 import run_squad_test
 import tensorflow as tf
@@ -91,7 +92,7 @@ def _examples():
     return examples
 
 
-def _settings(vocab, n_best_size, v2):
+def _settings(vocab, n_best_size, v2, fast_nbest=False):
     return squad_lib.Settings(
         bert_config_file="unused",
         vocab_file=vocab,
@@ -101,18 +102,25 @@ def _settings(vocab, n_best_size, v2):
         max_query_length=QUERY,
         n_best_size=n_best_size,
         version_2_with_negative=v2,
+        fast_nbest=fast_nbest,
     )
+
+
+def _export(model, vocab, tmp_path, n_best_size, v2, fast_nbest=False):
+    export = str(tmp_path / "export")
+    squad_serving.export_squad(
+        model, _settings(vocab, n_best_size, v2, fast_nbest), export
+    )
+    return tf.saved_model.load(export).signatures["serving_default"]
 
 
 def _serve(model, vocab, tmp_path, n_best_size, v2):
     """The export, saved and loaded, run on every question at once."""
-    export = str(tmp_path / "export")
-    squad_serving.export_squad(model, _settings(vocab, n_best_size, v2), export)
+    serve = _export(model, vocab, tmp_path, n_best_size, v2)
     info = json.loads(
         (tmp_path / "export" / "assets.extra" / "bert_export.json").read_text()
     )
     assert info["task"] == "question_answering"
-    serve = tf.saved_model.load(export).signatures["serving_default"]
     examples = _examples()
     questions = [e.question_text for e in examples]
     contexts = [CONTEXTS[int(e.qas_id.split("-")[0])] for e in examples]
@@ -120,39 +128,44 @@ def _serve(model, vocab, tmp_path, n_best_size, v2):
     return examples, {k: v.numpy() for k, v in out.items()}
 
 
-@pytest.mark.parametrize("v2", [False, True])
-def test_answers_equal_the_python_path(model, uncased_vocab_file, tmp_path, v2):
-    """Every n best over the whole row (n_best_size = SEQ): the export's
-    batch is padded to its own longest row, the Python path's to SEQ, so
-    with fewer than every position the padding logits could take different
-    places among the n best (they never answer)."""
-    examples, out = _serve(model, uncased_vocab_file, tmp_path, SEQ, v2)
+@pytest.mark.parametrize("v2, n_best", [(False, 20), (True, 20), (False, SEQ)])
+def test_answers_equal_the_python_path(
+    model, uncased_vocab_file, tmp_path, v2, n_best
+):
+    """Both paths rank the n best over every position of a window's SEQ
+    row, its padding included, as the original does."""
+    examples, out = _serve(model, uncased_vocab_file, tmp_path, n_best, v2)
     features, expected = run_squad_test.python_predictions(
-        model, uncased_vocab_file, examples, v2, n_best=SEQ
+        model, uncased_vocab_file, examples, v2, n_best=n_best
     )
     windows = [sum(f.example_index == i for f in features) for i in range(4)]
     assert max(windows) >= 3, windows  # Several windows are exercised.
     answers = [a.decode() for a in out["answer"]]
-    assert answers == [expected.answers[e.qas_id] for e in examples]
-    # The score is the best n-best entry's start + end logit.
-    best = [expected.nbest[e.qas_id][0] for e in examples]
+    # "empty": the original's placeholder for no span among the n best.
+    assert answers == [
+        "" if expected.answers[e.qas_id] == "empty" else expected.answers[e.qas_id]
+        for e in examples
+    ]
+    # The score is the best n-best entry's start + end logit, v2's null
+    # score difference null_odds.json's; a question without any span among
+    # the n best has -inf and +inf (the Python path, "" and a placeholder).
     if not v2:
-        tolerance.assert_float32_close(
-            out["score"], [b["start_logit"] + b["end_logit"] for b in best]
-        )
+        best = [expected.nbest[e.qas_id][0] for e in examples]
+        found = np.array([b["text"] != "empty" for b in best])
+        want = [b["start_logit"] + b["end_logit"] for b in best]
+        values, missing = out["score"], -np.inf
     else:
-        tolerance.assert_float32_close(
-            out["null_score_diff"],
-            [expected.null_odds[e.qas_id] for e in examples],
-        )
+        found = np.array([bool(expected.best_non_null[e.qas_id]) for e in examples])
+        want = [expected.null_odds[e.qas_id] for e in examples]
+        values, missing = out["null_score_diff"], np.inf
+    assert np.all(values[~found] == missing)
+    tolerance.assert_float32_close(values[found], np.array(want)[found])
 
 
 def test_default_n_best(model, uncased_vocab_file, tmp_path):
-    """n_best_size 20 (the default). The long contexts fill windows of SEQ
-    pieces, so this batch is as wide as the Python path's rows and padding
-    logits compete for the n best places alike: the same answers. The short
-    context's padding takes all of them with this random head: no span, ""
-    (predictions.json has the original's placeholder "empty")."""
+    """n_best_size 20 (the default): the short context's padding takes all
+    of the n best places with this random head: no span, "" (predictions.json
+    has the original's placeholder "empty")."""
     examples, out = _serve(model, uncased_vocab_file, tmp_path, 20, False)
     _, expected = run_squad_test.python_predictions(
         model, uncased_vocab_file, examples, False
@@ -201,3 +214,33 @@ def test_empty_context_and_question(model, uncased_vocab_file, tmp_path):
     assert answers[0] in "Rollo led them."
     assert answers[1:] == ["", ""]
     assert out["start_piece"].numpy()[1:].tolist() == [-1, -1]
+
+
+@pytest.mark.parametrize("fast_nbest", [False, True])
+def test_a_question_alone_gets_its_answer_in_a_batch(
+    model, uncased_vocab_file, tmp_path, fast_nbest
+):
+    """The serving contract: a request's answer does not depend on the
+    other requests of its batch (nor on their order): each question asked
+    alone gets the answer and score it gets among all the others, by
+    default and in an export of a --fast_nbest run."""
+    serve = _export(model, uncased_vocab_file, tmp_path, 20, False, fast_nbest)
+    examples = _examples()
+    questions = [e.question_text for e in examples]
+    contexts = [CONTEXTS[int(e.qas_id.split("-")[0])] for e in examples]
+    together = serve(
+        question=tf.constant(questions), context=tf.constant(contexts)
+    )
+    reverse = serve(
+        question=tf.constant(questions[::-1]),
+        context=tf.constant(contexts[::-1]),
+    )
+    for i, (question, context) in enumerate(zip(questions, contexts)):
+        alone = serve(
+            question=tf.constant([question]), context=tf.constant([context])
+        )
+        for out, row in ((together, i), (reverse, len(questions) - 1 - i)):
+            assert alone["answer"].numpy()[0] == out["answer"].numpy()[row]
+            tolerance.assert_float32_close(
+                alone["score"].numpy()[0], out["score"].numpy()[row]
+            )

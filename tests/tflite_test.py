@@ -6,83 +6,100 @@ it fail with a message; an export carries the TF Lite model."""
 import dataclasses
 import json
 import pathlib
+import subprocess
+import sys
 import types
 
-import constants
 import numpy as np
 import pytest
 import tensorflow as tf
-import tolerance
 
-from modeling import config as config_lib
-from modeling import models
 from modeling.export import tflite
 from modeling.tasks import classifier
 from modeling.tasks import predictions
+from modeling.training import predictor
 from modeling.training import trainer
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OWN_DATA = REPO / "tests" / "testdata" / "own_data"
 
 
-def _features(batch, length, seed, choices=None):
+def _features(batch, length, seed):
     rng = np.random.default_rng(seed)
-    shape = (batch, length) if choices is None else (batch, choices, length)
-    lengths = rng.integers(2, length + 1, shape[:-1])
-    mask = (np.arange(length) < lengths[..., None]).astype(np.int32)
+    lengths = rng.integers(2, length + 1, batch)
+    mask = (np.arange(length) < lengths[:, None]).astype(np.int32)
     return {
-        "input_ids": rng.integers(5, 99, shape).astype(np.int32) * mask,
+        "input_ids": rng.integers(5, 99, (batch, length)).astype(np.int32)
+        * mask,
         "input_mask": mask,
-        "segment_ids": np.zeros(shape, np.int32),
+        "segment_ids": np.zeros((batch, length), np.int32),
     }
 
 
+def test_runtime_flags():
+    """--predict_runtime, and --precision=int8 as its alias."""
+    config = trainer.RunConfig("/tmp/x", 0)
+    assert (config.runtime, config.precision) == ("tensorflow", "float32")
+    config = trainer.RunConfig("/tmp/x", 0, precision="int8")
+    assert (config.runtime, config.precision) == ("tflite_int8", "float32")
+    for runtime in ("tflite", "tflite_int8"):
+        config = trainer.RunConfig(
+            "/tmp/x", 0, precision="int8", predict_runtime=runtime
+        )
+        assert config.runtime == "tflite_int8"
+    with pytest.raises(ValueError, match="drop --predict_runtime=tensorflow"):
+        trainer.RunConfig(
+            "/tmp/x", 0, precision="int8", predict_runtime="tensorflow"
+        )
+    with pytest.raises(ValueError, match="expected one of tensorflow"):
+        trainer.RunConfig("/tmp/x", 0, predict_runtime="onnx")
+
+
 @pytest.mark.parametrize(
-    "name, make, rank",
+    "flags, message",
     [
-        ("classifier", lambda c: models.BertClassifier(c, 3), 2),
-        ("tagger", lambda c: models.BertTokenClassifier(c, 5), 2),
-        ("span", lambda c: models.BertSpanLabeler(c), 2),
-        ("choice", lambda c: models.BertMultipleChoice(c), 3),
+        (
+            ["--predict_runtime=tflite", "--precision=mixed_bfloat16"],
+            "--predict_runtime=tflite converts the float32 model: it cannot "
+            "run with --precision=mixed_bfloat16",
+        ),
+        (
+            ["--precision=int8", "--use_tpu", "--tpu_name=x"],
+            "--predict_runtime=tflite_int8 runs in this process on this "
+            "host's CPU: it cannot run with --use_tpu",
+        ),
+        (
+            ["--predict_runtime=tflite", "--strategy=mirrored"],
+            "it cannot run with --strategy=mirrored",
+        ),
     ],
 )
-def test_float32_runtime_gives_tensorflow_outputs(name, make, rank):
-    config = config_lib.BertConfig.from_dict(constants.TINY_CONFIG)
-    model = make(config)
-    runner = tflite.runner(model, rank=rank)
-    for batch, length in ((3, 17), (1, 5), (4, 32)):  # Resized each time.
-        x = _features(batch, length, batch, choices=2 if rank == 3 else None)
-        want = model(x, training=False)
-        if not isinstance(want, dict):
-            want = {"logits": want}
-        got = runner(x)
-        assert sorted(got) == sorted(want)
-        for key in want:
-            tolerance.assert_float32_close(got[key], want[key].numpy())
-
-
-def _settings(**run_config):
-    return types.SimpleNamespace(
-        use_tpu=False,
-        strategy="default",
-        run_config=trainer.RunConfig("/tmp/x", 0, **run_config),
+def test_impossible_runtimes_fail_in_the_flag_checks(tmp_path, flags, message):
+    """One error line, exit 1, before any checkpoint, record or TPU: the
+    output folder is not even created (the files named do not exist)."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "run_classifier.py"),
+            "--task_name=mrpc",
+            "--do_eval",
+            f"--data_dir={tmp_path / 'none'}",
+            f"--vocab_file={tmp_path / 'vocab.txt'}",
+            f"--bert_config_file={tmp_path / 'bert_config.json'}",
+            f"--output_dir={out}",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
-
-
-def test_check_runtime():
-    assert tflite.check_runtime(_settings()) == "tensorflow"
-    assert tflite.check_runtime(_settings(precision="int8")) == "tflite"
-    assert (
-        tflite.check_runtime(_settings(predict_runtime="tflite")) == "tflite"
-    )
-    with pytest.raises(ValueError, match="drop --predict_runtime=tensorflow"):
-        tflite.check_runtime(
-            _settings(precision="int8", predict_runtime="tensorflow")
-        )
-    settings = _settings(precision="int8")
-    settings.strategy = "mirrored"
-    with pytest.raises(ValueError, match="runs on this host's CPU"):
-        tflite.check_runtime(settings)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: "), proc.stderr[-2000:]
+    assert message in lines[-1]
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
 
 
 def test_int8_predicts_the_float32_labels(minilm_ckpt, tmp_path):
@@ -145,7 +162,7 @@ def test_int8_predicts_the_float32_labels(minilm_ckpt, tmp_path):
         (tmp_path / "e" / "assets.extra" / "bert_export.json").read_text()
     )
     assert info["tflite"]["precision"] == "int8 (dynamic range)"
-    exported = tflite.Runner(
+    exported = predictor.TFLiteBackend(
         (tmp_path / "e" / tflite.EXPORT_FILE).read_bytes(),
         info["tflite"]["outputs"],
     )

@@ -20,11 +20,17 @@ Python, for the best answer only:
   pieces every doc_stride pieces, and a piece may start an answer only in
   the window where it has the most context (min(left, right) + 0.01 *
   length in float64, the earliest window on a tie), as the original;
-- each batch of windows is padded to its longest row (not max_seq_length);
 - the candidates of a window are the pairs of its n_best_size best starts
   and ends inside the context, end >= start, at most max_answer_length
   pieces; the answer is the candidate of highest start + end logit over the
-  windows of the question;
+  windows of the question. The n best are ranked over every position of the
+  window's max_seq_length row, its padding included, as the original ranks
+  them (a padding position never starts an answer, but may take one of
+  the n places), so each window runs at full length. An export of a
+  --fast_nbest run pads each batch to its longest row instead and ranks
+  each window's own positions only (run_squad's AnswerPredictor.logits
+  says what that changes). Either way a question's answer does not depend
+  on the other questions of its batch;
 - its text is the original words it covers, cut inside the first and last
   word to the characters of its pieces, as `get_final_text` does. Where
   that function gives up and returns the whole words (a word of the answer
@@ -41,9 +47,7 @@ Python, for the best answer only:
 Where it may differ from run_squad.py's predictions.json: get_final_text
 finds the answer's pieces by the first match of their text in the words'
 tokenized text (the graph uses their position; the two differ only when
-the same text occurs earlier in the answer's first word), and padding
-logits compete for the n best only up to each batch's longest row, which
-the two paths cut differently (they never start or end an answer).
+the same text occurs earlier in the answer's first word).
 """
 
 import tensorflow as tf
@@ -104,7 +108,8 @@ class SquadServer(tf.Module):
       model: the fine-tuned BertSpanLabeler (features -> start/end logits).
       vocab_file, do_lower_case, max_seq_length, doc_stride,
       max_query_length, n_best_size, max_answer_length,
-      version_2_with_negative, null_score_diff_threshold: the run's flags.
+      version_2_with_negative, null_score_diff_threshold, fast_nbest: the
+      run's flags.
     """
 
     def __init__(
@@ -119,6 +124,7 @@ class SquadServer(tf.Module):
         max_answer_length,
         version_2_with_negative,
         null_score_diff_threshold,
+        fast_nbest=False,
     ):
         super().__init__(name="squad_server")
         self.model = model
@@ -135,6 +141,7 @@ class SquadServer(tf.Module):
         self.max_answer_length = max_answer_length
         self.version_2_with_negative = version_2_with_negative
         self.null_score_diff_threshold = null_score_diff_threshold
+        self.fast_nbest = fast_nbest
 
     @tf.function(
         input_signature=[
@@ -174,12 +181,16 @@ class SquadServer(tf.Module):
         first = tf.gather(row_start, example) + start  # flat piece index
         flat_index = tf.ragged.range(first, first + length)
         window_pieces = tf.gather(pieces.flat_values, flat_index)
-        features = serving.to_longest_row(
-            self.packer(tf.gather(query, example), window_pieces)
-        )
+        features = self.packer(tf.gather(query, example), window_pieces)
+        if self.fast_nbest:
+            features = serving.to_longest_row(features)
         outputs = self.model(features, training=False)
         start_logits = tf.cast(outputs["start_logits"], tf.float32)
         end_logits = tf.cast(outputs["end_logits"], tf.float32)
+        if self.fast_nbest:  # Each window's own positions only.
+            padding = tf.equal(features["input_mask"], 0)
+            start_logits = tf.where(padding, -float("inf"), start_logits)
+            end_logits = tf.where(padding, -float("inf"), end_logits)
         width = tf.shape(start_logits)[1]
 
         # Where a piece has the most context (squad.max_context_spans).
@@ -354,6 +365,7 @@ def export_squad(model, settings, export_dir, extra_files=None):
         s.max_answer_length,
         s.version_2_with_negative,
         s.null_score_diff_threshold,
+        s.fast_nbest,
     )
     info = {
         "task": "question_answering",
@@ -364,6 +376,7 @@ def export_squad(model, settings, export_dir, extra_files=None):
         "max_answer_length": s.max_answer_length,
         "version_2_with_negative": s.version_2_with_negative,
         "null_score_diff_threshold": s.null_score_diff_threshold,
+        "fast_nbest": s.fast_nbest,
         "inputs": ["question", "context"],
         "outputs": [
             "answer",

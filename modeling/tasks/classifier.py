@@ -24,8 +24,6 @@ from modeling.data import classifier_data
 from modeling.data import custom
 from modeling.data import glue
 from modeling.data import input_pipeline
-from modeling.data import length_batching
-from modeling.export import tflite
 from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
@@ -128,45 +126,55 @@ class ClassifierTask:
         )
         return path, count
 
-    def read_records(self, path, batch_size, is_training, drop_remainder):
-        """The original's input_fn as a tf.data pipeline.
-
-        Training repeats and shuffles with a buffer of 100 (seeded, see
-        common.DEFAULT_DATA_SEED) and drops the remainder; eval/predict read
-        in order.
-        With --dynamic_padding each batch is cut to its longest sequence,
-        and eval/predict batch rows of similar length together
-        (length_batching.sorted_batches: each batch carries its rows'
-        input order, by which the outputs are put back).
-        """
+    def _decoded(self, records):
         label_dtype = tf.float32 if self.label_list is None else tf.int64
         spec = input_pipeline.classifier_feature_spec(
             self.settings.max_seq_length,
             label_dtype,
             self.num_labels if self.multi_label else None,
         )
-        d = tf.data.TFRecordDataset(path)
-        if is_training:
-            # Repeating a file without records would spin forever.
-            input_pipeline.check_record_files([path])
-            seed = self.settings.random_seed
-            d = input_pipeline.repeat_and_shuffle(
-                d, common.DEFAULT_DATA_SEED if seed is None else seed
-            )
-        d = d.map(
+        return records.map(
             lambda record: input_pipeline.decode_record(record, spec),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
-        if not self.settings.dynamic_padding:
-            return d.batch(batch_size, drop_remainder=drop_remainder).prefetch(2)
-        multiple = input_pipeline.padding_multiple(
-            self.settings.max_seq_length, self.settings.run_config.use_xla
+
+    def read_rows(self, path):
+        """The records of `path` (eval/predict.tf_record) decoded, one row
+        at a time in file order: what the predictor batches."""
+        return self._decoded(tf.data.TFRecordDataset(path))
+
+    def training_batches(self, path, batch_size):
+        """The original's training input_fn as a tf.data pipeline: the
+        records repeated and shuffled with a buffer of 100 (seeded, see
+        common.DEFAULT_DATA_SEED), the remainder dropped; with
+        --dynamic_padding each batch is cut to its longest sequence."""
+        # Repeating a file without records would spin forever.
+        input_pipeline.check_record_files([path])
+        seed = self.settings.random_seed
+        d = self._decoded(
+            input_pipeline.repeat_and_shuffle(
+                tf.data.TFRecordDataset(path),
+                common.DEFAULT_DATA_SEED if seed is None else seed,
+            )
         )
-        if not is_training:
-            return length_batching.sorted_batches(d, batch_size, multiple)
-        d = d.batch(batch_size, drop_remainder=drop_remainder)
-        d = d.map(lambda f: input_pipeline.trim_padding(f, multiple))
+        d = d.batch(batch_size, drop_remainder=True)
+        if self.settings.dynamic_padding:
+            multiple = input_pipeline.padding_multiple(
+                self.settings.max_seq_length, self.settings.run_config.use_xla
+            )
+            d = d.map(lambda f: input_pipeline.trim_padding(f, multiple))
         return d.prefetch(2)
+
+    def predictor(self, model, batch_size):
+        """The run's predictor (fine_tuning.make_predictor): length-sorted
+        batches with --dynamic_padding, fixed shapes without."""
+        return fine_tuning.make_predictor(
+            self.settings,
+            self.strategy,
+            model,
+            batch_size,
+            length_sorted=self.settings.dynamic_padding,
+        )
 
 
 def prepare(settings):
@@ -191,11 +199,7 @@ def prepare(settings):
         bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
     if bert_config is not None:
         config_lib.check_max_seq_length(s.max_seq_length, bert_config)
-    on_tpu = (
-        s.use_tpu
-        or s.strategy == "tpu"
-        or isinstance(s.strategy, tf.distribute.TPUStrategy)
-    )
+    on_tpu = common.uses_tpu(s)
     if s.dynamic_padding and on_tpu:
         raise ValueError(
             "--dynamic_padding gives batches of varying shapes, which TPUs "
@@ -346,7 +350,7 @@ def train(task):
     trainer = make_trainer(task, num_train_steps, num_warmup_steps)
 
     def dataset_fn(start_step):
-        d = task.read_records(train_file, s.train_batch_size, True, True)
+        d = task.training_batches(train_file, s.train_batch_size)
         return d.skip(start_step)
 
     def make_evaluate(model):
@@ -399,7 +403,7 @@ def export(task, model):
         label_list=task.label_list,
         max_seq_length=s.max_seq_length,
         multi_label=task.multi_label,
-        extra_files=tflite.export_files(s, model),
+        extra_files=fine_tuning.tflite_export_files(s, model),
     )
     logging.info("Exported the serving SavedModel to %s", s.export_dir)
 

@@ -8,79 +8,20 @@ Prediction streams: the test set's outputs are written batch by batch.
 
 import contextlib
 import os
-import weakref
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import file_io
 from modeling.data import input_pipeline
-from modeling.data import length_batching
 from modeling.data import tfrecord_io
-from modeling.export import tflite
 from modeling.tasks import metrics
 from modeling.tasks import predictions
-from modeling.training import distribute
+from modeling.training import predictor
 
 TEST_RESULTS_FILE = "test_results.tsv"
-
-_PREDICT_STEPS = weakref.WeakKeyDictionary()
-
-
-def iter_logits(task, model, dataset, what="Predicting", total=None):
-    """Runs the model over a dataset in order (under the task's strategy),
-    logging progress (`what`, `total` examples when known).
-
-    Yields:
-      per batch, (logits float32 [B, L], labels, is_real_example, order) as
-      numpy; order: each row's input position (length-sorted batches,
-      length_batching.ORDER), else None.
-    """
-    runner = tflite.task_runner(task.settings, model)
-    if runner is None:
-        step = _predict_step(task.strategy, model)
-        batches = distribute.distribute_dataset(task.strategy, dataset)
-    else:  # TF Lite, on this host's CPU.
-        step = _tflite_step(runner)
-        batches = dataset
-    counter = progress.Progress(what, total=total)
-    for batch in batches:
-        values = tuple(np.asarray(value) for value in step(batch))
-        if len(values) == 3:
-            values += (None,)
-        counter.add(len(values[0]))
-        yield values
-    counter.finish()
-
-
-def _tflite_step(runner):
-    """What `_predict_step` returns, from a TF Lite runner."""
-
-    def step(f):
-        outputs = (
-            runner(f)["logits"],
-            f[input_pipeline.LABEL_IDS],
-            f[input_pipeline.IS_REAL_EXAMPLE],
-        )
-        if length_batching.ORDER in f:
-            outputs += (f[length_batching.ORDER],)
-        return outputs
-
-    return step
-
-
-def predict_logits(task, model, dataset, what="Predicting", total=None):
-    """`iter_logits` gathered in input order: (logits float32 [N, L],
-    labels [N], is_real_example int [N]) as numpy."""
-    parts = list(zip(*iter_logits(task, model, dataset, what, total)))
-    values = tuple(np.concatenate(p, axis=0) for p in parts[:3])
-    if parts[3][0] is None:
-        return values
-    order = np.concatenate(parts[3])
-    return tuple(length_batching.unsort(order, v) for v in values)
 
 
 def _count_records(path):
@@ -88,35 +29,6 @@ def _count_records(path):
     if file_io.is_remote(path):
         return None
     return tfrecord_io.check_framing(path)
-
-
-def _predict_step(strategy, model):
-    """A tf.function computing logits, cached on the model (no retracing)."""
-    cached = _PREDICT_STEPS.get(model)
-    if cached is not None:
-        return cached
-
-    def replica_fn(f):
-        logits = tf.cast(model(f, training=False), tf.float32)
-        outputs = (
-            logits,
-            f[input_pipeline.LABEL_IDS],
-            f[input_pipeline.IS_REAL_EXAMPLE],
-        )
-        if length_batching.ORDER in f:
-            outputs += (f[length_batching.ORDER],)
-        return outputs
-
-    # reduce_retracing: with --dynamic_padding batch lengths vary.
-    @tf.function(autograph=False, reduce_retracing=True)
-    def step(features):
-        outputs = strategy.run(replica_fn, args=(features,))
-        return tf.nest.map_structure(
-            lambda t: strategy.gather(t, axis=0), outputs
-        )
-
-    _PREDICT_STEPS[model] = step
-    return step
 
 
 def eval_examples_and_file(task):
@@ -142,16 +54,15 @@ def eval_examples_and_file(task):
 def evaluate(task, model, eval_file, global_step):
     """Evaluates on eval_file: the original's keys plus the task metrics."""
     s = task.settings
-    dataset = task.read_records(
-        eval_file, s.eval_batch_size, False, drop_remainder=s.use_tpu
-    )
-    logits, labels, is_real = predict_logits(
-        task, model, dataset, "Evaluating", _count_records(eval_file)
+    features, outputs = task.predictor(model, s.eval_batch_size).gather(
+        task.read_rows(eval_file),
+        what="Evaluating",
+        total=_count_records(eval_file),
     )
     results = metrics.classifier_eval_results(
-        logits,
-        labels,
-        is_real,
+        outputs["logits"],
+        features[input_pipeline.LABEL_IDS],
+        features[input_pipeline.IS_REAL_EXAMPLE],
         s.eval_batch_size,
         task.processor.metric_names,
         task.processor.is_regression,
@@ -186,7 +97,8 @@ def predict(task, model, write=True):
         else processor.estimate_rows("test")
     )
     if s.use_tpu:
-        # TPUs need every batch full: padding records, dropped below.
+        # As the original on TPU: padding records fill the last batch
+        # (their outputs are dropped below).
         examples = classifier_data.padded_to_batch(
             examples, s.predict_batch_size
         )
@@ -195,14 +107,15 @@ def predict(task, model, write=True):
     )
     if not num_records and hasattr(processor, "path"):
         raise ValueError(f"{processor.path('test')}: no rows to predict")
-    dataset = task.read_records(
-        predict_file, s.predict_batch_size, False, drop_remainder=s.use_tpu
+    rows = _rows(
+        task,
+        task.predictor(model, s.predict_batch_size).batches(
+            task.read_rows(predict_file), total=num_records
+        ),
     )
-    batches = iter_logits(task, model, dataset, "Predicting", num_records)
     with contextlib.ExitStack() as files:
         writers = _PredictionWriters(task, files if write else None)
         count = 0
-        rows = _rows(task, batches)
         for example in processor.iter_test_examples(s.data_dir):
             output, prediction = next(rows, (None, None))
             if output is None:
@@ -212,7 +125,7 @@ def predict(task, model, write=True):
                 )
             writers.write(example, output, prediction)
             count += 1
-        rest = sum(1 for _ in rows)  # TPU padding (every batch is run).
+        rest = sum(1 for _ in rows)  # The TPU's padding records.
         if count + rest != num_records or (rest and not s.use_tpu):
             raise RuntimeError(
                 f"The test file gave {count} examples, then "
@@ -222,28 +135,25 @@ def predict(task, model, write=True):
 
 
 def _rows(task, batches):
-    """Per example: (its test_results.tsv values float32 [K], what it
-    predicts: a class id, a score or a 0/1 vector)."""
+    """Per example, in input order: (its test_results.tsv values float32
+    [K], what it predicts: a class id, a score or a 0/1 vector)."""
     threshold = task.settings.multi_label_threshold
 
     def rows():
-        count = 0
-        for logits, _, _, order in batches:
+        for order, _, outputs in batches:
+            logits = outputs["logits"]
             if task.task_type == "regression":
-                outputs = logits[:, :1]
+                values = logits[:, :1]
             elif task.task_type == "multi_label":
-                outputs = tf.sigmoid(logits).numpy()
+                values = tf.sigmoid(logits).numpy()
             else:
-                outputs = tf.nn.softmax(logits, axis=-1).numpy()
+                values = tf.nn.softmax(logits, axis=-1).numpy()
             chosen = metrics.classifier_predictions(
                 logits, task.task_type, threshold
             )
-            if order is None:  # In input order already.
-                order = range(count, count + len(logits))
-            count += len(logits)
-            yield from zip(order, zip(outputs, chosen))
+            yield from zip(order, zip(values, chosen))
 
-    return length_batching.in_input_order(rows())
+    return predictor.in_input_order(rows())
 
 
 class _PredictionWriters:

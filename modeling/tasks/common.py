@@ -119,6 +119,48 @@ class FineTuningSettings(CommonSettings):
             from modeling.training import trainer  # TensorFlow.
 
             self.run_config = trainer.RunConfig(self.output_dir, 0)
+        check_predict_runtime(self)
+
+
+def uses_tpu(settings):
+    """Whether the run is on a TPU: --use_tpu, --strategy=tpu or a
+    TPUStrategy already built (fixed batch shapes there)."""
+    strategy = settings.strategy
+    return bool(
+        settings.use_tpu
+        or strategy == "tpu"
+        or type(strategy).__name__.startswith("TPUStrategy")
+    )
+
+
+def check_predict_runtime(settings):
+    """Refuses a TF Lite runtime (--predict_runtime=tflite or tflite_int8,
+    --precision=int8) where it cannot run: it runs in this process on this
+    host's CPU. (A mixed --precision is refused by the RunConfig.) Called
+    when the settings are made: before a checkpoint is read, a record
+    written or a TPU contacted.
+
+    Raises:
+      ValueError: with --use_tpu, or a strategy of several devices.
+    """
+    runtime = settings.run_config.runtime
+    if runtime == "tensorflow":
+        return
+    strategy = settings.strategy
+    if isinstance(strategy, str):
+        several = strategy != "default"
+        name = f"--strategy={strategy}"
+    else:  # A tf.distribute.Strategy already built.
+        several = getattr(strategy, "num_replicas_in_sync", 1) > 1
+        name = f"a strategy of {getattr(strategy, 'num_replicas_in_sync', 1)} devices"
+    if settings.use_tpu:
+        several, name = True, "--use_tpu"
+    if several:
+        raise ValueError(
+            f"--predict_runtime={runtime} runs in this process on this "
+            f"host's CPU: it cannot run with {name} (evaluate or predict in "
+            "a second run without it)"
+        )
 
 
 def set_up(settings):

@@ -26,14 +26,12 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
 from modeling import errors
-from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import file_io
-from modeling.data import length_batching
 from modeling.tasks import common
 from modeling.text import tokenization
 from modeling.text import vocabulary
-from modeling.training import distribute
+from modeling.training import predictor
 
 CLS, SEP = vocabulary.CLS_TOKEN, vocabulary.SEP_TOKEN
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -156,36 +154,13 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     return features
 
 
-def _dataset(features, batch_size):
-    """Batches of int32 [B, T]; the last batch is padded to B (unique_id -1)
-    so that every batch has one static shape (TPUs need it)."""
-    rows = list(features)
-    seq_length = len(rows[0].input_ids)
-    blank = InputFeatures(
-        -1, [], [0] * seq_length, [0] * seq_length, [0] * seq_length
-    )
-    rows += [blank] * (-len(rows) % batch_size)
-    return tf.data.Dataset.from_tensor_slices(_columns(rows)).batch(
-        batch_size, drop_remainder=True
-    )
-
-
 def _columns(rows):
-    """The model's int32 inputs [N, T] of InputFeatures, and unique_ids."""
+    """The model's int32 inputs [N, T] of InputFeatures."""
     return {
-        "unique_ids": np.array([f.unique_id for f in rows], np.int32),
         "input_ids": np.array([f.input_ids for f in rows], np.int32),
         "input_mask": np.array([f.input_mask for f in rows], np.int32),
         "segment_ids": np.array([f.input_type_ids for f in rows], np.int32),
     }
-
-
-def _sorted_dataset(features, batch_size):
-    """Batches of similar-length rows, each cut to its longest, with each
-    row's position (length_batching.sorted_batches)."""
-    return length_batching.sorted_batches(
-        tf.data.Dataset.from_tensor_slices(_columns(features)), batch_size
-    )
 
 
 def extract_layers(
@@ -207,7 +182,7 @@ def extract_layers(
         length_sorted: batch rows of similar length together, each batch
             cut to its longest row (the rows' real tokens get the same
             values up to float32 rounding); False: batches of T in input
-            order, the last one padded (TPUs).
+            order, the last one filled (TPUs).
 
     Yields:
         (InputFeatures, list of float32 np.ndarray [T', H], one per index,
@@ -215,47 +190,18 @@ def extract_layers(
     """
     if not features:
         return
-    strategy = strategy or tf.distribute.get_strategy()
-    by_id = {f.unique_id: f for f in features}
-    if length_sorted:
-        dataset = _sorted_dataset(features, batch_size)
-    else:
-        dataset = _dataset(features, batch_size)
-    dataset = distribute.distribute_dataset(strategy, dataset)
+    names = [f"layer_{i}" for i in range(len(layer_indexes))]
 
-    # The row's place: its position (length-sorted), else its unique_id.
-    key = length_batching.ORDER if length_sorted else "unique_ids"
+    def select(outputs):
+        layers = outputs["all_encoder_layers"]
+        return {n: layers[i] for n, i in zip(names, layer_indexes)}
 
-    def forward(inputs):
-        outputs = model(inputs, training=False)
-        chosen = [outputs["all_encoder_layers"][i] for i in layer_indexes]
-        return inputs[key], [tf.cast(x, tf.float32) for x in chosen]
-
-    # No Python control flow inside: skip AutoGraph (faster tracing).
-    # reduce_retracing: length-sorted batches vary in length.
-    @tf.function(autograph=False, reduce_retracing=True)
-    def step(batch):
-        ids, chosen = strategy.run(forward, args=(batch,))
-        return strategy.gather(ids, 0), [strategy.gather(x, 0) for x in chosen]
-
-    def rows():
-        for batch in dataset:
-            ids, chosen = step(batch)
-            chosen = [x.numpy() for x in chosen]
-            for row, place in enumerate(ids.numpy()):
-                if place >= 0:  # Not a padding row.
-                    yield int(place), [x[row] for x in chosen]
-
-    counter = progress.Progress("Extracting", total=len(features))
-    if length_sorted:
-        for position, values in enumerate(length_batching.in_input_order(rows())):
-            yield features[position], values
-            counter.add()
-    else:
-        for unique_id, values in rows():
-            yield by_id[unique_id], values
-            counter.add()
-    counter.finish()
+    backend = predictor.TensorFlowBackend(model, strategy, select=select)
+    rows = predictor.Predictor(
+        backend, batch_size, length_sorted=length_sorted
+    ).rows(_columns(features), total=len(features), what="Extracting")
+    for feature, (_, outputs) in zip(features, rows, strict=True):
+        yield feature, [outputs[n] for n in names]
 
 
 def feature_json(feature, layer_values, layer_indexes):

@@ -1,7 +1,9 @@
 """What run_ner.py and run_multiple_choice.py share: in-memory feature
-arrays as tf.data pipelines, the model's logits over a dataset in order;
-and what every fine-tuning script shares: --eval_during_training's
-best-checkpoint keeping (`train`, `BestCheckpointKeeper`).
+arrays as tf.data pipelines, the model's logits over them in order; and
+what every fine-tuning script shares: the predictor of its evaluation and
+prediction (`make_predictor`, `tflite_export_files`), and
+--eval_during_training's best-checkpoint keeping (`train`,
+`BestCheckpointKeeper`).
 
 Their features are small (a few int arrays per example), so they are kept
 as numpy arrays rather than written to TFRecords first.
@@ -9,30 +11,24 @@ as numpy arrays rather than written to TFRecords first.
 
 import dataclasses
 import os
-import weakref
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling.data import input_pipeline
-from modeling.data import length_batching
 from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import metrics
 from modeling.text import tokenization
 from modeling.training import checkpoint_manager
-from modeling.training import distribute
+from modeling.training import predictor as predictor_lib
 
 # --eval_during_training: the best checkpoint's folder in output_dir, and the
 # file every evaluation is appended to.
 BEST_DIR = "best"
 EVAL_HISTORY_FILE = "eval_history.txt"
-
-_PREDICT_STEPS = weakref.WeakKeyDictionary()
-
 
 # The root-scope head of the classifier, tagger and multiple-choice models.
 HEAD_VARIABLES = ("output_weights", "output_bias")
@@ -92,25 +88,27 @@ class ArrayTask:
         """`name` in output_dir."""
         return os.path.join(self.settings.output_dir, name)
 
-    def logits(self, model, arrays, batch_size, seq_features=None):
-        """`logits` of the task's model: length-sorted batches except on
-        TPU (fixed shapes there); with XLA, a few batch lengths only;
-        through TF Lite with --predict_runtime=tflite / --precision=int8."""
+    def logits(self, model, arrays, batch_size, per_position=False):
+        """The model's logits for every row of the feature `arrays`, in
+        input order (make_predictor's batches). per_position: logits with a
+        sequence axis (a tagger's [N, T, L]), given at the arrays' full
+        width (zeros at the positions a batch was cut at)."""
         s = self.settings
-        return logits(
+        predictor = make_predictor(
+            s,
             self.strategy,
             model,
-            arrays,
             batch_size,
-            length_sorted=not s.use_tpu,
-            multiple=input_pipeline.padding_multiple(
-                s.max_seq_length, s.run_config.use_xla
-            ),
-            seq_features=seq_features,
-            runner=tflite.task_runner(
-                s, model, rank=arrays["input_ids"].ndim
-            ),
+            rank=arrays["input_ids"].ndim,
         )
+        model_inputs = {k: arrays[k] for k in predictor_lib.MODEL_FEATURES}
+        _, outputs = predictor.gather(
+            model_inputs,
+            width=arrays["input_ids"].shape[-1],
+            seq_outputs=("logits",) if per_position else (),
+            total=len(arrays["input_ids"]),
+        )
+        return outputs["logits"]
 
     def data_path(self, flag, names, what):
         """The file of a flag, else the first of `names` in data_dir."""
@@ -162,23 +160,6 @@ def init_from_checkpoint(model, path):
     return checkpoints.load_weights(model.bert, path)
 
 
-def pad_to_batch(arrays, batch_size):
-    """Pads every array (same first dimension N) with zero rows to a
-    multiple of batch_size, so that every batch has one static shape.
-
-    Returns:
-      (padded dict, N).
-    """
-    n = len(next(iter(arrays.values())))
-    extra = -n % batch_size
-    if not extra:
-        return arrays, n
-    return {
-        k: np.concatenate([v, np.zeros((extra,) + v.shape[1:], v.dtype)])
-        for k, v in arrays.items()
-    }, n
-
-
 def train_dataset(arrays, batch_size, seed, start_step=0):
     """Training batches: every epoch a new seeded shuffle of all examples,
     repeated, remainder dropped, positioned after `start_step` batches (a
@@ -193,46 +174,44 @@ def train_dataset(arrays, batch_size, seed, start_step=0):
     return d.prefetch(2)
 
 
-def inference_dataset(arrays, batch_size):
-    """Eval/predict batches in order; the arrays must be padded to a
-    multiple of batch_size (`pad_to_batch`)."""
-    d = tf.data.Dataset.from_tensor_slices(arrays)
-    return d.batch(batch_size, drop_remainder=True).prefetch(2)
+def make_predictor(
+    settings, strategy, model, batch_size, rank=2, length_sorted=True
+):
+    """The predictor of a fine-tuning run's evaluation and prediction
+    (modeling/training/predictor.py): the --predict_runtime backend,
+    length-sorted batches (fixed shapes on TPU or without
+    `length_sorted`), with XLA a few batch lengths only.
+
+    Args:
+      rank: of the features (3: multiple choice), for TF Lite.
+    """
+    s = settings
+    backend = predictor_lib.make_backend(
+        s.run_config.runtime, model, strategy, rank
+    )
+    return predictor_lib.Predictor(
+        backend,
+        batch_size,
+        length_sorted=length_sorted and not common.uses_tpu(s),
+        multiple=input_pipeline.padding_multiple(
+            s.max_seq_length, s.run_config.use_xla
+        ),
+    )
 
 
-def predict_logits(strategy, model, dataset):
-    """The model's float32 logits over `dataset`, in order (numpy)."""
-    step = _predict_step(strategy, model)
-    parts = [
-        step(batch).numpy()
-        for batch in distribute.distribute_dataset(strategy, dataset)
-    ]
-    return np.concatenate(parts, axis=0)
-
-
-def _predict_step(strategy, model, with_order=False):
-    """A tf.function computing logits (and with_order, each row's
-    length_batching.ORDER first), cached on the model (no retracing)."""
-    steps = _PREDICT_STEPS.setdefault(model, {})
-    if with_order in steps:
-        return steps[with_order]
-
-    def replica_fn(features):
-        logits = tf.cast(model(features, training=False), tf.float32)
-        if with_order:
-            return features[length_batching.ORDER], logits
-        return logits
-
-    # reduce_retracing: length-sorted batches vary in length.
-    @tf.function(autograph=False, reduce_retracing=True)
-    def step(features):
-        outputs = strategy.run(replica_fn, args=(features,))
-        return tf.nest.map_structure(
-            lambda t: strategy.gather(t, axis=0), outputs
-        )
-
-    steps[with_order] = step
-    return step
+def tflite_export_files(settings, model, rank=2):
+    """What an --export_dir holds besides its SavedModel when the run
+    evaluates and predicts through TF Lite (the same converted model), else
+    None: see serving.save_export's `extra_files`."""
+    runtime = settings.run_config.runtime
+    if runtime == "tensorflow":
+        return None
+    backend = predictor_lib.TFLiteBackend.of_model(
+        model, quantize=runtime == "tflite_int8", rank=rank
+    )
+    return tflite.export_files(
+        backend.content, backend.output_names, backend.quantized
+    )
 
 
 def write_eval_results(path, results):
@@ -350,70 +329,6 @@ def train_on_arrays(trainer, arrays, settings, metric, make_evaluate):
         )
 
     return train(trainer, dataset_fn, settings, metric, make_evaluate)
-
-
-def logits(
-    strategy,
-    model,
-    arrays,
-    batch_size,
-    length_sorted=False,
-    multiple=8,
-    seq_features=None,
-    runner=None,
-):
-    """The model's logits for every row of the feature `arrays`, in input
-    order.
-
-    Args:
-      length_sorted: batch rows of similar length together, each batch cut
-        to its longest row (length_batching.sorted_batches), and put the
-        logits back in input order; else batches in order, the last one
-        padded to batch_size (fixed shapes: TPUs).
-      multiple: length_sorted: lengths round up to a multiple of this.
-      seq_features: length_sorted: the arrays whose last axis is the
-        sequence (default: every array with the mask's shape); logits with
-        a sequence axis (a tagger's [N, T, L]) come back at full width.
-      runner: a TF Lite runner of the model (modeling/export/tflite.py)
-        to run instead of TensorFlow, or None.
-    """
-    if not length_sorted:
-        padded, n = pad_to_batch(arrays, batch_size)
-        dataset = inference_dataset(padded, batch_size)
-        if runner is not None:
-            return np.concatenate(
-                [runner(b)["logits"] for b in dataset], axis=0
-            )[:n]
-        return predict_logits(strategy, model, dataset)[:n]
-    mask_shape = arrays["input_mask"].shape
-    if seq_features is None:
-        seq_features = [k for k, v in arrays.items() if v.shape == mask_shape]
-    dataset = length_batching.sorted_batches(
-        tf.data.Dataset.from_tensor_slices(arrays),
-        batch_size,
-        multiple,
-        seq_features,
-    )
-    if runner is None:
-        step = _predict_step(strategy, model, with_order=True)
-        batches = distribute.distribute_dataset(strategy, dataset)
-    else:
-
-        def step(batch):
-            return batch[length_batching.ORDER], runner(batch)["logits"]
-
-        batches = dataset
-    orders, parts = [], []
-    for batch in batches:
-        order, values = step(batch)
-        orders.append(np.asarray(order))
-        values = np.asarray(values)
-        if values.ndim == 3:  # [B, T', L]: per position.
-            values = length_batching.pad_to(values, mask_shape[-1])
-        parts.append(values)
-    return length_batching.unsort(
-        np.concatenate(orders), np.concatenate(parts, axis=0)
-    )
 
 
 def restore_for_inference(task, trainer, element_spec, head):

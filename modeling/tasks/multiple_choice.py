@@ -21,7 +21,6 @@ from modeling import losses
 from modeling import models
 from modeling.data import file_io
 from modeling.data import swag
-from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import metrics
@@ -189,7 +188,7 @@ def run(settings):
             s.do_lower_case,
             s.max_seq_length,
             s.export_dir,
-            extra_files=tflite.export_files(s, model, rank=3),
+            extra_files=fine_tuning.tflite_export_files(s, model, rank=3),
         )
 
     return fine_tuning.evaluate_predict_export(

@@ -29,7 +29,6 @@ from modeling import models
 from modeling import progress
 from modeling.data import conll
 from modeling.data import file_io
-from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import conlleval
 from modeling.tasks import fine_tuning
@@ -220,7 +219,7 @@ def predict_words(task, model, sentences, batch_size):
       (tags per sentence, logits [W, T, L] of the real windows, arrays).
     """
     arrays, feats = task.features(sentences)
-    logits = task.logits(model, arrays, batch_size)
+    logits = task.logits(model, arrays, batch_size, per_position=True)
     predicted = np.argmax(logits, axis=-1)
     tags = conll.word_predictions(feats, predicted, sentences, task.label_list)
     return tags, logits, arrays
@@ -333,7 +332,7 @@ def run(settings):
             s.max_seq_length,
             task.label_list,
             s.export_dir,
-            extra_files=tflite.export_files(s, model),
+            extra_files=fine_tuning.tflite_export_files(s, model),
         )
 
     return fine_tuning.evaluate_predict_export(

@@ -187,11 +187,9 @@ def run(s):
             "At least one of `do_train` or `do_eval` must be True."
         )
     config = s.run_config  # None: a run built in Python, float32 defaults.
-    if config is not None and (
-        config.precision == "int8" or config.predict_runtime == "tflite"
-    ):
+    if config is not None and config.runtime != "tensorflow":
         raise ValueError(
-            "--precision=int8 and --predict_runtime=tflite are for the "
+            "--predict_runtime (and --precision=int8) are for the "
             "fine-tuning scripts' evaluation and prediction; pre-training "
             "runs in float32, mixed_bfloat16 or mixed_float16"
         )

@@ -38,15 +38,12 @@ from modeling import config as config_lib
 from modeling import losses
 from modeling import models
 from modeling.data import input_pipeline
-from modeling.data import length_batching
 from modeling.data import squad as squad_data
-from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import squad_metrics
 from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
-from modeling.training import distribute
 
 TRAIN_RECORD_FILE = "train.tf_record"
 EVAL_RECORD_FILE = "eval.tf_record"
@@ -74,6 +71,8 @@ class Settings(common.FineTuningSettings):
     null_score_diff_threshold: float = 0.0
     best_null_threshold: bool = False
     max_skipped_fraction: float = squad_data.DEFAULT_MAX_SKIPPED_FRACTION
+    # Off: the original's n-best (see AnswerPredictor.logits).
+    fast_nbest: bool = False
 
 
 @dataclasses.dataclass
@@ -88,7 +87,7 @@ class SquadTask:
     predict_examples: list | None
     # Made once (eval.tf_record) by the first use: training's evaluation or
     # prediction.
-    predictor: "Predictor | None" = None
+    answers: "AnswerPredictor | None" = None
 
     def path(self, name):
         return os.path.join(self.settings.output_dir, name)
@@ -235,49 +234,33 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     )
 
 
-def read_records(task, path, batch_size, is_training, num_records=None):
-    """The original's input_fn: training repeats, shuffles (buffer 100,
-    seeded) and drops the remainder; prediction reads in order.
-
-    Args:
-      num_records: prediction only: pad the last batch to batch_size with
-        all-zero features (unique_id 0, which no feature has) so every batch
-        has one shape, as TPUs need (the original's TPUEstimator padded).
-        None: prediction batches features of similar length together, each
-        cut to its longest row (length_batching.sorted_batches).
-    """
-    s = task.settings
-    spec = input_pipeline.squad_feature_spec(s.max_seq_length, is_training)
-    d = tf.data.TFRecordDataset(path)
-    if is_training:
-        seed = s.random_seed
-        d = d.repeat().shuffle(
-            100, seed=common.DEFAULT_DATA_SEED if seed is None else seed
-        )
-    d = d.map(
+def _decoded(task, records, is_training):
+    spec = input_pipeline.squad_feature_spec(
+        task.settings.max_seq_length, is_training
+    )
+    return records.map(
         lambda record: input_pipeline.decode_record(record, spec),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
-    if not is_training and num_records is None:
-        # Off TPU: features of similar length batched together, each batch
-        # cut to its longest: the order does not matter (answers are
-        # gathered by unique_id), the positions cut are never an answer's.
-        return length_batching.sorted_batches(
-            d,
-            batch_size,
-            input_pipeline.padding_multiple(
-                s.max_seq_length, s.run_config.use_xla
-            ),
-        )
-    if num_records is not None and not is_training and num_records % batch_size:
-        pad = batch_size - num_records % batch_size
-        zeros = {
-            name: tf.zeros(spec_shape.shape, tf.int32)
-            for name, spec_shape in spec.items()
-        }
-        d = d.concatenate(tf.data.Dataset.from_tensors(zeros).repeat(pad))
-    d = d.batch(batch_size, drop_remainder=is_training)
-    return d.prefetch(2)
+
+
+def training_batches(task, path, batch_size):
+    """The original's training input_fn: the records repeated, shuffled
+    (buffer 100, seeded), batched with the remainder dropped."""
+    seed = task.settings.random_seed
+    records = (
+        tf.data.TFRecordDataset(path)
+        .repeat()
+        .shuffle(100, seed=common.DEFAULT_DATA_SEED if seed is None else seed)
+    )
+    d = _decoded(task, records, True)
+    return d.batch(batch_size, drop_remainder=True).prefetch(2)
+
+
+def read_rows(task, path):
+    """eval.tf_record's features, one row at a time in file order: what the
+    predictor batches."""
+    return _decoded(task, tf.data.TFRecordDataset(path), False)
 
 
 def train(task):
@@ -310,7 +293,7 @@ def train(task):
     trainer = make_trainer(task, num_train_steps, num_warmup_steps)
 
     def dataset_fn(start_step):
-        d = read_records(task, train_file, s.train_batch_size, True)
+        d = training_batches(task, train_file, s.train_batch_size)
         return d.skip(start_step)
 
     # The best checkpoint by F1 (best_f1 with --best_null_threshold), under
@@ -324,18 +307,16 @@ def _scorer(task, model):
     """--eval_during_training: global_step -> the official scores of a
     prediction of --predict_file with the current weights."""
     s = task.settings
-    task.predictor = Predictor(task, model)
-    if task.predictor.gold is None:
+    task.answers = AnswerPredictor(task, model)
+    if task.answers.gold is None:
         raise ValueError(
             f"--eval_during_training: {s.predict_file} has no answers to score"
         )
     key = "best_f1" if s.best_null_threshold else "f1"
 
     def evaluate(global_step):
-        gold = task.predictor.gold
-        results = score(
-            task.predictor.predict(), gold, s.version_2_with_negative
-        )
+        gold = task.answers.gold
+        results = score(task.answers.predict(), gold, s.version_2_with_negative)
         return dict(
             results, global_step=int(global_step), best_metric=results[key]
         )
@@ -387,7 +368,7 @@ def restore_for_inference(task, trainer):
 # === Prediction ===
 
 
-class Predictor:
+class AnswerPredictor:
     """Writes eval.tf_record once, then predicts answers with a model."""
 
     def __init__(self, task, model):
@@ -412,71 +393,45 @@ class Predictor:
             num,
             s.predict_batch_size,
         )
-        self._step = None
         self.gold = gold_answers(self.examples, s.version_2_with_negative)
 
     def logits(self):
-        """(unique_ids [N], start_logits [N, T], end_logits [N, T])."""
+        """(unique_ids [N], start_logits [N, T], end_logits [N, T]).
+
+        The original ranks the n best starts and ends over every position
+        of a window's row, its padding included: a padding position is
+        never an answer, but its logit may take one of the n_best_size
+        places. So by default every window is predicted at its full
+        max_seq_length (fixed-shape batches in input order), which gives
+        the original's n-best lists and answers whatever the batch size or
+        the order. --fast_nbest predicts each window at its own length
+        (length-sorted batches) and ranks its real positions only: faster
+        where windows are shorter than max_seq_length, still independent
+        of the batch-mates (every position past a window's own end is
+        -inf), but its n-best lists, and rarely its answers, differ from
+        the original's where padding logits would have taken places.
+        """
         s = self.task.settings
-        dataset = read_records(
-            self.task,
-            self.task.path(EVAL_RECORD_FILE),
+        predictor = fine_tuning.make_predictor(
+            s,
+            self.task.strategy,
+            self.model,
             s.predict_batch_size,
-            False,
-            num_records=len(self.features) if s.use_tpu else None,
+            length_sorted=s.fast_nbest,
         )
-        runner = tflite.task_runner(s, self.model)
-        if runner is None:
-            step = self._predict_step()
-            batches = distribute.distribute_dataset(self.task.strategy, dataset)
-        else:  # TF Lite, on this host's CPU.
-
-            def step(batch):
-                outputs = runner(batch)
-                return (
-                    batch[input_pipeline.UNIQUE_IDS],
-                    outputs["start_logits"],
-                    outputs["end_logits"],
-                )
-
-            batches = dataset
-        parts = ([], [], [])
-        for batch in batches:
-            for part, value in zip(parts, map(np.asarray, step(batch))):
-                # A batch cut to its longest row: the positions cut get a
-                # logit no answer can have (-inf), so that they are never
-                # among the n best.
-                part.append(
-                    _pad_logits(value, s.max_seq_length)
-                    if value.ndim == 2
-                    else value
-                )
-        return tuple(np.concatenate(p, axis=0) for p in parts)
-
-    def _predict_step(self):
-        if self._step is not None:
-            return self._step
-        strategy = self.task.strategy
-        model = self.model
-
-        def replica_fn(features):
-            outputs = model(features, training=False)
-            return (
-                features[input_pipeline.UNIQUE_IDS],
-                tf.cast(outputs["start_logits"], tf.float32),
-                tf.cast(outputs["end_logits"], tf.float32),
-            )
-
-        # reduce_retracing: length-sorted batches vary in length.
-        @tf.function(autograph=False, reduce_retracing=True)
-        def step(features):
-            outputs = strategy.run(replica_fn, args=(features,))
-            return tf.nest.map_structure(
-                lambda t: strategy.gather(t, axis=0), outputs
-            )
-
-        self._step = step
-        return step
+        features, outputs = predictor.gather(
+            read_rows(self.task, self.task.path(EVAL_RECORD_FILE)),
+            width=s.max_seq_length,
+            seq_outputs=("start_logits", "end_logits"),
+            fill=-np.inf,
+            total=len(self.features),
+        )
+        start, end = outputs["start_logits"], outputs["end_logits"]
+        if s.fast_nbest:
+            padding = features["input_mask"] == 0
+            start = np.where(padding, -np.inf, start)
+            end = np.where(padding, -np.inf, end)
+        return features[input_pipeline.UNIQUE_IDS], start, end
 
     def predict(self, threshold=None):
         """The answers (squad_postprocess.Predictions) of the model now."""
@@ -496,14 +451,6 @@ class Predictor:
                 s.null_score_diff_threshold if threshold is None else threshold
             ),
         )
-
-
-def _pad_logits(logits, length):
-    """[B, T'] logits back to [B, length], the new positions -inf."""
-    missing = length - logits.shape[1]
-    if missing <= 0:
-        return logits
-    return np.pad(logits, ((0, 0), (0, missing)), constant_values=-np.inf)
 
 
 def gold_answers(examples, version_2_with_negative):
@@ -560,11 +507,11 @@ def best_null_threshold(predictions, gold):
     return min(predictions.null_odds.values()) - 1.0
 
 
-def predict(task, predictor, global_step, write=True):
+def predict(task, answers, global_step, write=True):
     """Predicts, writes the outputs and (with answers) eval_results.txt."""
     s = task.settings
-    predictions = predictor.predict()
-    results = score(predictions, predictor.gold, s.version_2_with_negative)
+    predictions = answers.predict()
+    results = score(predictions, answers.gold, s.version_2_with_negative)
     threshold = s.null_score_diff_threshold
     if s.best_null_threshold:
         if results is None:
@@ -572,14 +519,14 @@ def predict(task, predictor, global_step, write=True):
                 f"--best_null_threshold: {s.predict_file} has no answers "
                 "to choose a threshold with"
             )
-        threshold = best_null_threshold(predictions, predictor.gold)
+        threshold = best_null_threshold(predictions, answers.gold)
         logging.info(
             "Best null_score_diff_threshold by F1: %s (F1 %.3f)",
             threshold,
             results["best_f1"],
         )
         predictions = squad_postprocess.apply_threshold(predictions, threshold)
-        results.update(score(predictions, predictor.gold, True))
+        results.update(score(predictions, answers.gold, True))
     if not write:
         return predictions, results
     squad_postprocess.write_predictions(predictions, s.output_dir)
@@ -611,10 +558,10 @@ def run(settings):
         restore_for_inference(task, trainer)
     results = None
     if s.do_predict:
-        if task.predictor is None:
-            task.predictor = Predictor(task, trainer.model)
+        if task.answers is None:
+            task.answers = AnswerPredictor(task, trainer.model)
         _, results = predict(
-            task, task.predictor, trainer.global_step, write=trainer.is_chief
+            task, task.answers, trainer.global_step, write=trainer.is_chief
         )
     if s.export_dir and trainer.is_chief:
         from modeling.export import squad_serving
@@ -623,7 +570,7 @@ def run(settings):
             trainer.model,
             s,
             s.export_dir,
-            extra_files=tflite.export_files(s, trainer.model),
+            extra_files=fine_tuning.tflite_export_files(s, trainer.model),
         )
         logging.info("Exported the serving SavedModel to %s", s.export_dir)
     return results

@@ -16,9 +16,9 @@ import tensorflow as tf
 from absl import logging
 
 STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
-# int8: evaluation and prediction through TF Lite's dynamic-range int8
-# (modeling/export/tflite.py); the Keras model, and training, are float32.
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16", "int8")
+# The Keras dtype policies. (--precision=int8 is not one: it is an alias of
+# --predict_runtime=tflite_int8, resolved in trainer.RunConfig.)
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def create_strategy(
@@ -169,14 +169,8 @@ def set_precision(precision):
         raise ValueError(
             f"Unknown precision {precision!r}; expected {PRECISIONS}"
         )
-    policy = "float32" if precision == "int8" else precision
-    keras.mixed_precision.set_global_policy(policy)
-    logging.info("Keras dtype policy: %s", policy)
-    if precision == "int8":
-        logging.info(
-            "--precision=int8: training (if any) runs in float32; "
-            "evaluation and prediction in int8 through TF Lite"
-        )
+    keras.mixed_precision.set_global_policy(precision)
+    logging.info("Keras dtype policy: %s", precision)
 
 
 def is_chief(strategy):

@@ -43,6 +43,7 @@ from modeling import progress
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
+from modeling.training import predictor
 from modeling.training import steps
 
 
@@ -88,8 +89,10 @@ class RunConfig:
     gradient_accumulation_steps: int = 1
     optimizer_type: str = "adamw"
     precision: str = "float32"
-    # What runs evaluation and prediction: None/"tensorflow", or "tflite"
-    # (modeling/export/tflite.py; implied by precision "int8").
+    # What runs evaluation and prediction (predictor.RUNTIMES): None (not
+    # given: "tensorflow"), "tensorflow", "tflite" or "tflite_int8".
+    # precision "int8" is an alias of predict_runtime "tflite_int8" (the
+    # model, and training, in float32).
     predict_runtime: str | None = None
     use_xla: bool = False
     # Recompute each Transformer block in the backward pass instead of
@@ -103,6 +106,42 @@ class RunConfig:
     # this many steps and seconds, whatever iterations_per_loop says.
     log_every_steps: int = 100
     log_every_secs: float = progress.EVERY_SECS
+
+    def __post_init__(self):
+        """Resolves --precision=int8 and refuses what TF Lite cannot run.
+
+        Raises:
+          ValueError: an unknown runtime; int8 with
+            --predict_runtime=tensorflow; TF Lite after a mixed precision
+            (its converter takes the float32 model).
+        """
+        runtime = self.predict_runtime
+        if runtime is not None and runtime not in predictor.RUNTIMES:
+            raise ValueError(
+                f"--predict_runtime={runtime}: expected one of "
+                f"{', '.join(predictor.RUNTIMES)}"
+            )
+        if self.precision == "int8":
+            if runtime == "tensorflow":
+                raise ValueError(
+                    "--precision=int8 predicts through TF Lite "
+                    "(--predict_runtime=tflite_int8): drop "
+                    "--predict_runtime=tensorflow"
+                )
+            self.precision = "float32"
+            self.predict_runtime = "tflite_int8"
+        if self.runtime != "tensorflow" and self.precision != "float32":
+            raise ValueError(
+                f"--predict_runtime={self.runtime} converts the float32 "
+                f"model: it cannot run with --precision={self.precision} "
+                "(train with it, then evaluate or predict in a second run "
+                "without it)"
+            )
+
+    @property
+    def runtime(self):
+        """What runs evaluation and prediction (predictor.RUNTIMES)."""
+        return self.predict_runtime or "tensorflow"
 
 
 class Trainer:

@@ -1,0 +1,504 @@
+"""The one predictor: a model run over features in length-aware batches,
+its outputs back in input order.
+
+Every prediction path goes through `Predictor` (run_classifier's evaluation
+and prediction, run_ner, run_multiple_choice, run_squad, extract_features,
+BertTextClassifier.predict, the export tests and bench/prediction.py):
+
+    backend = predictor.make_backend("tflite_int8", model)
+    outputs = predictor.Predictor(backend, batch_size=32).gather(arrays)
+
+Batching. Real inputs are mostly much shorter than max_seq_length (GLUE
+pairs, NER sentences, queries), and a batch costs what its longest row
+costs once it is cut to that row. So rows are numbered, sorted by length
+within windows of `WINDOW_BATCHES` batches, batched in that order, each
+batch cut to its longest row (rounded up to `multiple`), and the outputs
+are put back in input order by the rows' numbers. A window bounds the
+memory (a file of any length streams) and the reordering delay. Padded
+positions only ever receive the -10000 attention bias, so a row's outputs
+at its real positions are the same whatever its batch-mates, up to float32
+rounding (another batch shape, another kernel blocking).
+
+`length_sorted=False` gives fixed shapes instead: batches of
+`batch_size` rows of full length in input order, the last one filled with
+padding rows (dropped from the outputs). TPUs need it (one program per
+shape), and so does whatever reads the padding positions' outputs (SQuAD's
+n-best ranks every position of a window, as the original does).
+
+Backends (one class each, `run(dataset)` -> (features, outputs) per batch
+as numpy): `TensorFlowBackend`, the model's compiled step under its
+distribution strategy; `TFLiteBackend`, a TF Lite model (float32, or
+dynamic-range int8) with XNNPACK on this host's CPU. This module is the one
+place that compiles a predict step and the one that creates TF Lite
+interpreters.
+"""
+
+import hashlib
+import os
+import warnings
+import weakref
+
+import numpy as np
+import tensorflow as tf
+
+from modeling import models
+from modeling import progress
+from modeling.data import input_pipeline
+from modeling.training import distribute
+
+# Each row's position in the input, added to its features.
+ORDER = "example_order"
+# Rows are sorted within windows of this many batches.
+WINDOW_BATCHES = 64
+# The features a model reads (a TF Lite model's inputs, in this order).
+MODEL_FEATURES = input_pipeline.CLASSIFIER_SEQ_FEATURES
+# --predict_runtime's values: what runs evaluation and prediction.
+RUNTIMES = ("tensorflow", "tflite", "tflite_int8")
+
+
+# === Backends ===
+
+
+class TensorFlowBackend:
+    """The model's compiled predict step, under `strategy` (the default
+    one: this device).
+
+    Args:
+      model: a Keras model taking a feature dict.
+      strategy: tf.distribute.Strategy (default: the current one).
+      select: model outputs -> dict of named outputs (default: the model's
+        dict, or {"logits": its tensor}; see models.named_outputs).
+    """
+
+    name = "tensorflow"
+
+    def __init__(self, model, strategy=None, select=None):
+        self.model = model
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self._step = _compiled_step(model, self.strategy, select)
+        self._single = tf.function(
+            lambda f: models.named_outputs(model, f, select),
+            autograph=False,
+            reduce_retracing=True,
+        )
+
+    def __call__(self, features):
+        """One batch (a dict of arrays) -> its outputs, numpy (no strategy
+        splitting: one device)."""
+        return _numpy(self._single(features))
+
+    def run(self, dataset):
+        """Yields (features, outputs) of each batch of `dataset`, numpy."""
+        for batch in distribute.distribute_dataset(self.strategy, dataset):
+            features, outputs = self._step(batch)
+            yield _numpy(features), _numpy(outputs)
+
+
+# model -> {(strategy, select): compiled step}: one trace per model, also
+# across evaluations (--eval_during_training evaluates the same model).
+_STEPS = weakref.WeakKeyDictionary()
+
+
+def _compiled_step(model, strategy, select):
+    steps = _STEPS.setdefault(model, {})
+    key = (id(strategy), select)
+    if key in steps:
+        return steps[key]
+
+    def replica_fn(features):
+        return features, models.named_outputs(model, features, select)
+
+    # No Python control flow inside: no AutoGraph. reduce_retracing:
+    # length-sorted batches vary in length.
+    @tf.function(autograph=False, reduce_retracing=True)
+    def step(features):
+        values = strategy.run(replica_fn, args=(features,))
+        return tf.nest.map_structure(
+            lambda t: strategy.gather(t, axis=0), values
+        )
+
+    steps[key] = step
+    return step
+
+
+class TFLiteBackend:
+    """A TF Lite model run by the interpreter (XNNPACK kernels) on this
+    host's CPU, its inputs resized to each batch's shape.
+
+    Args:
+      content: the flatbuffer bytes (modeling/export/tflite.py `convert`, or
+        an export's model.tflite).
+      output_names: the names of its outputs, in order (`convert`, or the
+        export's bert_export.json "tflite" "outputs").
+      num_threads: CPU threads (default: the machine's cores).
+    """
+
+    name = "tflite"
+
+    def __init__(
+        self, content, output_names, num_threads=None, quantized=False
+    ):
+        self.content = content
+        self.output_names = list(output_names)
+        self.quantized = quantized  # Recorded in an export's metadata.
+        with warnings.catch_warnings():
+            # tf.lite.Interpreter's notice of its move to ai-edge-litert.
+            warnings.simplefilter("ignore")
+            self.interpreter = tf.lite.Interpreter(
+                model_content=content,
+                num_threads=num_threads or os.cpu_count(),
+            )
+        self.inputs = {
+            d["name"]: d["index"] for d in self.interpreter.get_input_details()
+        }
+        missing = set(MODEL_FEATURES) - set(self.inputs)
+        if missing:
+            raise ValueError(f"The TF Lite model lacks inputs {missing}")
+        details = self.interpreter.get_output_details()
+        self.outputs = dict(zip(output_names, (d["index"] for d in details)))
+        self._shape = None
+
+    @classmethod
+    def of_model(cls, model, quantize=False, rank=2, num_threads=None):
+        """The backend of `model` converted (export/tflite.py: float32, or
+        dynamic-range int8 with `quantize`; rank 3 for multiple choice).
+        Converted once per state of the weights: a run's evaluation and
+        prediction share it; --eval_during_training converts at each
+        evaluation."""
+        from modeling.export import tflite
+
+        key = (_fingerprint(model), quantize, rank, num_threads)
+        cached = _TFLITE.get(model)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        content, names = tflite.convert(model, quantize, rank)
+        backend = cls(content, names, num_threads, quantized=quantize)
+        _TFLITE[model] = (key, backend)
+        return backend
+
+    def __call__(self, features):
+        """dict of int arrays (MODEL_FEATURES; others ignored) -> dict of
+        float32 numpy outputs."""
+        arrays = {k: np.asarray(features[k], np.int32) for k in MODEL_FEATURES}
+        shape = arrays[MODEL_FEATURES[0]].shape
+        if shape != self._shape:
+            for name in MODEL_FEATURES:
+                self.interpreter.resize_tensor_input(self.inputs[name], shape)
+            self.interpreter.allocate_tensors()
+            self._shape = shape
+        for name, array in arrays.items():
+            self.interpreter.set_tensor(self.inputs[name], array)
+        self.interpreter.invoke()
+        return {
+            name: self.interpreter.get_tensor(index)
+            for name, index in self.outputs.items()
+        }
+
+    def run(self, dataset):
+        for batch in dataset:
+            features = _numpy(batch)
+            yield features, self(features)
+
+
+# model -> (key of its weights and conversion, TFLiteBackend).
+_TFLITE = weakref.WeakKeyDictionary()
+
+
+def _fingerprint(model):
+    """A digest of the model's weights (a run evaluates, trains on, then
+    evaluates the same model object)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for variable in model.weights:
+        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
+    return digest.hexdigest()
+
+
+def make_backend(runtime, model, strategy=None, rank=2):
+    """The backend of a --predict_runtime value (RUNTIMES).
+
+    Args:
+      rank: of the features, for TF Lite: 2 ([B, T]), 3 for multiple choice.
+    """
+    if runtime == "tensorflow":
+        return TensorFlowBackend(model, strategy)
+    if runtime in ("tflite", "tflite_int8"):
+        return TFLiteBackend.of_model(
+            model, quantize=runtime == "tflite_int8", rank=rank
+        )
+    raise ValueError(f"Unknown predict runtime {runtime!r}; expected {RUNTIMES}")
+
+
+def _numpy(values):
+    return {k: np.asarray(v) for k, v in values.items()}
+
+
+# === The predictor ===
+
+
+class Predictor:
+    """Runs a backend over rows of features (see the module doc).
+
+    Args:
+      backend: TensorFlowBackend or TFLiteBackend (or any object with
+        `run(dataset)` yielding numpy (features, outputs) per batch).
+      batch_size: rows per batch.
+      length_sorted: length-sorted batches cut to their longest row; False:
+        fixed shapes in input order (TPUs; outputs at padding positions).
+      multiple: batch lengths are rounded up to a multiple of this
+        (input_pipeline.padding_multiple: with XLA, a few lengths only).
+      window_batches: rows are sorted within windows of this many batches.
+    """
+
+    def __init__(
+        self,
+        backend,
+        batch_size,
+        length_sorted=True,
+        multiple=8,
+        window_batches=WINDOW_BATCHES,
+    ):
+        if batch_size < 1:
+            raise ValueError(f"The batch size must be at least 1, got {batch_size}")
+        self.backend = backend
+        self.batch_size = batch_size
+        self.length_sorted = length_sorted
+        self.multiple = multiple
+        self.window_batches = window_batches
+
+    def batches(
+        self,
+        rows,
+        total=None,
+        what="Predicting",
+        unit="examples",
+        seq_features=MODEL_FEATURES,
+    ):
+        """Yields (order, features, outputs) per batch, in batch order.
+
+        Args:
+          rows: a tf.data.Dataset of single rows (dicts with "input_mask"
+            [T] or [C, T] and the other features), or a dict of numpy
+            arrays with one row per index of their first axis.
+          total: the number of rows, if known (progress lines and ETA).
+          what, unit: the progress lines' words.
+          seq_features: the features cut with the mask (last axis T); the
+            others pass through as they are.
+
+        Yields:
+          order: int64 [B], each row's position in the input; features and
+          outputs: dicts of numpy arrays [B, ...] (length-sorted: [..., T']
+          for the sequence features, outputs per position [B, T', ...]).
+        """
+        if isinstance(rows, dict):
+            rows = tf.data.Dataset.from_tensor_slices(rows)
+        rows = rows.enumerate().map(_numbered)
+        if self.length_sorted:
+            dataset = sorted_batches(
+                rows,
+                self.batch_size,
+                self.multiple,
+                seq_features,
+                self.window_batches,
+            )
+        else:
+            dataset = fixed_batches(rows, self.batch_size)
+        counter = progress.Progress(what, total=total, unit=unit)
+        for features, outputs in self.backend.run(dataset):
+            order = features.pop(ORDER)
+            real = order >= 0
+            if not real.all():  # Padding rows of a fixed-shape batch.
+                order = order[real]
+                features = {k: v[real] for k, v in features.items()}
+                outputs = {k: v[real] for k, v in outputs.items()}
+            counter.add(len(order))
+            yield order, features, outputs
+        counter.finish()
+
+    def gather(
+        self,
+        rows,
+        width=None,
+        seq_outputs=(),
+        fill=0.0,
+        seq_features=MODEL_FEATURES,
+        **progress_args,
+    ):
+        """Every row's features and outputs, in input order.
+
+        Args:
+          rows, seq_features, **progress_args: as `batches`.
+          width: the sequence length to pad cut batches back to (default:
+            the longest batch's).
+          seq_outputs: the outputs with a sequence axis (axis 1: a tagger's
+            [B, T', L], a span labeler's [B, T']), padded with `fill`.
+          fill: the outputs' value at the positions of the padding.
+
+        Returns:
+          (features, outputs): dicts of numpy arrays [N, ...]; empty dicts
+          when there is no row.
+        """
+        parts = list(self.batches(rows, seq_features=seq_features, **progress_args))
+        if not parts:
+            return {}, {}
+        if width is None:
+            width = max(f["input_mask"].shape[-1] for _, f, _ in parts)
+        order = np.concatenate([o for o, _, _ in parts])
+
+        def joined(index, names, axis, value):
+            keys = parts[0][index].keys()
+            return {
+                k: unsort(
+                    order,
+                    np.concatenate(
+                        [
+                            pad_to(p[index][k], width, axis, value)
+                            if k in names
+                            else p[index][k]
+                            for p in parts
+                        ]
+                    ),
+                )
+                for k in keys
+            }
+
+        return (
+            joined(1, seq_features, -1, 0),
+            joined(2, seq_outputs, 1, fill),
+        )
+
+    def rows(self, rows, **batches_args):
+        """Yields (features, outputs) of each row, dicts of numpy arrays, in
+        input order, holding at most a window's rows (a file of any length
+        streams)."""
+
+        def numbered():
+            for order, features, outputs in self.batches(rows, **batches_args):
+                for i, place in enumerate(order):
+                    yield place, (
+                        {k: v[i] for k, v in features.items()},
+                        {k: v[i] for k, v in outputs.items()},
+                    )
+
+        return in_input_order(numbered())
+
+
+# === Batching ===
+
+
+@tf.autograph.experimental.do_not_convert
+def _numbered(index, features):
+    return dict(features, **{ORDER: index})
+
+
+def row_lengths(mask):
+    """The number of real positions of each row of a batch: the sum of
+    `input_mask` over its last axis (max over choices for [B, C, T])."""
+    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
+    lengths = tf.reshape(lengths, [tf.shape(lengths)[0], -1])
+    return tf.reduce_max(lengths, axis=1)
+
+
+def sorted_batches(
+    rows,
+    batch_size,
+    multiple=8,
+    seq_features=MODEL_FEATURES,
+    window_batches=WINDOW_BATCHES,
+):
+    """Batches of similar-length rows, each cut to its longest row.
+
+    Args:
+      rows: a tf.data.Dataset of single rows with ORDER.
+      batch_size: rows per batch (the last one may be smaller).
+      multiple: batch lengths are rounded up to a multiple of this.
+      seq_features: the features cut with the mask (their last axis is T).
+      window_batches: rows are sorted within windows of this many batches.
+
+    Returns:
+      A dataset of batches in sorted order within each window, windows in
+      input order.
+    """
+    window = batch_size * window_batches
+
+    # No Python control flow in these maps: no AutoGraph.
+    @tf.autograph.experimental.do_not_convert
+    def sort(features):
+        order = tf.argsort(row_lengths(features["input_mask"]), stable=True)
+        return {k: tf.gather(v, order) for k, v in features.items()}
+
+    @tf.autograph.experimental.do_not_convert
+    def trim(features):
+        return input_pipeline.trim_padding(features, multiple, seq_features)
+
+    d = rows.batch(window).map(sort).unbatch().batch(batch_size)
+    return _without_autotuning(d.map(trim))
+
+
+def fixed_batches(rows, batch_size):
+    """Batches of `batch_size` rows in input order, every one of one static
+    shape: the last is filled with all-zero rows numbered -1 (batch_size - 1
+    of them are appended, and what does not fill a batch is dropped)."""
+    spec = rows.element_spec
+    padding = {
+        k: tf.zeros(s.shape, s.dtype) - (1 if k == ORDER else 0)
+        for k, s in spec.items()
+    }
+    d = rows.concatenate(
+        tf.data.Dataset.from_tensors(padding).repeat(batch_size - 1)
+    )
+    return _without_autotuning(d.batch(batch_size, drop_remainder=True))
+
+
+def _without_autotuning(dataset):
+    # No tf.data autotuning: its background work competes with the model
+    # for the cores, and these maps cost microseconds. Measured on the
+    # 2-vCPU development VM (BERT-base tagger on CoNLL testb through TF
+    # Lite int8): with it, 4 passes in 12 took 20.5 s instead of 11.5 s;
+    # without it, none in 12.
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.prefetch(2).with_options(options)
+
+
+def in_input_order(rows):
+    """Yields the items of `rows`, (order, item) pairs in any order within
+    a window, by order: 0, 1, 2, ... Holds at most the rows that arrived
+    ahead of their turn (a window's).
+
+    Raises:
+      RuntimeError: an order missing or given twice when `rows` ends.
+    """
+    waiting = {}
+    expected = 0
+    for order, item in rows:
+        order = int(order)
+        if order in waiting or order < expected:
+            raise RuntimeError(f"row {order} came twice")
+        waiting[order] = item
+        while expected in waiting:
+            yield waiting.pop(expected)
+            expected += 1
+    if waiting:
+        raise RuntimeError(
+            f"rows {sorted(waiting)[:5]}... came without row {expected}"
+        )
+
+
+def unsort(order, values):
+    """Rows gathered in any order, back in input order: the row with order
+    i goes to position i."""
+    out = np.empty_like(values)
+    out[np.asarray(order)] = values
+    return out
+
+
+def pad_to(values, length, axis=1, value=0):
+    """Pads axis `axis` of `values` with `value` up to `length` (a batch
+    cut to its longest row, back to the common width)."""
+    axis = axis % values.ndim
+    missing = length - values.shape[axis]
+    if missing <= 0:
+        return values
+    widths = [(0, 0)] * values.ndim
+    widths[axis] = (0, missing)
+    return np.pad(values, widths, constant_values=value)
