@@ -156,11 +156,14 @@ flags.DEFINE_string(
     "--task_type=multi_label: splits a CSV/TSV label field into labels "
     "(JSON Lines may give a list).",
 )
-flags.DEFINE_float(
+flags.DEFINE_string(
     "multi_label_threshold",
-    0.5,
+    None,
     "--task_type=multi_label: a label is predicted when its probability is "
-    "at least this.",
+    "at least this (in (0, 1)); auto: the threshold with the best micro-F1 "
+    "on the dev set (needs --do_eval). Recorded in output_dir/labels.json "
+    "and an export's bert_export.json, so later runs and the serving model "
+    "decide alike. Default: labels.json's, else 0.5.",
 )
 flags.DEFINE_bool(
     "skip_bad_rows",

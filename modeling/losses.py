@@ -5,10 +5,10 @@ The formulas are the original's: the masked-LM loss is weighted by
 classifier and span losses are mean softmax cross-entropies; a regression
 task (STS-B) uses the mean squared error of its single output. A
 multi-label task (not in the original) uses each label's sigmoid
-cross-entropy, averaged over the labels and the batch.
+cross-entropy, averaged over the labels and the batch. Which of the three a
+classifier uses is its task kind's choice (modeling/task_kinds.py).
 """
 
-import keras
 from keras import ops
 
 # The MLM loss denominator is sum(weights) + this, so that a batch with no
@@ -16,87 +16,43 @@ from keras import ops
 MLM_LOSS_EPSILON = 1e-5
 
 
-def classifier_example_loss(
-    logits, labels, is_regression=False, multi_label=False
-):
-    """run_classifier's loss of each example: the softmax cross-entropy of
-    its label, or for a regression task the squared error of the single
-    output, or for a multi-label task the sigmoid cross-entropy of each
-    label, averaged over the labels.
+def softmax_cross_entropy(logits, labels):
+    """The softmax cross-entropy of each row's label (a classifier, each of
+    a span labeler's ends, a multiple-choice model's choices).
 
     Args:
-        logits: float Tensor [B, L] (L = 1 for a regression task).
-        labels: int Tensor [B] (float for regression; 0/1 [B, L] for
-            multi-label).
-        is_regression: bool.
-        multi_label: bool.
+        logits: float Tensor [B, L].
+        labels: int Tensor [B] (or [B, 1]).
 
     Returns:
         float32 Tensor [B].
     """
     logits = ops.cast(logits, "float32")
-    if multi_label:
-        targets = ops.cast(labels, "float32")
-        # max(x, 0) - x * z + log(1 + exp(-|x|)): stable for any logit.
-        nll = (
-            ops.maximum(logits, 0.0)
-            - logits * targets
-            + ops.log1p(ops.exp(-ops.abs(logits)))
-        )
-        return ops.mean(nll, axis=-1)
-    if is_regression:
-        labels = ops.reshape(ops.cast(labels, "float32"), (-1,))
-        return ops.square(logits[:, 0] - labels)
     labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
     one_hot = ops.one_hot(labels, ops.shape(logits)[-1], dtype="float32")
-    log_probs = ops.log_softmax(logits, axis=-1)
-    return -ops.sum(one_hot * log_probs, axis=-1)
+    return -ops.sum(one_hot * ops.log_softmax(logits, axis=-1), axis=-1)
 
 
-def classifier_loss(logits, labels, is_regression=False, multi_label=False):
-    """run_classifier's loss: the mean of `classifier_example_loss` over the
-    whole batch (is_real_example is not used, as in the original).
+def squared_error(logits, labels):
+    """A regression task's (STS-B) loss of each example: the squared error
+    of its single output. logits float [B, 1], labels float [B]."""
+    labels = ops.reshape(ops.cast(labels, "float32"), (-1,))
+    return ops.square(ops.cast(logits, "float32")[:, 0] - labels)
 
-    Returns:
-        float32 scalar.
-    """
-    return ops.mean(
-        classifier_example_loss(logits, labels, is_regression, multi_label)
+
+def sigmoid_cross_entropy(logits, labels):
+    """A multi-label task's loss of each example: each label's sigmoid
+    cross-entropy, averaged over the labels. logits float [B, L], labels
+    0/1 [B, L]."""
+    logits = ops.cast(logits, "float32")
+    targets = ops.cast(labels, "float32")
+    # max(x, 0) - x * z + log(1 + exp(-|x|)): stable for any logit.
+    nll = (
+        ops.maximum(logits, 0.0)
+        - logits * targets
+        + ops.log1p(ops.exp(-ops.abs(logits)))
     )
-
-
-@keras.saving.register_keras_serializable(package="bert")
-class ClassifierLoss(keras.losses.Loss):
-    """`classifier_loss` as a Keras loss, for `compile` (Keras averages the
-    per-example losses over the batch, as the original's mean).
-
-    Args:
-        is_regression: bool, the squared error of a single output.
-        multi_label: bool, a sigmoid cross-entropy per label.
-    """
-
-    def __init__(
-        self,
-        is_regression=False,
-        multi_label=False,
-        name="classifier_loss",
-        **kwargs,
-    ):
-        super().__init__(name=name, **kwargs)
-        self.is_regression = is_regression
-        self.multi_label = multi_label
-
-    def call(self, y_true, y_pred):
-        return classifier_example_loss(
-            y_pred, y_true, self.is_regression, self.multi_label
-        )
-
-    def get_config(self):
-        return dict(
-            super().get_config(),
-            is_regression=self.is_regression,
-            multi_label=self.multi_label,
-        )
+    return ops.mean(nll, axis=-1)
 
 
 def span_loss(start_logits, end_logits, start_positions, end_positions):
@@ -110,8 +66,8 @@ def span_loss(start_logits, end_logits, start_positions, end_positions):
         float32 scalar.
     """
 
-    start = classifier_loss(start_logits, start_positions)
-    end = classifier_loss(end_logits, end_positions)
+    start = ops.mean(softmax_cross_entropy(start_logits, start_positions))
+    end = ops.mean(softmax_cross_entropy(end_logits, end_positions))
     return (start + end) / 2.0
 
 
@@ -172,12 +128,11 @@ def token_classification_loss(logits, label_ids, label_mask):
     Returns:
         float32 scalar.
     """
-    logits = ops.cast(logits, "float32")
-    one_hot = ops.one_hot(
-        ops.cast(label_ids, "int32"), ops.shape(logits)[-1], dtype="float32"
+    num_labels = ops.shape(logits)[-1]
+    nll = softmax_cross_entropy(
+        ops.reshape(logits, (-1, num_labels)), ops.reshape(label_ids, (-1,))
     )
-    nll = -ops.sum(one_hot * ops.log_softmax(logits, axis=-1), axis=-1)
-    mask = ops.cast(label_mask, "float32")
+    mask = ops.reshape(ops.cast(label_mask, "float32"), (-1,))
     return ops.sum(nll * mask) / ops.maximum(ops.sum(mask), 1.0)
 
 
@@ -185,4 +140,4 @@ def multiple_choice_loss(logits, labels):
     """run_multiple_choice's loss: the mean softmax cross-entropy over each
     example's choices (logits [B, C], labels int [B]); the classifier's
     formula with the choices as classes."""
-    return classifier_loss(logits, labels)
+    return ops.mean(softmax_cross_entropy(logits, labels))

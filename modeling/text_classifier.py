@@ -32,7 +32,7 @@ float rounding (tests/keras_test.py), because both use
   * the same order: `input_pipeline.repeat_and_shuffle` (the original's
     repeat + shuffle buffer of 100, seeded), whole batches, each cut to its
     longest sequence by `input_pipeline.trim_padding` (--dynamic_padding);
-  * the same loss (`losses.classifier_example_loss`, averaged over the
+  * the same loss (the task kind's, `task_kinds`, averaged over the
     batch) and optimizer (`optimization.AdamWeightDecayOptimizer`: the
     original's clipping, AdamWeightDecay update, warmup over the first 10%
     of the steps and linear decay to 0 at the last);
@@ -54,9 +54,9 @@ import numpy as np
 import tensorflow as tf
 
 from modeling import checkpoints
-from modeling import losses
 from modeling import models
 from modeling import preprocessing
+from modeling import task_kinds
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.training import checkpoint_manager
@@ -85,6 +85,9 @@ class BertTextClassifier(keras.Model):
         (STS-B); needs num_labels 1.
       multi_label: bool, a set of labels per text: labels are 0/1 arrays
         [N, num_labels], each output a sigmoid's logit.
+      multi_label_threshold: a multi-label model predicts a label when its
+        probability is at least this (default 0.5; run_classifier.py's
+        labels.json records the one its run used).
       dynamic_padding: bool, cut each batch to its longest sequence
         (rounded up to 8): the same numbers up to float rounding, less work
         on short texts. Turn it off on TPUs (fixed shapes).
@@ -100,9 +103,15 @@ class BertTextClassifier(keras.Model):
         is_regression=False,
         dynamic_padding=True,
         multi_label=False,
+        multi_label_threshold=None,
         **kwargs,
     ):
         kwargs.setdefault("name", "bert_text_classifier")
+        # Saved by versions before the task kinds: the same, by name.
+        task_type = kwargs.pop("task_type", None)
+        if task_type is not None:
+            is_regression = task_type == task_kinds.REGRESSION
+            multi_label = task_type == task_kinds.MULTI_LABEL
         super().__init__(**kwargs)
         if is_regression and classifier.num_labels != 1:
             raise ValueError(
@@ -113,14 +122,30 @@ class BertTextClassifier(keras.Model):
             raise ValueError("is_regression and multi_label exclude each other")
         self.classifier = classifier
         self.preprocessor = preprocessor
-        self.is_regression = bool(is_regression)
-        self.multi_label = bool(multi_label)
+        # Classification, regression or multi-label (modeling/task_kinds.py):
+        # the loss, the reported outputs and the decision rule.
+        self.kind = task_kinds.get(
+            task_kinds.REGRESSION
+            if is_regression
+            else task_kinds.MULTI_LABEL
+            if multi_label
+            else task_kinds.CLASSIFICATION,
+            multi_label_threshold,
+        )
         self.dynamic_padding = bool(dynamic_padding)
         # Raw texts (lists of str too) reach `call` as they are.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
         self.built = True
         self.compile()
+
+    @property
+    def is_regression(self):
+        return self.kind.name == task_kinds.REGRESSION
+
+    @property
+    def multi_label(self):
+        return self.kind.name == task_kinds.MULTI_LABEL
 
     @classmethod
     def from_checkpoint(
@@ -133,6 +158,7 @@ class BertTextClassifier(keras.Model):
         dynamic_padding=True,
         bert_config_file=None,
         multi_label=False,
+        multi_label_threshold=None,
     ):
         """The classifier of a checkpoint folder.
 
@@ -144,7 +170,8 @@ class BertTextClassifier(keras.Model):
           sequence_length: int, the scripts' max_seq_length.
           do_lower_case: bool; None: from the vocabulary (uncased when it
             has no upper-case token).
-          is_regression, dynamic_padding, multi_label: see the class.
+          is_regression, dynamic_padding, multi_label,
+            multi_label_threshold: see the class.
           bert_config_file: str, another config than the folder's.
 
         Raises:
@@ -167,6 +194,7 @@ class BertTextClassifier(keras.Model):
             is_regression=is_regression,
             dynamic_padding=dynamic_padding,
             multi_label=multi_label,
+            multi_label_threshold=multi_label_threshold,
         )
 
     @staticmethod
@@ -265,9 +293,11 @@ class BertTextClassifier(keras.Model):
             (`optimization.create_keras_optimizer`) with `learning_rate`,
             warmup over `warmup_proportion` of the steps the first `fit`
             runs and linear decay to 0 at its end; or any Keras optimizer.
-          loss: "auto": `losses.ClassifierLoss` (softmax cross-entropy of
-            the logits, or the squared error for regression).
-          metrics: "auto": accuracy (none for regression).
+          loss: "auto": the task kind's (`task_kinds.ClassifierLoss`:
+            softmax cross-entropy of the logits, the squared error for
+            regression, sigmoid cross-entropies for multi-label).
+          metrics: "auto": accuracy of the kind's decisions (none for
+            regression).
           jit_compile: XLA for the train step; off by default (the
             original's optimizer step is not compiled by XLA).
           **kwargs: the rest of keras.Model.compile's arguments.
@@ -277,13 +307,18 @@ class BertTextClassifier(keras.Model):
                 learning_rate, warmup_proportion=warmup_proportion
             )
         if _is_auto(loss):
-            loss = losses.ClassifierLoss(self.is_regression, self.multi_label)
+            loss = task_kinds.ClassifierLoss(self.kind.name)
         if _is_auto(metrics):
             if self.is_regression:
                 metrics = []
             elif self.multi_label:
-                # Each label's decision at p = 0.5 (logit 0).
-                metrics = [keras.metrics.BinaryAccuracy("accuracy", 0.0)]
+                # Each label's decision at the threshold, on the logits.
+                t = self.kind.threshold
+                metrics = [
+                    keras.metrics.BinaryAccuracy(
+                        "accuracy", threshold=float(np.log(t / (1.0 - t)))
+                    )
+                ]
             else:
                 metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
         super().compile(
@@ -435,6 +470,13 @@ class BertTextClassifier(keras.Model):
             return np.zeros((0, self.classifier.num_labels), np.float32)
         return outputs["logits"]
 
+    def predict_labels(self, x, batch_size=None):
+        """What the model predicts for raw texts, decided as run_classifier
+        and the serving export decide (the task kind's rule): class ids
+        [N], scores [N], or a multi-label model's 0/1 [N, num_labels] at
+        its threshold."""
+        return np.asarray(self.kind.decide(self.predict(x, batch_size)))
+
     def get_config(self):
         return {
             "name": self.name,
@@ -442,9 +484,8 @@ class BertTextClassifier(keras.Model):
             "preprocessor": keras.saving.serialize_keras_object(
                 self.preprocessor
             ),
-            "is_regression": self.is_regression,
             "dynamic_padding": self.dynamic_padding,
-            "multi_label": self.multi_label,
+            **self.kind.to_json(),
         }
 
     @classmethod
@@ -514,11 +555,10 @@ class BertTextClassifier(keras.Model):
             self.classifier,
             self.preprocessor.text,
             export_dir,
-            is_regression=self.is_regression,
+            kind=self.kind,
             has_text_b=has_text_b,
             label_list=label_list,
             max_seq_length=self.preprocessor.sequence_length,
-            multi_label=self.multi_label,
         )
 
     # === Input pipelines ===

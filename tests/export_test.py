@@ -18,6 +18,7 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import convert
 from modeling import models
+from modeling import task_kinds
 from modeling.data import classifier_data
 from modeling.export import serving
 from modeling.text import tokenization
@@ -86,7 +87,7 @@ def test_saved_model_in_fresh_process_matches_python_path(classifier, tmp_path):
         model,
         serving.make_preprocessor(vocab_file, True, SEQ),
         export_dir,
-        is_regression=False,
+        kind=task_kinds.get("classification"),
         has_text_b=False,
         label_list=labels,
         max_seq_length=SEQ,
@@ -130,7 +131,10 @@ def test_features_signature_and_regression_outputs(tiny_config_dict):
     }
     logits = model(batch, training=False).numpy()
     server = serving.ClassifierServer(
-        model, preprocessor=None, is_regression=True, has_text_b=True
+        model,
+        preprocessor=None,
+        kind=task_kinds.get("regression"),
+        has_text_b=True,
     )
     names = ("input_ids", "input_mask", "segment_ids")
     out = server.serve_features(*(batch[n] for n in names))
@@ -138,9 +142,12 @@ def test_features_signature_and_regression_outputs(tiny_config_dict):
     np.testing.assert_allclose(out["score"], logits[:, 0], atol=1e-6)
     model = models.BertClassifier(config, num_labels=3)
     logits = model(batch, training=False).numpy()
-    server = serving.ClassifierServer(model, None, False, True)
+    server = serving.ClassifierServer(
+        model, None, task_kinds.get("classification"), True
+    )
     out = server.serve_features(*(batch[n] for n in names))
-    assert sorted(out) == ["logits", "probabilities"]
+    assert sorted(out) == ["logits", "predictions", "probabilities"]
+    np.testing.assert_array_equal(out["predictions"], np.argmax(logits, -1))
     np.testing.assert_allclose(
         out["probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-6
     )

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from modeling import task_kinds
 from modeling.tasks import metrics
 
 
@@ -66,15 +67,12 @@ def test_errors():
         metrics.f1([], [])
 
 
-def test_per_example_loss():
-    logits = np.array([[0.0, math.log(3.0)], [2.0, 2.0]])
-    # softmax([0, log 3]) = [1/4, 3/4].
-    got = metrics.per_example_loss(logits, [1, 0])
-    np.testing.assert_allclose(got, [-math.log(0.75), math.log(2.0)])
-    got = metrics.per_example_loss(
-        [[1.5], [0.0]], [1.0, 2.0], is_regression=True
-    )
-    np.testing.assert_allclose(got, [0.25, 4.0])
+def _softmax_cross_entropy(logits, labels):
+    """The oracle, in float64 numpy."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_probs = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+    return -log_probs[np.arange(len(labels)), labels]
 
 
 def test_classifier_eval_results_weights_padding():
@@ -82,9 +80,14 @@ def test_classifier_eval_results_weights_padding():
     logits = np.array([[0.0, 1.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])
     labels = np.array([1, 1, 0, 0])
     results = metrics.classifier_eval_results(
-        logits, labels, [1, 1, 1, 0], 2, ("accuracy", "f1"), False
+        logits,
+        labels,
+        [1, 1, 1, 0],
+        2,
+        ("accuracy", "f1"),
+        task_kinds.get("classification"),
     )
-    losses = metrics.per_example_loss(logits, labels)
+    losses = _softmax_cross_entropy(logits, labels)
     assert results["eval_accuracy"] == pytest.approx(1 / 3)
     assert results["eval_f1"] == pytest.approx(0.5)  # tp 1, 2 pred, 2 real.
     assert results["eval_loss"] == pytest.approx(np.mean(losses[:3]))
@@ -99,7 +102,7 @@ def test_classifier_eval_results_regression():
         [1, 1, 1],
         8,
         ("pearson", "spearman"),
-        True,
+        task_kinds.get("regression"),
     )
     assert results["eval_spearman"] == pytest.approx(1.0)
     assert results["eval_loss"] == pytest.approx((0 + 1 + 0.25) / 3)

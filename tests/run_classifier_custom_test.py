@@ -372,6 +372,121 @@ def test_multi_label_learns_a_generated_task(minilm_ckpt, tmp_path):
     )
 
 
+def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
+    """--multi_label_threshold=0.3 when training: labels.json records it, and
+    a later predict-only run (no flag), the serving export and the Keras
+    model all decide p >= 0.3, which here differs from 0.5 on some labels.
+    Then --multi_label_threshold=auto picks the dev set's best micro-F1
+    threshold and stores it."""
+    import tensorflow_text  # noqa: F401 (registers the ops)
+
+    from modeling import checkpoints
+    from modeling import task_kinds
+    from modeling.tasks import metrics
+
+    train = write_rows(tmp_path / "train.csv", multi_label_rows(64, 5))
+    dev_rows = multi_label_rows(48, 6)
+    dev = write_rows(tmp_path / "dev.csv", dev_rows)
+    out = tmp_path / "out"
+    classifier_lib.run(
+        _settings(
+            minilm_ckpt,
+            out,
+            task_type="multi_label",
+            train_file=train,
+            label_column="topics",
+            do_train=True,
+            train_batch_size=16,
+            num_train_epochs=1.0,
+            learning_rate=1e-4,
+            multi_label_threshold="0.3",
+        )
+    )
+    spec = json.loads((out / custom.LABELS_FILE).read_text())
+    assert spec["multi_label_threshold"] == 0.3
+    export = tmp_path / "export"
+    classifier_lib.run(
+        _settings(
+            minilm_ckpt,
+            out,
+            test_file=dev,
+            do_predict=True,
+            export_dir=str(export),
+        )
+    )
+    probs = _test_results(out / "test_results.tsv")
+    between = (probs >= 0.3) & (probs < 0.5)
+    assert between.any(), "no probability between the two thresholds"
+    labels = spec["labels"]
+    rows = [
+        json.loads(x) for x in (out / predictions.FILE).read_text().splitlines()
+    ]
+    for row, p in zip(rows, probs, strict=True):
+        assert row["labels"] == [t for t, q in zip(labels, p) if q >= 0.3]
+    info = json.loads(
+        (export / "assets.extra" / "bert_export.json").read_text()
+    )
+    assert info["task_type"] == "multi_label"
+    assert info["multi_label_threshold"] == 0.3
+    texts = [r["text"] for r in dev_rows]
+    served = tf.saved_model.load(str(export)).signatures["serving_default"](
+        text_a=tf.constant(texts)
+    )
+    np.testing.assert_array_equal(
+        served["predictions"].numpy(),
+        [[int(t in r["labels"]) for t in labels] for r in rows],
+    )
+    model = BertTextClassifier.from_checkpoint(
+        minilm_ckpt,
+        num_labels=len(labels),
+        sequence_length=SEQ,
+        multi_label=True,
+        multi_label_threshold=info["multi_label_threshold"],
+    )
+    checkpoints.load_weights(model.classifier, str(out))
+    np.testing.assert_array_equal(
+        model.predict_labels(texts), served["predictions"].numpy()
+    )
+
+    # auto: the dev set's best threshold, stored, used in eval_results.
+    results = classifier_lib.run(
+        _settings(
+            minilm_ckpt,
+            out,
+            dev_file=dev,
+            label_column="topics",
+            do_eval=True,
+            multi_label_threshold="auto",
+        )
+    )
+    chosen = json.loads((out / custom.LABELS_FILE).read_text())[
+        "multi_label_threshold"
+    ]
+    gold = np.array(
+        [[int(t in r["topics"].split(",")) for t in labels] for r in dev_rows]
+    )
+    logits = np.log(probs / (1.0 - probs))  # The dev file was predicted.
+    want, want_f1 = task_kinds.best_threshold(logits, gold)
+    assert chosen == pytest.approx(want, abs=1e-4)
+    assert results["eval_micro_f1"] == pytest.approx(want_f1, abs=1e-6)
+    at_half = metrics.micro_f1(gold, (probs >= 0.5).astype(int))
+    assert results["eval_micro_f1"] >= at_half
+    with pytest.raises(ValueError, match="add --do_eval"):
+        classifier_lib.run(
+            _settings(
+                minilm_ckpt, out, do_predict=True, test_file=dev,
+                multi_label_threshold="auto",
+            )
+        )
+    with pytest.raises(ValueError, match=r"in \(0, 1\)"):
+        classifier_lib.run(
+            _settings(
+                minilm_ckpt, out, do_predict=True, test_file=dev,
+                multi_label_threshold="1.5",
+            )
+        )
+
+
 def test_read_file_gives_the_scripts_examples(minilm_ckpt, tmp_path):
     """BertTextClassifier.read_file: the texts and label ids
     run_classifier.py --task_name=custom trains on."""

@@ -12,6 +12,7 @@ import tolerance
 
 from modeling import config as config_lib
 from modeling import models
+from modeling import task_kinds
 from modeling.export import serving
 from modeling.export import task_serving
 
@@ -46,7 +47,7 @@ def test_classifier_pads_to_the_longest_row(config, vocab, tmp_path):
         model,
         serving.make_preprocessor(vocab, True, SEQ),
         export_dir,
-        is_regression=False,
+        kind=task_kinds.get("classification"),
         has_text_b=True,
         label_list=["a", "b", "c"],
         max_seq_length=SEQ,

@@ -274,6 +274,7 @@ def _settings(tmp_path, **kwargs):
         labels=None,
         label_separator=",",
         skip_bad_rows=False,
+        multi_label_threshold=None,
         do_train=False,
         do_eval=False,
         do_predict=False,
@@ -299,6 +300,7 @@ def test_labels_json_serves_later_runs(tmp_path):
         "labels": ["b", "a"],
         "text_a_column": "t",
         "text_b_column": None,
+        "multi_label_threshold": None,
     }
     test = _write(tmp_path, "test.jsonl", '{"t": "new", "id": 5}\n')
     p = custom.processor_from_settings(

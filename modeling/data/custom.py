@@ -21,9 +21,10 @@ Task types:
                   sigmoid per label.
 
 What a predict or export run needs to know of the training run (the task
-type, the labels in id order, the text columns) is written to
-`output_dir/labels.json` when training starts, so those runs need neither
-the training file nor the flags.
+type, the labels in id order, the text columns, a multi-label task's
+threshold) is written to `output_dir/labels.json` when training starts, so
+those runs need neither the training file nor the flags and decide as
+training did.
 """
 
 import dataclasses
@@ -33,12 +34,13 @@ import os
 
 from absl import logging
 
+from modeling import task_kinds
 from modeling.data import file_io
 from modeling.data import table_files
 from modeling.data.classifier_data import InputExample
 
 TASK_NAME = "custom"
-TASK_TYPES = ("classification", "regression", "multi_label")
+TASK_TYPES = task_kinds.NAMES
 TEXT_A_COLUMNS = ("text_a", "sentence1", "sentence", "text", "question")
 LABEL_COLUMN = "label"
 ID_COLUMNS = ("id", "idx", "index", "guid")
@@ -47,6 +49,8 @@ LABELS_FILE = "labels.json"
 EXTENSIONS = (".csv", ".tsv", ".jsonl", ".json")
 SET_FILES = {"train": "train", "dev": "dev", "test": "test"}
 DEFAULT_LABEL_SEPARATOR = ","
+# --multi_label_threshold=auto: the dev set's best micro-F1 threshold.
+AUTO = "auto"
 
 
 @dataclasses.dataclass
@@ -58,12 +62,15 @@ class TaskSpec:
       labels: the labels in id order; None for regression.
       text_a_column, text_b_column: the text columns training read (None:
         no text_b).
+      multi_label_threshold: a multi-label task's decision threshold (None:
+        the default 0.5, or not chosen yet).
     """
 
     task_type: str
     labels: list | None
     text_a_column: str | None = None
     text_b_column: str | None = None
+    multi_label_threshold: float | None = None
 
     def to_json(self):
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
@@ -82,6 +89,11 @@ class TaskSpec:
             raise ValueError(f"{path}: not a labels file ({e})") from None
         if spec.task_type not in TASK_TYPES:
             raise ValueError(f"{path}: unknown task_type {spec.task_type!r}")
+        if spec.multi_label_threshold is not None:
+            try:
+                task_kinds.get(spec.task_type, spec.multi_label_threshold)
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
         return spec
 
     def write(self, path):
@@ -153,6 +165,7 @@ class CustomProcessor:
         labels=None,
         label_separator=DEFAULT_LABEL_SEPARATOR,
         skip_bad_rows=False,
+        multi_label_threshold=None,
     ):
         if task_type not in TASK_TYPES:
             raise ValueError(
@@ -170,6 +183,8 @@ class CustomProcessor:
         self.labels = None if labels is None else list(labels)
         self.label_separator = label_separator or DEFAULT_LABEL_SEPARATOR
         self.skip_bad_rows = skip_bad_rows
+        # A float, "auto" (chosen on the dev set by the run), or None.
+        self.multi_label_threshold = multi_label_threshold
         self._train_examples = None
 
     # === What run_classifier asks a processor ===
@@ -188,10 +203,8 @@ class CustomProcessor:
 
     @property
     def metric_names(self):
-        if self.is_regression:
-            return ("pearson", "spearman")
-        if self.is_multi_label:
-            return ("micro_f1", "macro_f1", "subset_accuracy")
+        if self.task_type != task_kinds.CLASSIFICATION:
+            return task_kinds.get(self.task_type).metric_names
         # Two classes: F1 of the second label (MRPC's "1", "positive" after
         # "negative"), as the GLUE pair tasks report it.
         if self.labels is not None and len(self.labels) == 2:
@@ -200,10 +213,7 @@ class CustomProcessor:
 
     @property
     def main_metric(self):
-        return {
-            "regression": "eval_pearson",
-            "multi_label": "eval_micro_f1",
-        }.get(self.task_type, "eval_accuracy")
+        return task_kinds.get(self.task_type).main_metric
 
     def get_labels(self):
         return None if self.labels is None else list(self.labels)
@@ -390,11 +400,13 @@ class CustomProcessor:
         )
 
     def spec(self):
+        threshold = self.multi_label_threshold
         return TaskSpec(
             self.task_type,
             self.get_labels(),
             self.text_a_column,
             self.text_b_column,
+            None if threshold == AUTO else threshold,
         )
 
 
@@ -466,6 +478,7 @@ def processor_from_settings(settings):
         )
     if labels is None and saved is not None:
         labels = saved.labels
+    threshold = _threshold(s, task_type, saved, saved_path)
     processor = CustomProcessor(
         task_type=task_type,
         files=files,
@@ -476,6 +489,7 @@ def processor_from_settings(settings):
         labels=labels,
         label_separator=s.label_separator,
         skip_bad_rows=s.skip_bad_rows,
+        multi_label_threshold=threshold,
     )
     for needed, set_type in (
         (s.do_train, "train"),
@@ -491,10 +505,66 @@ def processor_from_settings(settings):
             f"No label list: {saved_path} does not exist; train first "
             "(--do_train) or give --labels"
         )
-    if saved is None and (s.do_train or s.labels):
+    new_threshold = (
+        saved is not None
+        and s.do_train
+        and processor.spec().multi_label_threshold
+        != saved.multi_label_threshold
+    )
+    if (saved is None and (s.do_train or s.labels)) or new_threshold:
         if s.do_train:
             # The columns training read (their defaults resolved).
             processor.get_train_examples()
         file_io.make_dirs(s.output_dir)
         processor.spec().write(saved_path)
     return processor
+
+
+def _threshold(settings, task_type, saved, saved_path):
+    """A multi-label task's threshold: --multi_label_threshold (a float in
+    (0, 1), or AUTO), else labels.json's, else the default 0.5; None for
+    the other kinds.
+
+    Raises:
+      ValueError: the flag for another kind, out of range, or AUTO without
+        --do_eval (it is chosen on the dev set).
+    """
+    s = settings
+    value = s.multi_label_threshold
+    if task_type != task_kinds.MULTI_LABEL:
+        if value is not None:
+            raise ValueError(
+                "--multi_label_threshold is for --task_type=multi_label, "
+                f"not {task_type}"
+            )
+        return None
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        if not s.do_eval:
+            raise ValueError(
+                "--multi_label_threshold=auto picks the threshold with the "
+                "best micro-F1 on the dev set: add --do_eval (and its "
+                "--dev_file)"
+            )
+        return AUTO
+    if value is not None:
+        threshold = task_kinds.check_threshold(value)
+        if (
+            saved is not None
+            and saved.multi_label_threshold not in (None, threshold)
+            and not s.do_train
+        ):
+            logging.info(
+                "--multi_label_threshold=%s, not %s's %s",
+                threshold,
+                saved_path,
+                saved.multi_label_threshold,
+            )
+        return threshold
+    if saved is not None and saved.multi_label_threshold is not None:
+        logging.info(
+            "Multi-label threshold %s (from %s)",
+            saved.multi_label_threshold,
+            saved_path,
+        )
+        return saved.multi_label_threshold
+    return task_kinds.DEFAULT_THRESHOLD

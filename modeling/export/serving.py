@@ -24,6 +24,7 @@ import os
 
 import tensorflow as tf
 
+from modeling import task_kinds
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.text import in_graph
@@ -84,30 +85,29 @@ class ClassifierServer(tf.Module):
       preprocessor: a trackable callable (text_a, text_b or None) -> dict of
         int32 [batch, max_seq_length] "input_ids", "input_mask",
         "segment_ids"; it owns its vocabulary as a SavedModel asset.
-      is_regression: bool; True returns the single logit as "score".
+      kind: the task_kinds.TaskKind: a regression returns the single logit
+        as "score"; the others "probabilities" (softmax, or each label's
+        sigmoid) and "logits", and "predictions", the run's decision (the
+        class id; a multi-label task's 0/1 per label at its threshold).
       has_text_b: bool, whether the task takes sentence pairs.
-      multi_label: bool; True returns each label's sigmoid probability.
     """
 
-    def __init__(
-        self, model, preprocessor, is_regression, has_text_b, multi_label=False
-    ):
+    def __init__(self, model, preprocessor, kind, has_text_b):
         super().__init__(name="classifier_server")
         self.model = model
         self.preprocessor = preprocessor
-        self.is_regression = is_regression
+        self.kind = kind
         self.has_text_b = has_text_b
-        self.multi_label = multi_label
 
     def _outputs(self, features):
         logits = tf.cast(self.model(features, training=False), tf.float32)
-        if self.is_regression:
-            return {"score": logits[:, 0]}
-        if self.multi_label:
-            probabilities = tf.sigmoid(logits)
-        else:
-            probabilities = tf.nn.softmax(logits, axis=-1)
-        return {"probabilities": probabilities, "logits": logits}
+        if self.kind.name == task_kinds.REGRESSION:
+            return {"score": self.kind.decide(logits)}
+        return {
+            "probabilities": self.kind.activation(logits),
+            "logits": logits,
+            "predictions": tf.cast(self.kind.decide(logits), tf.int32),
+        }
 
     @tf.function(
         input_signature=[
@@ -157,44 +157,46 @@ def export_classifier(
     model,
     preprocessor,
     export_dir,
-    is_regression,
+    kind,
     has_text_b,
     label_list=None,
     max_seq_length=None,
-    multi_label=False,
     extra_files=None,
 ):
     """Writes the serving SavedModel (atomically) to `export_dir`.
 
     The SavedModel is written under a temporary name beside `export_dir`
     (`file_io.atomic_path`) and renamed, so a reader never sees half an
-    export. `bert_export.json` in assets.extra records the
-    labels (in output order), the task kind and the sequence length.
+    export. `bert_export.json` in assets.extra records the labels (in
+    output order), the task kind (with a multi-label threshold) and the
+    sequence length.
 
     Args:
       model: the fine-tuned `BertClassifier`, float32 or mixed precision.
       preprocessor: see `ClassifierServer`.
       export_dir: str, the output directory (replaced if it exists).
-      is_regression: bool.
+      kind: the task_kinds.TaskKind.
       has_text_b: bool.
       label_list: the task's labels, or None (regression).
       max_seq_length: int, recorded in bert_export.json.
-      multi_label: bool, "probabilities" are each label's sigmoid.
       extra_files: see `save_export`.
 
     Returns:
       export_dir.
     """
-    server = ClassifierServer(
-        model, preprocessor, is_regression, has_text_b, multi_label
-    )
+    server = ClassifierServer(model, preprocessor, kind, has_text_b)
+    regression = kind.name == task_kinds.REGRESSION
     info = {
         "labels": label_list,
-        "is_regression": is_regression,
-        "multi_label": multi_label,
+        **kind.to_json(),
+        # Read by servers written before task_type.
+        "is_regression": regression,
+        "multi_label": kind.name == task_kinds.MULTI_LABEL,
         "has_text_b": has_text_b,
         "max_seq_length": max_seq_length,
-        "outputs": ["score"] if is_regression else ["probabilities", "logits"],
+        "outputs": (
+            ["score"] if regression else ["probabilities", "logits", "predictions"]
+        ),
     }
     return save_export(
         server, export_dir, server.signatures(), info, extra_files

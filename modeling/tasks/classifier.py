@@ -18,8 +18,8 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import config as config_lib
-from modeling import losses
 from modeling import models
+from modeling import task_kinds
 from modeling.data import classifier_data
 from modeling.data import custom
 from modeling.data import glue
@@ -63,7 +63,9 @@ class Settings(common.FineTuningSettings):
     id_column: str | None = None
     labels: str | None = None
     label_separator: str = custom.DEFAULT_LABEL_SEPARATOR
-    multi_label_threshold: float = 0.5
+    # A float in (0, 1), "auto" (the dev set's best micro-F1), or None
+    # (labels.json's, else 0.5); multi-label tasks only.
+    multi_label_threshold: float | str | None = None
     skip_bad_rows: bool = False
 
 
@@ -90,19 +92,17 @@ class ClassifierTask:
     label_list: list | None
     tokenizer: tokenization.FullTokenizer
     strategy: tf.distribute.Strategy
+    # Classification, regression or multi-label (with its threshold): how
+    # the head's logits are trained on, reported and decided.
+    kind: task_kinds.TaskKind = None
 
     @property
     def num_labels(self):
         return 1 if self.label_list is None else len(self.label_list)
 
     @property
-    def task_type(self):
-        """"classification", "regression" or "multi_label"."""
-        return self.processor.task_type
-
-    @property
     def multi_label(self):
-        return self.task_type == "multi_label"
+        return self.kind.name == task_kinds.MULTI_LABEL
 
     def path(self, name):
         return os.path.join(self.settings.output_dir, name)
@@ -224,14 +224,30 @@ def prepare(settings):
                 "folder of its .tsv files)"
             )
         processor = glue.get_processor(s.task_name)
+        if s.multi_label_threshold is not None:
+            raise ValueError(
+                "--multi_label_threshold is for --task_name=custom "
+                "--task_type=multi_label"
+            )
     if s.glue_submission_dir and processor.submission_name is None:
         raise ValueError(
             f"--glue_submission_dir: {s.task_name} is not a GLUE task"
         )
     strategy = common.set_up(s)
     tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
+    threshold = getattr(processor, "multi_label_threshold", None)
+    kind = task_kinds.get(
+        processor.task_type,
+        None if threshold == custom.AUTO else threshold,
+    )
     return ClassifierTask(
-        s, bert_config, processor, processor.get_labels(), tokenizer, strategy
+        s,
+        bert_config,
+        processor,
+        processor.get_labels(),
+        tokenizer,
+        strategy,
+        kind,
     )
 
 
@@ -263,29 +279,20 @@ def _read_hub_tokenization(settings):
     return hub.exported_config(handle)
 
 
-def loss_fn(is_regression, multi_label=False):
-    """The original's loss: mean softmax cross-entropy over the batch (all
-    examples; is_real_example is not used), or the mean squared error of the
-    single output for a regression task; a multi-label task's sigmoid
-    cross-entropies (its accuracy: of each label's decision at p = 0.5)."""
+def loss_fn(kind):
+    """The original's loss: the kind's loss of each example (softmax
+    cross-entropy, or the squared error of a regression task's single
+    output, or a multi-label task's sigmoid cross-entropies), averaged over
+    the whole batch (is_real_example is not used, as in the original); and
+    the accuracy of its decisions (none for regression)."""
 
     def compute(features, logits):
         labels = features[input_pipeline.LABEL_IDS]
-        loss = losses.classifier_loss(
-            logits, labels, is_regression, multi_label
-        )
-        if is_regression:
-            return {"loss": loss}
-        if multi_label:
-            correct = tf.equal(tf.cast(logits >= 0, labels.dtype), labels)
-        else:
-            correct = tf.equal(
-                tf.argmax(logits, -1, output_type=tf.int32), labels
-            )
-        return {
-            "loss": loss,
-            "accuracy": tf.reduce_mean(tf.cast(correct, tf.float32)),
-        }
+        results = {"loss": tf.reduce_mean(kind.example_loss(logits, labels))}
+        correct = kind.correct(logits, labels)
+        if correct is not None:
+            results["accuracy"] = tf.reduce_mean(correct)
+        return results
 
     return compute
 
@@ -326,7 +333,7 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
         s,
         task.strategy,
         build_model,
-        loss_fn(task.processor.is_regression, task.multi_label),
+        loss_fn(task.kind),
         init_fn,
         num_train_steps,
         num_warmup_steps,
@@ -398,11 +405,10 @@ def export(task, model):
             s.vocab_file, s.do_lower_case, s.max_seq_length
         ),
         s.export_dir,
-        is_regression=task.processor.is_regression,
+        kind=task.kind,
         has_text_b=task.processor.has_text_b,
         label_list=task.label_list,
         max_seq_length=s.max_seq_length,
-        multi_label=task.multi_label,
         extra_files=fine_tuning.tflite_export_files(s, model),
     )
     logging.info("Exported the serving SavedModel to %s", s.export_dir)
@@ -424,8 +430,11 @@ def run(settings):
     results = None
     if s.do_eval:
         eval_file = classifier_eval.eval_examples_and_file(task)
+        logits = classifier_eval.dev_logits(task, trainer.model, eval_file)
+        if getattr(task.processor, "multi_label_threshold", None) == custom.AUTO:
+            classifier_eval.choose_threshold(task, logits, trainer.is_chief)
         results = classifier_eval.evaluate(
-            task, trainer.model, eval_file, trainer.global_step
+            task, trainer.model, eval_file, trainer.global_step, logits
         )
         if trainer.is_chief:
             fine_tuning.write_eval_results(

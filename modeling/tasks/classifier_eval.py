@@ -13,7 +13,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from modeling import task_kinds
 from modeling.data import classifier_data
+from modeling.data import custom
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.data import tfrecord_io
@@ -51,26 +53,61 @@ def eval_examples_and_file(task):
     return task.write_records(examples, "eval.tf_record")[0]
 
 
-def evaluate(task, model, eval_file, global_step):
-    """Evaluates on eval_file: the original's keys plus the task metrics."""
+def dev_logits(task, model, eval_file):
+    """The model's logits over eval_file in file order: (logits [N, L],
+    labels, is_real_example), numpy."""
     s = task.settings
     features, outputs = task.predictor(model, s.eval_batch_size).gather(
         task.read_rows(eval_file),
         what="Evaluating",
         total=_count_records(eval_file),
     )
-    results = metrics.classifier_eval_results(
+    return (
         outputs["logits"],
         features[input_pipeline.LABEL_IDS],
         features[input_pipeline.IS_REAL_EXAMPLE],
-        s.eval_batch_size,
+    )
+
+
+def evaluate(task, model, eval_file, global_step, logits=None):
+    """Evaluates on eval_file: the original's keys plus the task metrics
+    (`logits`: dev_logits' result, when already computed)."""
+    logits, labels, is_real = logits or dev_logits(task, model, eval_file)
+    results = metrics.classifier_eval_results(
+        logits,
+        labels,
+        is_real,
+        task.settings.eval_batch_size,
         task.processor.metric_names,
-        task.processor.is_regression,
-        multi_label=task.multi_label,
-        threshold=s.multi_label_threshold,
+        task.kind,
     )
     results["global_step"] = int(global_step)
     return results
+
+
+def choose_threshold(task, logits, write=True):
+    """--multi_label_threshold=auto: the threshold with the best micro-F1
+    on the dev set's logits (task_kinds.best_threshold) becomes the task's
+    kind and, written to output_dir/labels.json, the one a later predict
+    run and the export use."""
+    logits, labels, is_real = logits
+    real = np.asarray(is_real).astype(bool)
+    threshold, f1 = task_kinds.best_threshold(logits[real], labels[real])
+    logging.info(
+        "--multi_label_threshold=auto: %.6g (dev micro-F1 %.4f; at 0.5: "
+        "%.4f)",
+        threshold,
+        f1,
+        metrics.micro_f1(
+            labels[real],
+            np.asarray(task_kinds.MultiLabel().decide(logits[real])),
+        ),
+    )
+    task.kind = task_kinds.MultiLabel(threshold)
+    task.processor.multi_label_threshold = threshold
+    if write:
+        task.processor.spec().write(task.path(custom.LABELS_FILE))
+    return threshold
 
 
 def predict(task, model, write=True):
@@ -136,21 +173,14 @@ def predict(task, model, write=True):
 
 def _rows(task, batches):
     """Per example, in input order: (its test_results.tsv values float32
-    [K], what it predicts: a class id, a score or a 0/1 vector)."""
-    threshold = task.settings.multi_label_threshold
+    [K]: the kind's activation, what it predicts: a class id, a score or a
+    0/1 vector)."""
 
     def rows():
         for order, _, outputs in batches:
             logits = outputs["logits"]
-            if task.task_type == "regression":
-                values = logits[:, :1]
-            elif task.task_type == "multi_label":
-                values = tf.sigmoid(logits).numpy()
-            else:
-                values = tf.nn.softmax(logits, axis=-1).numpy()
-            chosen = metrics.classifier_predictions(
-                logits, task.task_type, threshold
-            )
+            values = np.asarray(task.kind.activation(logits))
+            chosen = np.asarray(task.kind.decide(logits))
             yield from zip(order, zip(values, chosen))
 
     return predictor.in_input_order(rows())
@@ -194,9 +224,9 @@ class _PredictionWriters:
         )
         record = {"id": example.index or example.guid}
         labels = task.label_list
-        if task.task_type == "regression":
+        if task.kind.name == task_kinds.REGRESSION:
             record["score"] = predictions.number(prediction)
-        elif task.task_type == "multi_label":
+        elif task.kind.name == task_kinds.MULTI_LABEL:
             record["labels"] = [
                 name for name, on in zip(labels, prediction) if on
             ]

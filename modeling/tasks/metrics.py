@@ -160,84 +160,19 @@ METRICS = {
 # === From model outputs to eval_results.txt ===
 
 
-def log_softmax(logits):
-    """Row-wise log-softmax of float logits [N, L], computed in float64."""
-    logits = np.asarray(logits, dtype=np.float64)
-    shifted = logits - np.max(logits, axis=-1, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=-1, keepdims=True))
-
-
-def sigmoid(logits):
-    """The logistic function of float logits, in float64, stable for any
-    value."""
-    logits = np.asarray(logits, dtype=np.float64)
-    e = np.exp(-np.abs(logits))
-    return np.where(logits >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def per_example_loss(logits, labels, is_regression=False, multi_label=False):
-    """The original's per-example loss: softmax cross-entropy, or for a
-    regression task (one output) the squared error; for a multi-label task
-    the sigmoid cross-entropy of each label, averaged over the labels.
-
-    Args:
-      logits: float [N, L] (L = 1 for regression).
-      labels: int class ids [N], or float scores [N], or 0/1 [N, L].
-      is_regression: bool.
-      multi_label: bool.
-
-    Returns:
-      float64 array [N].
-    """
-    logits = np.asarray(logits, dtype=np.float64)
-    if multi_label:
-        z = np.asarray(labels, dtype=np.float64)
-        nll = (
-            np.maximum(logits, 0.0)
-            - logits * z
-            + np.log1p(np.exp(-np.abs(logits)))
-        )
-        return np.mean(nll, axis=-1)
-    if is_regression:
-        return np.square(logits[:, 0] - np.asarray(labels, dtype=np.float64))
-    labels = np.asarray(labels, dtype=np.int64)
-    return -log_softmax(logits)[np.arange(len(labels)), labels]
-
-
-def classifier_predictions(logits, task_type="classification", threshold=0.5):
-    """What a classifier predicts from its logits [N, L]: class ids [N]; the
-    score [N] of a regression task; 0/1 [N, L] of a multi-label task (a
-    label is predicted when its probability is at least `threshold`)."""
-    logits = np.asarray(logits)
-    if task_type == "regression":
-        return logits[:, 0]
-    if task_type == "multi_label":
-        return (sigmoid(logits) >= threshold).astype(np.int64)
-    return np.argmax(logits, -1)
-
-
 def classifier_eval_results(
-    logits,
-    labels,
-    is_real_example,
-    batch_size,
-    metric_names,
-    is_regression,
-    multi_label=False,
-    threshold=0.5,
+    logits, labels, is_real_example, batch_size, metric_names, kind
 ):
     """run_classifier's evaluation results from the logits of the eval set.
 
     Args:
       logits: float [N, L] for the N eval records in file order (padding
         records included).
-      labels: [N] class ids or scores.
+      labels: [N] class ids or scores (0/1 [N, L] for multi-label).
       is_real_example: [N] 0/1; padding records (0) get weight 0.
       batch_size: the eval batch size (for `loss`, see below).
       metric_names: the task's metric names (keys of METRICS).
-      is_regression: bool.
-      multi_label: bool (labels are 0/1 [N, L]).
-      threshold: a multi-label task's probability threshold.
+      kind: the task_kinds.TaskKind (its loss and decision rule).
 
     Returns:
       dict with "eval_loss" (mean loss over the real examples), "loss" (the
@@ -245,7 +180,7 @@ def classifier_eval_results(
       included, as the original reports it) and "eval_<metric>" for each
       metric, computed on the real examples.
     """
-    losses = per_example_loss(logits, labels, is_regression, multi_label)
+    losses = np.asarray(kind.example_loss(logits, labels), np.float64)
     real = np.asarray(is_real_example).reshape(-1).astype(bool)
     batch_means = [
         np.mean(losses[i : i + batch_size])
@@ -255,14 +190,7 @@ def classifier_eval_results(
         "eval_loss": float(np.mean(losses[real])),
         "loss": float(np.mean(batch_means)),
     }
-    task_type = (
-        "multi_label"
-        if multi_label
-        else "regression"
-        if is_regression
-        else "classification"
-    )
-    predictions = classifier_predictions(logits, task_type, threshold)
+    predictions = np.asarray(kind.decide(logits))
     labels = np.asarray(labels)
     results.update(task_metrics(metric_names, labels[real], predictions[real]))
     return results

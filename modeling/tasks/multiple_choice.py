@@ -23,7 +23,6 @@ from modeling.data import file_io
 from modeling.data import swag
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
-from modeling.tasks import metrics
 from modeling.tasks import predictions
 
 TEST_RESULTS_FILE = "test_results.tsv"
@@ -128,7 +127,9 @@ def evaluate(task, model, arrays, global_step):
     labels = arrays[LABEL_IDS]
     return {
         "eval_accuracy": float(np.mean(np.argmax(logits, -1) == labels)),
-        "eval_loss": float(np.mean(metrics.per_example_loss(logits, labels))),
+        "eval_loss": float(
+            np.mean(losses.softmax_cross_entropy(logits, labels))
+        ),
         "global_step": int(global_step),
     }
 

@@ -32,7 +32,6 @@ from modeling.data import file_io
 from modeling.tasks import common
 from modeling.tasks import conlleval
 from modeling.tasks import fine_tuning
-from modeling.tasks import metrics
 from modeling.tasks import predictions
 
 PREDICTIONS_FILE = "test_predictions.txt"
@@ -239,11 +238,10 @@ def evaluate(task, model, eval_data, global_step):
     )
     scores = conlleval.evaluate([x.tags for x in eval_data.sentences], tags)
     mask = arrays[LABEL_MASK].astype(bool)
-    log_probs = metrics.log_softmax(logits[mask])
-    nll = -log_probs[np.arange(len(log_probs)), arrays[LABEL_IDS][mask]]
+    nll = losses.softmax_cross_entropy(logits[mask], arrays[LABEL_IDS][mask])
     results = {
         "eval_accuracy": scores["accuracy"],
-        "eval_loss": float(np.mean(nll)),
+        "eval_loss": float(np.mean(np.asarray(nll, np.float64))),
         "global_step": int(global_step),
     }
     if task.scheme in conll.CHUNK_SCHEMES:

@@ -1,0 +1,103 @@
+"""The task kinds (modeling/task_kinds.py): each kind's activation, loss
+and decision against numpy oracles; the threshold's checks and its record;
+the dev set's best threshold against a brute-force search."""
+
+import math
+
+import numpy as np
+import pytest
+
+from modeling import task_kinds
+from modeling.tasks import metrics
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, np.float64)))
+
+
+LOGITS = np.array([[0.0, math.log(3.0)], [2.0, 2.0], [-1.0, 0.5]], np.float32)
+
+
+def test_classification():
+    kind = task_kinds.get("classification")
+    # softmax([0, log 3]) = [1/4, 3/4].
+    np.testing.assert_allclose(
+        np.asarray(kind.activation(LOGITS))[0], [0.25, 0.75], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.asarray(kind.example_loss(LOGITS, [1, 0, 1])),
+        [-math.log(0.75), math.log(2.0), math.log(1 + math.exp(-1.5))],
+        rtol=1e-6,
+    )
+    np.testing.assert_array_equal(np.asarray(kind.decide(LOGITS)), [1, 0, 1])
+    np.testing.assert_array_equal(
+        np.asarray(kind.correct(LOGITS, [1, 1, 1])), [1, 0, 1]
+    )
+    assert kind.to_json() == {"task_type": "classification"}
+
+
+def test_regression():
+    kind = task_kinds.get("regression")
+    logits = np.array([[1.5], [0.0]], np.float32)
+    np.testing.assert_allclose(
+        np.asarray(kind.example_loss(logits, [1.0, 2.0])), [0.25, 4.0]
+    )
+    np.testing.assert_array_equal(np.asarray(kind.decide(logits)), [1.5, 0.0])
+    assert kind.correct(logits, [1.0, 2.0]) is None
+    assert kind.label_dtype == "float32"
+
+
+def test_multi_label_threshold_decides():
+    kind = task_kinds.get("multi_label", 0.3)
+    p = _sigmoid(LOGITS)
+    np.testing.assert_allclose(np.asarray(kind.activation(LOGITS)), p, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(kind.decide(LOGITS)), p >= 0.3)
+    # At 0.3, -1.0 (p = 0.27) is off and 0.0 (p = 0.5) on; at 0.8 only 2.0.
+    high = task_kinds.get("multi_label", 0.8)
+    np.testing.assert_array_equal(
+        np.asarray(high.decide(LOGITS)), [[0, 0], [1, 1], [0, 0]]
+    )
+    labels = np.array([[0, 1], [1, 0], [1, 1]])
+    z = labels.astype(np.float64)
+    want = np.mean(
+        -(z * np.log(p) + (1 - z) * np.log(1 - p)), axis=-1
+    )
+    np.testing.assert_allclose(
+        np.asarray(kind.example_loss(LOGITS, labels)), want, rtol=1e-5
+    )
+    assert kind.to_json() == {
+        "task_type": "multi_label",
+        "multi_label_threshold": 0.3,
+    }
+    assert task_kinds.from_json(kind.to_json()) == kind
+    assert task_kinds.get("multi_label").threshold == 0.5
+
+
+@pytest.mark.parametrize("value", [0, 1, 1.5, -0.1, "x", None])
+def test_threshold_range(value):
+    with pytest.raises(ValueError, match=r"probability in \(0, 1\)"):
+        task_kinds.check_threshold(value)
+
+
+def test_threshold_only_for_multi_label():
+    with pytest.raises(ValueError, match="is for --task_type=multi_label"):
+        task_kinds.get("classification", 0.3)
+    with pytest.raises(ValueError, match="Unknown task type"):
+        task_kinds.get("ranking")
+
+
+def test_best_threshold_is_the_best_micro_f1():
+    rng = np.random.default_rng(0)
+    labels = (rng.random((60, 5)) < 0.3).astype(int)
+    # Informative but noisy logits.
+    logits = (2 * labels - 1) * rng.random((60, 5)) * 2 + rng.normal(
+        0, 1.0, (60, 5)
+    )
+    threshold, f1 = task_kinds.best_threshold(logits, labels)
+    p = _sigmoid(logits.astype(np.float32))
+    grid = np.unique(p)
+    best = max(metrics.micro_f1(labels, (p >= t).astype(int)) for t in grid)
+    assert f1 == pytest.approx(best)
+    decided = np.asarray(task_kinds.MultiLabel(threshold).decide(logits))
+    assert metrics.micro_f1(labels, decided) == pytest.approx(best)
+    assert 0 < threshold < 1
