@@ -134,7 +134,9 @@ flags.DEFINE_string(
     "--task_name=custom: the second text of sentence pairs (default: none).",
 )
 flags.DEFINE_string(
-    "label_column", None, "--task_name=custom: the label column (default: label)."
+    "label_column",
+    None,
+    "--task_name=custom: the label column (default: label).",
 )
 flags.DEFINE_string(
     "id_column",

@@ -124,8 +124,8 @@ def prepare_model(root, name):
     """root/models/<name>: the original layout (bert_config.json, vocab.txt,
     bert_model.ckpt) and hf/ (HF layout) of the encoder, and heads.npz."""
     from modeling import checkpoints
-    from modeling import convert
     from modeling import config as config_lib
+    from modeling import convert
     from modeling import encoder
 
     folder = root / "models" / name
@@ -162,7 +162,10 @@ def prepare_model(root, name):
             ("bias", np.zeros(labels)),
         )
     }
-    np.savez(folder / "heads.npz", **{k: v.astype(np.float32) for k, v in heads.items()})
+    np.savez(
+        folder / "heads.npz",
+        **{k: v.astype(np.float32) for k, v in heads.items()},
+    )
     return folder
 
 
@@ -223,7 +226,12 @@ def prepare_features(root, dataset, squad_questions):
         )
         rows = []
         squad_data.convert_examples_to_features(
-            examples[:squad_questions], tokenizer, seq, 128, 64, False,
+            examples[:squad_questions],
+            tokenizer,
+            seq,
+            128,
+            64,
+            False,
             rows.append,
         )
     arrays = {
@@ -368,7 +376,8 @@ def record_plan(args):
         def run(self, dataset):
             for batch in dataset:
                 features = {k: v.numpy() for k, v in batch.items()}
-                yield features, {"width": features["input_ids"].shape[-1]}
+                ids = features["input_ids"]
+                yield features, {"width": np.full(len(ids), ids.shape[-1])}
 
     root = pathlib.Path(args.output_root)
     _, _, length_sorted, features = DATASETS[args.dataset]
@@ -381,7 +390,7 @@ def record_plan(args):
     for order, _, out in runner.batches(arrays):
         orders.append(order)
         sizes.append(len(order))
-        widths.append(out["width"])
+        widths.append(out["width"][0])
     np.savez(
         _plan_path(root, args.dataset),
         order=np.concatenate(orders),
@@ -456,7 +465,9 @@ def make_system(system, model_folder, kind, threads, length_sorted):
                 out = model(
                     input_ids=torch.from_numpy(batch["input_ids"]).long(),
                     attention_mask=torch.from_numpy(batch["input_mask"]).long(),
-                    token_type_ids=torch.from_numpy(batch["segment_ids"]).long(),
+                    token_type_ids=torch.from_numpy(
+                        batch["segment_ids"]
+                    ).long(),
                 )
             return out[0].numpy()
 
@@ -583,14 +594,21 @@ def worker(args):
 
 
 def _available(system):
-    needs = {"hf": ("torch", "transformers"), "ort": ("onnxruntime", "onnx", "torch", "transformers")}
+    needs = {
+        "hf": ("torch", "transformers"),
+        "ort": ("onnxruntime", "onnx", "torch", "transformers"),
+    }
     for prefix, modules in needs.items():
         if system.startswith(prefix):
             import importlib.util
 
-            missing = [m for m in modules if importlib.util.find_spec(m) is None]
+            missing = [
+                m for m in modules if importlib.util.find_spec(m) is None
+            ]
             if missing:
-                return f"{', '.join(missing)} not installed (pip install .[peers])"
+                return (
+                    f"{', '.join(missing)} not installed (pip install .[peers])"
+                )
     return None
 
 
@@ -628,14 +646,18 @@ def speed(args, root):
                 if missing:
                     print(f"skipping {system}: {missing}", flush=True)
                     continue
-                if system.startswith("ort") and not _onnx_paths(
-                    folder, kind
-                )[1].exists():
-                    _run_mode(args, root, "--onnx", model=model, dataset=dataset)
+                if (
+                    system.startswith("ort")
+                    and not _onnx_paths(folder, kind)[1].exists()
+                ):
+                    _run_mode(
+                        args, root, "--onnx", model=model, dataset=dataset
+                    )
                 conversion = {}
-                if system.startswith("tflite") and not _tflite_path(
-                    folder, kind, system
-                ).exists():
+                if (
+                    system.startswith("tflite")
+                    and not _tflite_path(folder, kind, system).exists()
+                ):
                     conversion, _ = _measured(
                         args, root, "--convert", system, model, dataset
                     )
@@ -701,7 +723,9 @@ def _compare_outputs(root, model, dataset, records):
             continue
         system = record["system"]
         reference = (
-            "hf_fp32_inputorder" if system.endswith("_inputorder") else "tf_fp32"
+            "hf_fp32_inputorder"
+            if system.endswith("_inputorder")
+            else "tf_fp32"
         )
         path = outputs / f"{model}_{dataset}_{system}.npy"
         want = outputs / f"{model}_{dataset}_{reference}.npy"
@@ -769,36 +793,54 @@ def accuracy(args, root):
     tasks = {
         "mrpc": (
             "run_classifier.py",
-            ["--task_name=mrpc", f"--data_dir={glue / 'MRPC'}",
-             "--max_seq_length=128", "--train_batch_size=32",
-             "--learning_rate=2e-5", "--num_train_epochs=3"],
+            [
+                "--task_name=mrpc",
+                f"--data_dir={glue / 'MRPC'}",
+                "--max_seq_length=128",
+                "--train_batch_size=32",
+                "--learning_rate=2e-5",
+                "--num_train_epochs=3",
+            ],
             ["--do_eval"],
             "eval_accuracy",
             glue / "MRPC",
         ),
         "sst2": (
             "run_classifier.py",
-            ["--task_name=sst-2", f"--data_dir={sst2}",
-             "--max_seq_length=128", "--train_batch_size=32",
-             "--learning_rate=2e-5", "--num_train_epochs=1"],
+            [
+                "--task_name=sst-2",
+                f"--data_dir={sst2}",
+                "--max_seq_length=128",
+                "--train_batch_size=32",
+                "--learning_rate=2e-5",
+                "--num_train_epochs=1",
+            ],
             ["--do_eval"],
             "eval_accuracy",
             glue / "SST-2",
         ),
         "conll": (
             "run_ner.py",
-            [f"--train_file={DATA / 'conll2003' / 'eng.train'}",
-             "--max_seq_length=64", "--train_batch_size=32",
-             "--learning_rate=1e-4", "--num_train_epochs=1"],
+            [
+                f"--train_file={DATA / 'conll2003' / 'eng.train'}",
+                "--max_seq_length=64",
+                "--train_batch_size=32",
+                "--learning_rate=1e-4",
+                "--num_train_epochs=1",
+            ],
             ["--do_eval", f"--eval_file={DATA / 'conll2003' / 'eng.testb'}"],
             "eval_f1",
             DATA / "conll2003",
         ),
         "squad": (
             "run_squad.py",
-            ["--max_seq_length=384", "--doc_stride=128",
-             "--train_batch_size=32", "--learning_rate=5e-5",
-             "--num_train_epochs=1"],
+            [
+                "--max_seq_length=384",
+                "--doc_stride=128",
+                "--train_batch_size=32",
+                "--learning_rate=5e-5",
+                "--num_train_epochs=1",
+            ],
             ["--do_predict", "--predict_batch_size=64"],
             "f1",
             squad_source.parent,
@@ -817,7 +859,10 @@ def accuracy(args, root):
 
             data = json.loads(squad_source.read_text())["data"]
             train = bench_squad._subset(
-                squad_source, range(10, len(data)), root / "squad_train.json", True
+                squad_source,
+                range(10, len(data)),
+                root / "squad_train.json",
+                True,
             )
             predict = bench_squad._subset(
                 squad_source, range(10), root / "squad_dev.json", False
@@ -830,7 +875,9 @@ def accuracy(args, root):
             record["train_s"] = round(
                 _script(
                     script,
-                    common + train_flags + [f"--output_dir={out}", "--do_train"]
+                    common
+                    + train_flags
+                    + [f"--output_dir={out}", "--do_train"]
                     + (eval_flags if name == "squad" else []),
                     log,
                 ),
@@ -839,13 +886,19 @@ def accuracy(args, root):
         for runtime, flags in ACCURACY_RUNTIMES.items():
             seconds = _script(
                 script,
-                common + train_flags + eval_flags + flags + [f"--output_dir={out}"],
+                common
+                + train_flags
+                + eval_flags
+                + flags
+                + [f"--output_dir={out}"],
                 log,
             )
             results = _eval_results(out / "eval_results.txt")
             record[runtime] = results[metric]
             record[f"{runtime}_eval_s"] = round(seconds, 1)
-        record["int8_minus_float32"] = round(record["int8"] - record["float32"], 5)
+        record["int8_minus_float32"] = round(
+            record["int8"] - record["float32"], 5
+        )
         records.append(record)
         print(json.dumps(record), flush=True)
     return records
@@ -866,16 +919,21 @@ def table(records, model):
         "ort_fp32_inputorder": "ONNX Runtime float32, batches in input order",
         "ort_int8_inputorder": "ONNX Runtime int8, batches in input order",
     }
-    datasets = [d for d in DATASETS if any(
-        r["model"] == model and r["dataset"] == d for r in records
-    )]
+    datasets = [
+        d
+        for d in DATASETS
+        if any(r["model"] == model and r["dataset"] == d for r in records)
+    ]
     heads = {
-        "mrpc": "MRPC dev", "sst2": "SST-2 dev", "conll": "CoNLL testb",
+        "mrpc": "MRPC dev",
+        "sst2": "SST-2 dev",
+        "conll": "CoNLL testb",
         "squad": "SQuAD dev (full-length windows)",
         "squad_fast": "SQuAD dev (--fast_nbest)",
     }
     lines = [
-        "| examples/s | " + " | ".join(heads[d] for d in datasets)
+        "| examples/s | "
+        + " | ".join(heads[d] for d in datasets)
         + " | batch-1 p50 / p99 (ms) |",
         "|---" * (len(datasets) + 2) + "|",
     ]
@@ -883,8 +941,10 @@ def table(records, model):
         cells, latency = [], ""
         for d in datasets:
             found = [
-                r for r in records
-                if r["model"] == model and r["dataset"] == d
+                r
+                for r in records
+                if r["model"] == model
+                and r["dataset"] == d
                 and r["system"] == system
             ]
             r = found[0] if found else {}

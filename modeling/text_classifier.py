@@ -447,7 +447,9 @@ class BertTextClassifier(keras.Model):
         batch_size = batch_size or DEFAULT_BATCH_SIZE
         if isinstance(x, tf.data.Dataset):
             # A dataset of pairs maps with two arguments.
-            rows = x.map(lambda *t: self.preprocessor(t if len(t) > 1 else t[0]))
+            rows = x.map(
+                lambda *t: self.preprocessor(t if len(t) > 1 else t[0])
+            )
         else:
             rows = tf.data.Dataset.from_tensor_slices(_texts(x)).batch(1024)
             rows = rows.map(

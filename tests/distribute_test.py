@@ -16,8 +16,8 @@ import training_helpers as helpers
 from modeling import checkpoints
 from modeling import flags as shared_flags
 from modeling.training import distribute
-from modeling.training import predictor
 from modeling.training import optimization
+from modeling.training import predictor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "testdata", "train_distribute_worker.py")

@@ -11,8 +11,11 @@ a trained model.
 """
 
 import json
+import os
 import pathlib
 import random
+import subprocess
+import sys
 
 import constants
 import numpy as np
@@ -73,9 +76,7 @@ def test_sorted_batches_are_sorted_cut_and_numbered():
     features = _features(50, 1)
     d = tf.data.Dataset.from_tensor_slices(features).enumerate()
     d = d.map(lambda i, f: dict(f, **{predictor.ORDER: i}))
-    batches = list(
-        predictor.sorted_batches(d, 4, multiple=8, window_batches=3)
-    )
+    batches = list(predictor.sorted_batches(d, 4, multiple=8, window_batches=3))
     orders = np.concatenate([b[predictor.ORDER].numpy() for b in batches])
     assert sorted(orders.tolist()) == list(range(50))
     mask = features["input_mask"]
@@ -109,7 +110,9 @@ def test_fixed_batches_have_one_shape_and_drop_their_filling():
     runner = predictor.Predictor(Echo(), 4, length_sorted=False)
     got_features, outputs = runner.gather(features)
     np.testing.assert_array_equal(outputs["ids"], features["input_ids"])
-    np.testing.assert_array_equal(got_features["input_mask"], features["input_mask"])
+    np.testing.assert_array_equal(
+        got_features["input_mask"], features["input_mask"]
+    )
 
 
 def test_in_input_order_restores_the_order():
@@ -250,7 +253,9 @@ def test_extract_features_layers(config):
     model.build()
     columns = _features(21, 6)
     features = [
-        extract.InputFeatures(i, ["t"] * int(m.sum()), list(x), list(m), [0] * SEQ)
+        extract.InputFeatures(
+            i, ["t"] * int(m.sum()), list(x), list(m), [0] * SEQ
+        )
         for i, (x, m) in enumerate(
             zip(columns["input_ids"], columns["input_mask"])
         )
@@ -349,3 +354,121 @@ def test_run_classifier_predict_and_eval(tiny_release, tmp_path, runtime):
     tolerance.assert_float32_close(got_probs, want_probs, scale=1.0)
     for key in want:
         tolerance.assert_float32_close(got[key], want[key], scale=1.0)
+
+
+_MIRRORED = """
+import sys
+import numpy as np
+import tensorflow as tf
+
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(
+    cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(2)]
+)
+import keras
+from modeling import config as config_lib
+from modeling import models
+from modeling.training import distribute
+from modeling.training import predictor
+
+config = config_lib.BertConfig.from_json_file(sys.argv[1])
+data = dict(np.load(sys.argv[2]))
+strategy = distribute.create_strategy("mirrored")
+assert strategy.num_replicas_in_sync == 2
+keras.utils.set_random_seed(1)
+with strategy.scope():
+    model = models.BertTokenClassifier(config, 5)
+out = {}
+for sorted_ in (True, False):
+    runner = predictor.Predictor(
+        predictor.TensorFlowBackend(model, strategy), 5, length_sorted=sorted_
+    )
+    _, outputs = runner.gather(data, width=data["input_ids"].shape[1],
+                               seq_outputs=("logits",))
+    out[f"sorted_{sorted_}"] = outputs["logits"]
+keras.utils.set_random_seed(1)
+reference = models.BertTokenClassifier(config, 5)
+out["reference"] = reference(data, training=False).numpy()
+np.savez(sys.argv[3], **out)
+"""
+
+
+def test_mirrored_strategy_on_two_cpus(config, tmp_path):
+    """The TensorFlow backend under MirroredStrategy (2 logical CPUs): 23
+    rows in batches of 5, split across the replicas (the last unevenly),
+    give the single-device outputs in input order."""
+    config.to_json_file(tmp_path / "bert_config.json")
+    features = _features(23, 9)
+    np.savez(tmp_path / "features.npz", **features)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _MIRRORED,
+            str(tmp_path / "bert_config.json"),
+            str(tmp_path / "features.npz"),
+            str(tmp_path / "out.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = np.load(tmp_path / "out.npz")
+    real = features["input_mask"].astype(bool)
+    want = out["reference"][real]
+    for key in ("sorted_True", "sorted_False"):
+        tolerance.assert_float32_close(out[key][real], want, err_msg=key)
+
+
+def test_sigterm_while_predicting_leaves_no_output(tiny_release, tmp_path):
+    """SIGTERM in the middle of run_classifier's prediction: the run ends
+    within seconds with the interrupted status, and neither
+    test_results.tsv nor predictions.jsonl (nor a temporary file) is left
+    behind."""
+    import signal
+    import time
+
+    from modeling import errors
+
+    rows = "".join(json.dumps({"text": t}) + "\n" for t in _texts(30000, 10))
+    test = tmp_path / "test.jsonl"
+    test.write_text(rows)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(REPO / "run_classifier.py"),
+            "--task_name=custom",
+            f"--test_file={test}",
+            "--labels=0,1,2",
+            f"--vocab_file={tiny_release / 'vocab.txt'}",
+            f"--bert_config_file={tiny_release / 'bert_config.json'}",
+            f"--init_checkpoint={tiny_release / 'bert_model.ckpt'}",
+            f"--output_dir={out}",
+            f"--max_seq_length={SEQ}",
+            "--do_predict",
+            "--predict_batch_size=2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    deadline = time.monotonic() + 120
+    while not (out / "predict.tf_record").exists():
+        assert proc.poll() is None, proc.stderr.read()[-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(1.0)  # Building the model, then predicting.
+    assert proc.poll() is None, "prediction ended before the signal"
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    stderr = proc.communicate(timeout=60)[1]
+    assert time.monotonic() - start < 15
+    assert proc.returncode == errors.EXIT_INTERRUPTED, stderr[-3000:]
+    left = sorted(p.name for p in out.iterdir())
+    assert "test_results.tsv" not in left and predictions.FILE not in left
+    assert not [name for name in left if ".tmp" in name], left

@@ -209,8 +209,7 @@ def test_mrpc_as_csv_from_the_command_line(
     _assert_same_results(out, mrpc_reference)
     probs = _test_results(out / "test_results.tsv")
     rows = [
-        json.loads(x)
-        for x in (out / predictions.FILE).read_text().splitlines()
+        json.loads(x) for x in (out / predictions.FILE).read_text().splitlines()
     ]
     test = glue.get_processor("mrpc").get_test_examples(
         str(TESTDATA / "cls_mrpc")
@@ -259,10 +258,11 @@ def test_sts_b_as_json_lines_gives_sts_b_results(minilm_ckpt, tmp_path):
     assert {"eval_pearson", "eval_spearman"} <= set(results)
     _assert_same_results(got, want)
     scores = _test_results(got / "test_results.tsv")[:, 0]
-    rows = [json.loads(x) for x in (got / predictions.FILE).read_text().split("\n")[:-1]]
-    assert [r["score"] for r in rows] == [
-        predictions.number(v) for v in scores
+    rows = [
+        json.loads(x)
+        for x in (got / predictions.FILE).read_text().split("\n")[:-1]
     ]
+    assert [r["score"] for r in rows] == [predictions.number(v) for v in scores]
 
 
 # === Multi-label ===
@@ -338,8 +338,12 @@ def test_multi_label_learns_a_generated_task(minilm_ckpt, tmp_path):
     assert probs.shape == (64, 4)
     for row, p in zip(rows, probs, strict=True):
         assert row["labels"] == [t for t, q in zip(labels, p) if q >= 0.5]
-    hits = np.mean([set(r["labels"]) == set(d["topics"].split(",")) - {""}
-                    for r, d in zip(rows, dev_rows)])
+    hits = np.mean(
+        [
+            set(r["labels"]) == set(d["topics"].split(",")) - {""}
+            for r, d in zip(rows, dev_rows)
+        ]
+    )
     assert hits == pytest.approx(results["eval_subset_accuracy"])
 
     # Predict only, from labels.json; the serving export's sigmoids.
@@ -364,9 +368,13 @@ def test_multi_label_learns_a_generated_task(minilm_ckpt, tmp_path):
     assert [r["labels"] for r in rows] == [["politics"], ["weather"]]
     import tensorflow_text  # noqa: F401 (registers the ops)
 
-    served = tf.saved_model.load(str(export)).signatures["serving_default"](
-        text_a=tf.constant(["the senate vote on the new law", "snow storm"])
-    )["probabilities"].numpy()
+    served = (
+        tf.saved_model.load(str(export))
+        .signatures["serving_default"](
+            text_a=tf.constant(["the senate vote on the new law", "snow storm"])
+        )["probabilities"]
+        .numpy()
+    )
     tolerance.assert_float32_close(
         served, _test_results(out / "test_results.tsv"), scale=1.0
     )
@@ -474,14 +482,20 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
     with pytest.raises(ValueError, match="add --do_eval"):
         classifier_lib.run(
             _settings(
-                minilm_ckpt, out, do_predict=True, test_file=dev,
+                minilm_ckpt,
+                out,
+                do_predict=True,
+                test_file=dev,
                 multi_label_threshold="auto",
             )
         )
     with pytest.raises(ValueError, match=r"in \(0, 1\)"):
         classifier_lib.run(
             _settings(
-                minilm_ckpt, out, do_predict=True, test_file=dev,
+                minilm_ckpt,
+                out,
+                do_predict=True,
+                test_file=dev,
                 multi_label_threshold="1.5",
             )
         )
@@ -545,9 +559,7 @@ def test_a_bad_row_in_the_predict_file_leaves_no_output(
     test = pathlib.Path(tmp_path / "test.csv")
     test.write_text("text_a,text_b\nfine,pair\nragged,row,here\n")
     out = _predict_only_dir(mrpc_reference, tmp_path / "out")
-    settings = _settings(
-        minilm_ckpt, out, test_file=str(test), do_predict=True
-    )
+    settings = _settings(minilm_ckpt, out, test_file=str(test), do_predict=True)
     with pytest.raises(
         ValueError, match=f"{test} line 3: expected 2 comma-separated fields"
     ):

@@ -763,7 +763,10 @@ def test_questions_as_rows_predict_like_the_squad_file(
     assert squad_lib.run(settings) is None  # No answers: not scored.
     want = _read_json(trained / "predictions.json")
     assert _read_json(out / "predictions.json") == want
-    lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x)
+        for x in (out / "predictions.jsonl").read_text().splitlines()
+    ]
     assert [(x["id"], x["answer"]) for x in lines] == list(want.items())
     nbest = _read_json(out / "nbest_predictions.json")
     for x in lines:
@@ -777,7 +780,9 @@ def test_question_rows_errors_name_file_and_line(tmp_path):
         '{"id": "a", "question": "Who?", "context": "Bob."}\n'
         '{"id": "b", "question": " ", "context": "Bob."}\n'
     )
-    with pytest.raises(ValueError, match=f"{path} line 2: empty or missing question"):
+    with pytest.raises(
+        ValueError, match=f"{path} line 2: empty or missing question"
+    ):
         squad_data.read_question_rows(str(path))
     path.write_text('{"id": "a", "question": "Who?"}\n')
     with pytest.raises(ValueError, match="has no column 'context'"):

@@ -143,7 +143,9 @@ def test_answers_equal_the_python_path(
     answers = [a.decode() for a in out["answer"]]
     # "empty": the original's placeholder for no span among the n best.
     assert answers == [
-        "" if expected.answers[e.qas_id] == "empty" else expected.answers[e.qas_id]
+        ""
+        if expected.answers[e.qas_id] == "empty"
+        else expected.answers[e.qas_id]
         for e in examples
     ]
     # The score is the best n-best entry's start + end logit, v2's null
@@ -155,7 +157,9 @@ def test_answers_equal_the_python_path(
         want = [b["start_logit"] + b["end_logit"] for b in best]
         values, missing = out["score"], -np.inf
     else:
-        found = np.array([bool(expected.best_non_null[e.qas_id]) for e in examples])
+        found = np.array(
+            [bool(expected.best_non_null[e.qas_id]) for e in examples]
+        )
         want = [expected.null_odds[e.qas_id] for e in examples]
         values, missing = out["null_score_diff"], np.inf
     assert np.all(values[~found] == missing)

@@ -35,7 +35,7 @@ def test_csv_quoting_commas_quotes_newlines_and_bom(tmp_path):
     path = _write(
         tmp_path,
         "a.csv",
-        '\ufefftext,label\r\n'
+        "\ufefftext,label\r\n"
         '"one, two",pos\r\n'
         '"she said ""hi""",neg\r\n'
         '"two\nlines",pos\r\n'
@@ -164,7 +164,9 @@ def _processor(path, **kwargs):
 
 def test_text_column_defaults_and_ids(tmp_path):
     path = _write(
-        tmp_path, "a.csv", "idx,question,sentence,label\n17,q?,s.,b\n18,r?,t.,a\n"
+        tmp_path,
+        "a.csv",
+        "idx,question,sentence,label\n17,q?,s.,b\n18,r?,t.,a\n",
     )
     p = _processor(path)
     examples = p.get_train_examples()
@@ -183,9 +185,7 @@ def test_labels_sort_numerically_when_integers(tmp_path):
 
 
 def test_multi_label_from_lists_and_separated_strings(tmp_path):
-    csv_path = _write(
-        tmp_path, "a.csv", 'text,label\nx,"b,a"\ny,\nz, c \n'
-    )
+    csv_path = _write(tmp_path, "a.csv", 'text,label\nx,"b,a"\ny,\nz, c \n')
     p = _processor(csv_path, task_type="multi_label")
     assert [e.label for e in p.get_train_examples()] == [["a", "b"], [], ["c"]]
     p.set_labels_from_training()
@@ -317,7 +317,10 @@ def test_labels_json_serves_later_runs(tmp_path):
     with pytest.raises(ValueError, match="says this output_dir's model is"):
         custom.processor_from_settings(
             _settings(
-                tmp_path, test_file=test, do_predict=True, task_type="regression"
+                tmp_path,
+                test_file=test,
+                do_predict=True,
+                task_type="regression",
             )
         )
 

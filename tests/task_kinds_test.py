@@ -50,7 +50,9 @@ def test_regression():
 def test_multi_label_threshold_decides():
     kind = task_kinds.get("multi_label", 0.3)
     p = _sigmoid(LOGITS)
-    np.testing.assert_allclose(np.asarray(kind.activation(LOGITS)), p, rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(kind.activation(LOGITS)), p, rtol=1e-6
+    )
     np.testing.assert_array_equal(np.asarray(kind.decide(LOGITS)), p >= 0.3)
     # At 0.3, -1.0 (p = 0.27) is off and 0.0 (p = 0.5) on; at 0.8 only 2.0.
     high = task_kinds.get("multi_label", 0.8)
@@ -59,9 +61,7 @@ def test_multi_label_threshold_decides():
     )
     labels = np.array([[0, 1], [1, 0], [1, 1]])
     z = labels.astype(np.float64)
-    want = np.mean(
-        -(z * np.log(p) + (1 - z) * np.log(1 - p)), axis=-1
-    )
+    want = np.mean(-(z * np.log(p) + (1 - z) * np.log(1 - p)), axis=-1)
     np.testing.assert_allclose(
         np.asarray(kind.example_loss(LOGITS, labels)), want, rtol=1e-5
     )

@@ -142,7 +142,9 @@ def test_int8_predicts_the_float32_labels(minilm_ckpt, tmp_path):
         return s
 
     precision = "float32"
-    want = classifier.run(settings(do_train=True, do_eval=True, do_predict=True))
+    want = classifier.run(
+        settings(do_train=True, do_eval=True, do_predict=True)
+    )
     assert want["eval_accuracy"] > 0.8  # A confident model to compare on.
     want_rows = _rows(out / predictions.FILE)
     precision = "int8"

@@ -302,7 +302,9 @@ class CustomProcessor:
                 example = InputExample(
                     guid=f"{set_type}-{line}",
                     text_a=_text(row, text_a, where),
-                    text_b=None if text_b is None else _text(row, text_b, where),
+                    text_b=None
+                    if text_b is None
+                    else _text(row, text_b, where),
                     label=(
                         self._placeholder()
                         if is_test
@@ -458,7 +460,12 @@ def processor_from_settings(settings):
         ("test", "test_file"),
     ):
         path = getattr(s, flag, None)
-        if path and s.data_dir and not os.path.isabs(path) and "://" not in path:
+        if (
+            path
+            and s.data_dir
+            and not os.path.isabs(path)
+            and "://" not in path
+        ):
             candidate = os.path.join(s.data_dir, path)
             path = candidate if file_io.exists(candidate) else path
         files[set_type] = path or find_set_file(s.data_dir, set_type)

@@ -195,7 +195,9 @@ def export_classifier(
         "has_text_b": has_text_b,
         "max_seq_length": max_seq_length,
         "outputs": (
-            ["score"] if regression else ["probabilities", "logits", "predictions"]
+            ["score"]
+            if regression
+            else ["probabilities", "logits", "predictions"]
         ),
     }
     return save_export(

@@ -197,10 +197,13 @@ class SquadServer(tf.Module):
         offset = tf.ragged.range(length).flat_values  # position in window
         window = tf.repeat(tf.range(tf.size(length)), length)
         window_length = tf.cast(tf.gather(length, window), tf.float64)
-        score = tf.cast(
-            tf.minimum(offset, tf.gather(length, window) - 1 - offset),
-            tf.float64,
-        ) + 0.01 * window_length
+        score = (
+            tf.cast(
+                tf.minimum(offset, tf.gather(length, window) - 1 - offset),
+                tf.float64,
+            )
+            + 0.01 * window_length
+        )
         piece = flat_index.flat_values
         total = tf.size(pieces.flat_values)
         best = tf.math.unsorted_segment_max(score, piece, total)
@@ -311,18 +314,14 @@ class SquadServer(tf.Module):
         )
         in_word = before - tf.gather(before, word_start)
         word_chars = tf.strings.length(flat_words, unit="UTF8_CHAR")
-        pieces_chars = tf.math.segment_sum(
-            tf.maximum(char_len, 0), piece_word
-        )
+        pieces_chars = tf.math.segment_sum(tf.maximum(char_len, 0), piece_word)
         pieces_chars = tf.pad(
             pieces_chars, [[0, tf.size(flat_words) - tf.size(pieces_chars)]]
         )
         has_unk = tf.math.segment_max(
             tf.cast(char_len < 0, tf.int32), piece_word
         )
-        has_unk = tf.pad(
-            has_unk, [[0, tf.size(flat_words) - tf.size(has_unk)]]
-        )
+        has_unk = tf.pad(has_unk, [[0, tf.size(flat_words) - tf.size(has_unk)]])
         kept = tf.equal(pieces_chars, word_chars) & tf.equal(has_unk, 0)
         # The words of the answer, and whether all of them kept.
         first_word = tf.gather(piece_word, first)
@@ -331,7 +330,8 @@ class SquadServer(tf.Module):
             [[0], tf.cumsum(tf.cast(~kept, tf.int32))], axis=0
         )
         exact = tf.equal(
-            tf.gather(bad_before, last_word + 1), tf.gather(bad_before, first_word)
+            tf.gather(bad_before, last_word + 1),
+            tf.gather(bad_before, first_word),
         )
         text = tf.strings.reduce_join(
             tf.gather(flat_words, tf.ragged.range(first_word, last_word + 1)),

@@ -431,7 +431,10 @@ def run(settings):
     if s.do_eval:
         eval_file = classifier_eval.eval_examples_and_file(task)
         logits = classifier_eval.dev_logits(task, trainer.model, eval_file)
-        if getattr(task.processor, "multi_label_threshold", None) == custom.AUTO:
+        if (
+            getattr(task.processor, "multi_label_threshold", None)
+            == custom.AUTO
+        ):
             classifier_eval.choose_threshold(task, logits, trainer.is_chief)
         results = classifier_eval.evaluate(
             task, trainer.model, eval_file, trainer.global_step, logits

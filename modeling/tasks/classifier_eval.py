@@ -94,8 +94,7 @@ def choose_threshold(task, logits, write=True):
     real = np.asarray(is_real).astype(bool)
     threshold, f1 = task_kinds.best_threshold(logits[real], labels[real])
     logging.info(
-        "--multi_label_threshold=auto: %.6g (dev micro-F1 %.4f; at 0.5: "
-        "%.4f)",
+        "--multi_label_threshold=auto: %.6g (dev micro-F1 %.4f; at 0.5: %.4f)",
         threshold,
         f1,
         metrics.micro_f1(
@@ -209,9 +208,7 @@ class _PredictionWriters:
             tf.io.gfile.makedirs(s.glue_submission_dir)
             name = f"{task.processor.submission_name}.tsv"
             self.submission = files.enter_context(
-                file_io.atomic_write(
-                    os.path.join(s.glue_submission_dir, name)
-                )
+                file_io.atomic_write(os.path.join(s.glue_submission_dir, name))
             )
             self.submission.write(classifier_data.GLUE_SUBMISSION_HEADER)
 
@@ -219,9 +216,7 @@ class _PredictionWriters:
         if self.files is None:
             return
         task = self.task
-        self.results.write(
-            "\t".join(str(np.float32(v)) for v in output) + "\n"
-        )
+        self.results.write("\t".join(str(np.float32(v)) for v in output) + "\n")
         record = {"id": example.index or example.guid}
         labels = task.label_list
         if task.kind.name == task_kinds.REGRESSION:

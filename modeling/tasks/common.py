@@ -151,8 +151,9 @@ def check_predict_runtime(settings):
         several = strategy != "default"
         name = f"--strategy={strategy}"
     else:  # A tf.distribute.Strategy already built.
-        several = getattr(strategy, "num_replicas_in_sync", 1) > 1
-        name = f"a strategy of {getattr(strategy, 'num_replicas_in_sync', 1)} devices"
+        replicas = getattr(strategy, "num_replicas_in_sync", 1)
+        several = replicas > 1
+        name = f"a strategy of {replicas} devices"
     if settings.use_tpu:
         several, name = True, "--use_tpu"
     if several:

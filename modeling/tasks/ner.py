@@ -84,8 +84,10 @@ class NerTask(fine_tuning.ArrayTask):
     @property
     def main_metric(self):
         """Entity F1 for a chunk scheme, else token accuracy."""
-        return "eval_f1" if self.scheme in conll.CHUNK_SCHEMES else (
-            "eval_accuracy"
+        return (
+            "eval_f1"
+            if self.scheme in conll.CHUNK_SCHEMES
+            else ("eval_accuracy")
         )
 
     def features(self, sentences):

@@ -225,7 +225,9 @@ def make_backend(runtime, model, strategy=None, rank=2):
         return TFLiteBackend.of_model(
             model, quantize=runtime == "tflite_int8", rank=rank
         )
-    raise ValueError(f"Unknown predict runtime {runtime!r}; expected {RUNTIMES}")
+    raise ValueError(
+        f"Unknown predict runtime {runtime!r}; expected {RUNTIMES}"
+    )
 
 
 def _numpy(values):
@@ -258,7 +260,9 @@ class Predictor:
         window_batches=WINDOW_BATCHES,
     ):
         if batch_size < 1:
-            raise ValueError(f"The batch size must be at least 1, got {batch_size}")
+            raise ValueError(
+                f"The batch size must be at least 1, got {batch_size}"
+            )
         self.backend = backend
         self.batch_size = batch_size
         self.length_sorted = length_sorted
@@ -337,7 +341,9 @@ class Predictor:
           (features, outputs): dicts of numpy arrays [N, ...]; empty dicts
           when there is no row.
         """
-        parts = list(self.batches(rows, seq_features=seq_features, **progress_args))
+        parts = list(
+            self.batches(rows, seq_features=seq_features, **progress_args)
+        )
         if not parts:
             return {}, {}
         if width is None:
@@ -374,9 +380,12 @@ class Predictor:
         def numbered():
             for order, features, outputs in self.batches(rows, **batches_args):
                 for i, place in enumerate(order):
-                    yield place, (
-                        {k: v[i] for k, v in features.items()},
-                        {k: v[i] for k, v in outputs.items()},
+                    yield (
+                        place,
+                        (
+                            {k: v[i] for k, v in features.items()},
+                            {k: v[i] for k, v in outputs.items()},
+                        ),
                     )
 
         return in_input_order(numbered())
