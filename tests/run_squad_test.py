@@ -616,8 +616,22 @@ def test_answers_do_not_depend_on_the_batch(
                 predict_batch_size=batch,
                 fast_nbest=fast,
             )
-    for (fast, _, _), got in results.items():
-        assert got == results[fast, 7, "dev.json"]
+    for (fast, batch, name), (answers, nbest) in results.items():
+        want_answers, want_nbest = results[fast, 7, "dev.json"]
+        # Another batch shape may take other kernels (bitwise equal with
+        # oneDNN here, not with Eigen): the texts exactly, the numbers
+        # within float32 rounding.
+        assert answers == want_answers, (fast, batch, name)
+        assert nbest.keys() == want_nbest.keys()
+        for qid, entries in nbest.items():
+            want = want_nbest[qid]
+            assert [e["text"] for e in entries] == [e["text"] for e in want]
+            for key in ("probability", "start_logit", "end_logit"):
+                tolerance.assert_float32_close(
+                    [e[key] for e in entries],
+                    [e[key] for e in want],
+                    err_msg=f"{qid} {key}",
+                )
     original = results[False, 7, "dev.json"][1]
     fast = results[True, 7, "dev.json"][1]
     assert original.keys() == fast.keys()
