@@ -70,8 +70,6 @@ class TensorFlowBackend:
         dict, or {"logits": its tensor}; see models.named_outputs).
     """
 
-    name = "tensorflow"
-
     def __init__(self, model, strategy=None, select=None):
         self.model = model
         self.strategy = strategy or tf.distribute.get_strategy()
@@ -132,8 +130,6 @@ class TFLiteBackend:
         export's bert_export.json "tflite" "outputs").
       num_threads: CPU threads (default: the machine's cores).
     """
-
-    name = "tflite"
 
     def __init__(
         self, content, output_names, num_threads=None, quantized=False
