@@ -170,11 +170,28 @@ def test_text_column_defaults_and_ids(tmp_path):
     )
     p = _processor(path)
     examples = p.get_train_examples()
-    # "sentence" comes before "question" in TEXT_A_COLUMNS.
-    assert [e.text_a for e in examples] == ["s.", "t."]
+    # QNLI's shape: the question and its sentence are a pair.
+    assert [(e.text_a, e.text_b) for e in examples] == [
+        ("q?", "s."),
+        ("r?", "t."),
+    ]
+    assert (p.text_a_column, p.text_b_column) == ("question", "sentence")
     assert [e.index for e in examples] == ["17", "18"]
     p.set_labels_from_training()
     assert p.get_labels() == ["a", "b"]
+    # With --text_a_column, single texts.
+    p = _processor(path, text_a_column="sentence")
+    assert [(e.text_a, e.text_b) for e in p.get_train_examples()] == [
+        ("s.", None),
+        ("t.", None),
+    ]
+    # Without a pair, the first of TEXT_A_COLUMNS ("sentence" before
+    # "question").
+    path = _write(tmp_path, "b.csv", "sentence,label,text\ns.,b,x\n")
+    p = _processor(path)
+    assert [(e.text_a, e.text_b) for e in p.get_train_examples()] == [
+        ("s.", None)
+    ]
 
 
 def test_labels_sort_numerically_when_integers(tmp_path):
@@ -293,7 +310,10 @@ def test_labels_json_serves_later_runs(tmp_path):
         label_column="y",
         labels="b,a",
     )
-    custom.processor_from_settings(s)
+    p = custom.processor_from_settings(s)
+    # Written by publish_spec, once the run has checked everything.
+    assert not (tmp_path / "out" / custom.LABELS_FILE).exists()
+    custom.publish_spec(p)
     saved = json.loads((tmp_path / "out" / custom.LABELS_FILE).read_text())
     assert saved == {
         "task_type": "classification",

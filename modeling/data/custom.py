@@ -6,8 +6,11 @@ become the `InputExample`s a GLUE processor makes, so everything after them
 built-in tasks' own: MRPC written as a CSV file gives MRPC's numbers.
 
 Columns are found by name:
-  text_a   --text_a_column, else the first of TEXT_A_COLUMNS the file has;
-  text_b   --text_b_column (sentence pairs), else none;
+  text_a   --text_a_column; without it and --text_b_column, the first pair
+  text_b   of PAIR_COLUMNS the file has (the GLUE files' names: sentence1
+           and sentence2, question and sentence, premise and hypothesis,
+           ...), else the first of TEXT_A_COLUMNS and no text_b;
+           --text_b_column names a pair's second text itself;
   label    --label_column (default "label"); not needed to predict;
   id       --id_column, else the first of ID_COLUMNS; else the row's line.
 
@@ -42,6 +45,16 @@ from modeling.data.classifier_data import InputExample
 TASK_NAME = "custom"
 TASK_TYPES = task_kinds.NAMES
 TEXT_A_COLUMNS = ("text_a", "sentence1", "sentence", "text", "question")
+# Sentence pairs by the names their datasets give them (MRPC, STS-B, RTE,
+# WNLI; QNLI; QQP; MNLI, RTE, SNLI): taken as (text_a, text_b) when no text
+# column flag is given.
+PAIR_COLUMNS = (
+    ("text_a", "text_b"),
+    ("sentence1", "sentence2"),
+    ("question", "sentence"),
+    ("question1", "question2"),
+    ("premise", "hypothesis"),
+)
 LABEL_COLUMN = "label"
 ID_COLUMNS = ("id", "idx", "index", "guid")
 LABELS_FILE = "labels.json"
@@ -51,6 +64,12 @@ SET_FILES = {"train": "train", "dev": "dev", "test": "test"}
 DEFAULT_LABEL_SEPARATOR = ","
 # --multi_label_threshold=auto: the dev set's best micro-F1 threshold.
 AUTO = "auto"
+# Before training, dev and test files up to this size are read whole (a few
+# seconds); larger ones only their first CHECK_ROWS rows.
+CHECK_WHOLE_BYTES = 64 << 20
+CHECK_ROWS = 1000
+# The largest float32 (a regression target beyond it overflows the loss).
+_FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclasses.dataclass
@@ -186,6 +205,8 @@ class CustomProcessor:
         # A float, "auto" (chosen on the dev set by the run), or None.
         self.multi_label_threshold = multi_label_threshold
         self._train_examples = None
+        # labels.json's path while it waits for `publish_spec`.
+        self.pending_spec = None
 
     # === What run_classifier asks a processor ===
 
@@ -263,31 +284,27 @@ class CustomProcessor:
             )
         return path
 
-    def iter_examples(self, set_type):
+    def iter_examples(self, set_type, bad_rows=None):
         """The examples of a set, one row at a time (a file of any length
         streams). Test examples carry a placeholder label and, as `index`,
         the row's id (its id column, else its line number).
 
+        Args:
+          bad_rows: a table_files.BadRows (None: a new one, by
+            skip_bad_rows).
+
         Raises:
           ValueError: naming the file and line (unless skip_bad_rows): a
             missing column, an empty text, a label that is not in the label
-            set, a regression target that is not a number, a bad row.
+            set, a regression target that is not a number, a missing or
+            repeated id, a bad row.
         """
-        bad = table_files.BadRows(self.skip_bad_rows)
+        bad = bad_rows or table_files.BadRows(self.skip_bad_rows)
         table = table_files.TableFile(self.path(set_type), bad)
         if not table.columns:
             raise ValueError(f"{table.path}: no rows (an empty file)")
         is_test = set_type == "test"
-        text_a = table_files.find_column(
-            table, "text_a_column", self.text_a_column, TEXT_A_COLUMNS
-        )
-        if self.text_a_column is None:
-            self.text_a_column = text_a
-        text_b = None
-        if self.text_b_column:
-            text_b = table_files.find_column(
-                table, "text_b_column", self.text_b_column
-            )
+        text_a, text_b = self._text_columns(table)
         label = None
         if not is_test:
             label = table_files.find_column(
@@ -296,9 +313,30 @@ class CustomProcessor:
         id_column = table_files.find_column(
             table, "id_column", self.id_column, ID_COLUMNS, required=False
         )
+        if not bad.quiet:
+            used = {text_a, text_b, label, id_column}
+            logging.info(
+                "%s: text_a=%r, text_b=%r, label=%r, id=%r%s",
+                table.path,
+                text_a,
+                text_b,
+                label,
+                id_column,
+                "".join(
+                    f"; column {c!r} not used"
+                    for c in table.columns
+                    if c not in used
+                ),
+            )
+        ids = set()
         for line, row in table.rows():
             where = table.where(line)
             try:
+                index = (
+                    str(line)
+                    if id_column is None
+                    else _row_id(row, id_column, ids)
+                )
                 example = InputExample(
                     guid=f"{set_type}-{line}",
                     text_a=_text(row, text_a, where),
@@ -310,17 +348,64 @@ class CustomProcessor:
                         if is_test
                         else self._label(row, label, where, set_type)
                     ),
-                    index=(
-                        str(line)
-                        if id_column is None
-                        else str(row.get(id_column, line))
-                    ),
+                    index=index,
                 )
             except _BadRow as e:
                 bad.report(where, str(e))
                 continue
+            if id_column is not None:
+                ids.add(index)
             yield example
         bad.log_summary(table.path)
+
+    def _text_columns(self, table):
+        """(text_a, text_b) of a file (see the module doc); the first file
+        read fixes them for the others (and labels.json records them)."""
+        if self.text_a_column is None and self.text_b_column is None:
+            for first, second in PAIR_COLUMNS:
+                if first in table.columns and second in table.columns:
+                    self.text_a_column, self.text_b_column = first, second
+                    logging.info(
+                        "Sentence pairs: columns %r and %r of %s (set "
+                        "--text_a_column to read single texts)",
+                        first,
+                        second,
+                        table.path,
+                    )
+                    break
+        text_a = table_files.find_column(
+            table, "text_a_column", self.text_a_column, TEXT_A_COLUMNS
+        )
+        if self.text_a_column is None:
+            self.text_a_column = text_a
+        text_b = None
+        if self.text_b_column:
+            text_b = table_files.find_column(
+                table, "text_b_column", self.text_b_column
+            )
+        return text_a, text_b
+
+    def check_file(self, set_type):
+        """Reads a set's file as `iter_examples` does, before any training:
+        all of it when it is at most CHECK_WHOLE_BYTES, else its columns
+        and first CHECK_ROWS rows (the rest is checked as it is used).
+
+        Raises:
+          ValueError: what iter_examples raises; a file without any usable
+            row (naming it and the rows skipped).
+        """
+        path = table_files.TableFile(self.path(set_type)).path  # Exists.
+        whole = file_io.size(path) <= CHECK_WHOLE_BYTES
+        bad = table_files.BadRows(self.skip_bad_rows, quiet=True)
+        count = 0
+        for _ in self.iter_examples(set_type, bad):
+            count += 1
+            if not whole and count >= CHECK_ROWS:
+                return
+        if not count:
+            skipped = f" ({bad.count} bad row(s) skipped)" if bad.count else ""
+            mode = "predict" if set_type == "test" else "evaluate"
+            raise ValueError(f"{path}: no rows to {mode}{skipped}")
 
     def _placeholder(self):
         """The label of an unlabelled (test) example, as the GLUE test sets
@@ -337,6 +422,8 @@ class CustomProcessor:
         value = row[column]
         if self.is_regression:
             try:
+                if isinstance(value, bool):
+                    raise TypeError  # JSON true/false: not a number.
                 number = float(value)
             except (TypeError, ValueError):
                 raise _BadRow(
@@ -345,6 +432,11 @@ class CustomProcessor:
                 ) from None
             if not math.isfinite(number):
                 raise _BadRow(f"regression target {value!r} is not finite")
+            if abs(number) > _FLOAT32_MAX:
+                raise _BadRow(
+                    f"regression target {value!r} (column {column!r}) is "
+                    "beyond float32's range (+-3.4e38)"
+                )
             return str(number)
         if self.is_multi_label:
             if isinstance(value, list):
@@ -416,6 +508,24 @@ class _BadRow(Exception):
     """A row that BadRows reports (or skips)."""
 
 
+def _row_id(row, column, seen):
+    """A row's id (its id column's value as a str).
+
+    Raises:
+      _BadRow: missing, null, empty, or given to an earlier row (`seen`:
+        the ids of the rows read so far).
+    """
+    value = row.get(column)
+    if isinstance(value, (dict, list)) or value is None or value == "":
+        raise _BadRow(f"no id in column {column!r}: {value!r}")
+    index = label_text(value)
+    if index is None:
+        raise _BadRow(f"no id in column {column!r}: {value!r}")
+    if index in seen:
+        raise _BadRow(f"id {index!r} (column {column!r}) is used twice")
+    return index
+
+
 def _text(row, column, where):
     del where  # The caller reports it.
     if column not in row:
@@ -446,7 +556,9 @@ def processor_from_settings(settings):
     --labels, else output_dir/labels.json (an earlier training run), else
     the training file's; the saved file also gives the task type and the
     text columns when their flags are unset. With --do_train (or --labels
-    and no saved file) the result is written to output_dir/labels.json.
+    and no saved file) the result is to be written to output_dir/labels.json
+    (`publish_spec`, once the run has checked its inputs): nothing is
+    written here.
 
     Raises:
       ValueError: a file missing for a mode; --labels or --task_type
@@ -522,9 +634,21 @@ def processor_from_settings(settings):
         if s.do_train:
             # The columns training read (their defaults resolved).
             processor.get_train_examples()
-        file_io.make_dirs(s.output_dir)
-        processor.spec().write(saved_path)
+        # Written by `publish_spec` once the run has checked everything it
+        # can (the checkpoints already in output_dir among them): a failed
+        # run leaves a trained folder as it was.
+        processor.pending_spec = saved_path
     return processor
+
+
+def publish_spec(processor):
+    """Writes the labels.json that `processor_from_settings` found new (the
+    first training run, --labels without one, a new threshold), if any."""
+    path = getattr(processor, "pending_spec", None)
+    if path:
+        file_io.make_dirs(os.path.dirname(path))
+        processor.spec().write(path)
+        processor.pending_spec = None
 
 
 def _threshold(settings, task_type, saved, saved_path):

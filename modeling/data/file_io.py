@@ -238,6 +238,14 @@ def exists(path):
     return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
 
 
+def size(path):
+    """A file's size in bytes (local or remote)."""
+    path = os.fspath(path)
+    return (
+        _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
+    )
+
+
 def glob_files(pattern):
     """The sorted paths matching one glob pattern (local or remote)."""
     pattern = os.fspath(pattern)

@@ -19,7 +19,9 @@ that line.
 
 A bad row (a ragged CSV/TSV row, a malformed JSON line, a JSON value that is
 not an object) is reported to a `BadRows`: an error by default, or with
-`--skip_bad_rows` counted, logged and skipped.
+`--skip_bad_rows` counted, logged and skipped. A CSV quote left open, which
+reads on over the following lines, is always an error: skipping it would
+skip the rows it swallowed.
 
 No TensorFlow: a remote path (gs://) loads it only to open the file.
 """
@@ -45,7 +47,7 @@ csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
 
 def file_format(path):
-    """"csv", "tsv" or "jsonl", from the file's extension.
+    """ "csv", "tsv" or "jsonl", from the file's extension.
 
     Raises:
       ValueError: another extension, naming the file and the known ones.
@@ -65,11 +67,13 @@ class BadRows:
 
     Attributes:
       skip: bool.
+      quiet: count without logging (a file checked before it is read).
       count: the rows skipped so far.
     """
 
-    def __init__(self, skip=False):
+    def __init__(self, skip=False, quiet=False):
         self.skip = skip
+        self.quiet = quiet
         self.count = 0
 
     def report(self, where, message):
@@ -81,6 +85,8 @@ class BadRows:
         if not self.skip:
             raise ValueError(f"{where}: {message}")
         self.count += 1
+        if self.quiet:
+            return
         if self.count <= _LOGGED_BAD_ROWS:
             logging.warning("Skipping a bad row: %s: %s", where, message)
         if self.count == _LOGGED_BAD_ROWS:
@@ -88,7 +94,7 @@ class BadRows:
 
     def log_summary(self, what):
         """Logs how many rows were skipped in `what` (a file name)."""
-        if self.count:
+        if self.count and not self.quiet:
             logging.warning("Skipped %d bad row(s) of %s", self.count, what)
 
 
@@ -110,10 +116,11 @@ class TableFile:
         self.bad_rows = bad_rows or BadRows()
         if not file_io.exists(self.path):
             raise FileNotFoundError(f"Data file not found: {self.path}")
-        self._array = None  # The objects of a .json array file.
+        self._array = None  # Whether a .json file holds one JSON array.
+        self._columns = None
 
     def where(self, line):
-        """"<file> line N" (a JSON array's: "<file> item N")."""
+        """ "<file> line N" (a JSON array's: "<file> item N")."""
         unit = "item" if self._is_array() else "line"
         return f"{self.path} {unit} {line}"
 
@@ -125,11 +132,22 @@ class TableFile:
         Raises:
           ValueError: a header that names a column twice.
         """
+        if self._columns is None:
+            self._columns = self._read_columns()
+        return list(self._columns)
+
+    def _read_columns(self):
         if self.format != "jsonl":
             header, _ = self._header()
             return header or []
-        for _, values in self.rows():
-            return list(values)
+        # The first object's keys; bad rows before it are reported once,
+        # when the rows are read.
+        bad_rows, self.bad_rows = self.bad_rows, BadRows(skip=True, quiet=True)
+        try:
+            for _, values in self.rows():
+                return list(values)
+        finally:
+            self.bad_rows = bad_rows
         return []
 
     def rows(self):
@@ -192,8 +210,18 @@ class TableFile:
             except StopIteration:
                 return
             except csv.Error as e:
-                # E.g. a quote inside an unquoted field; the reader goes on
-                # with the next line.
+                if reader.line_num > start:
+                    # A quoted field left open reads on over the next lines
+                    # (to the end of the file, or to a quote that closes it
+                    # out of place): the rows it took are lost, so this is
+                    # an error even with --skip_bad_rows.
+                    raise ValueError(
+                        f"{self.where(start)}: not CSV: a quoted field "
+                        f"opened in this row is not closed where it should "
+                        f"be (read on to line {reader.line_num}: {e})"
+                    ) from None
+                # One line (e.g. a quote inside an unquoted field): the
+                # reader goes on with the next line.
                 self.bad_rows.report(self.where(start), f"not CSV: {e}")
                 start = reader.line_num + 1
                 continue
@@ -305,6 +333,4 @@ def find_column(table, flag, value, defaults=(), required=True):
         wanted = f"column {value!r}" + (f" (--{flag})" if flag else "")
     else:
         wanted = f"any of the columns {names} (set --{flag})"
-    raise ValueError(
-        f"{table.path} has no {wanted}; its columns are {columns}"
-    )
+    raise ValueError(f"{table.path} has no {wanted}; its columns are {columns}")

@@ -340,21 +340,44 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     )
 
 
-def train(task):
-    """Writes train.tf_record and fine-tunes; returns the Trainer."""
+def check_inputs(task):
+    """Reads the dev and test files before training: a typo in a path, an
+    unseen dev label, a ragged row or bytes that are not UTF-8 fail in
+    seconds, not after the training run (a custom file too large to read in
+    seconds gets its columns and first rows checked, the rest as it is
+    used: custom.CustomProcessor.check_file)."""
     s = task.settings
-    train_examples = task.processor.get_train_examples(s.data_dir)
-    num_train_steps, num_warmup_steps = common.fine_tuning_steps(
-        s, len(train_examples)
-    )
+    processor = task.processor
+    for needed, set_type in ((s.do_eval, "dev"), (s.do_predict, "test")):
+        if not needed:
+            continue
+        if isinstance(processor, custom.CustomProcessor):
+            processor.check_file(set_type)
+        elif set_type == "dev":
+            _check_not_empty(processor.get_dev_examples(s.data_dir), s)
+        else:
+            processor.get_test_examples(s.data_dir)
+
+
+def _check_not_empty(examples, settings):
+    if not examples:
+        raise ValueError(
+            f"The dev set of --task_name={settings.task_name} in "
+            f"{settings.data_dir} has no example: nothing to evaluate"
+        )
+
+
+def train(task, trainer, train_examples):
+    """Writes train.tf_record and fine-tunes with `trainer` (made for the
+    steps of `train_examples`); returns it."""
+    s = task.settings
     train_file, _ = task.write_records(train_examples, "train.tf_record")
     logging.info(
         "***** Running training: %d examples, batch size %d, %d steps *****",
         len(train_examples),
         s.train_batch_size,
-        num_train_steps,
+        trainer.config.num_train_steps,
     )
-    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
 
     def dataset_fn(start_step):
         d = task.training_batches(train_file, s.train_batch_size)
@@ -422,11 +445,26 @@ def run(settings):
     """
     task = prepare(settings)
     s = task.settings
+    # Everything that can be checked is, before anything is written to
+    # output_dir: the input files, then the checkpoints already there.
+    check_inputs(task)
+    train_examples = None
     if s.do_train:
-        trainer = train(task)
+        train_examples = task.processor.get_train_examples(s.data_dir)
+        trainer = make_trainer(
+            task, *common.fine_tuning_steps(s, len(train_examples))
+        )
     else:
         trainer = make_trainer(task)
-        restore_for_inference(task, trainer, _element_spec(task))
+    trainer.check_output_dir(
+        _element_spec(task, s.train_batch_size if s.do_train else None)
+    )
+    if trainer.is_chief and isinstance(task.processor, custom.CustomProcessor):
+        custom.publish_spec(task.processor)
+    if s.do_train:
+        train(task, trainer, train_examples)
+    else:
+        restore_for_inference(task, trainer, None)
     results = None
     if s.do_eval:
         eval_file = classifier_eval.eval_examples_and_file(task)
@@ -450,10 +488,11 @@ def run(settings):
     return results
 
 
-def _element_spec(task):
-    """The batches' structure, from which the Trainer builds its variables."""
+def _element_spec(task, batch_size=None):
+    """The batches' structure, from which the Trainer builds its variables
+    (`batch_size`: training's, whose divisibility the Trainer checks)."""
     seq = [
-        None,
+        batch_size,
         None if task.settings.dynamic_padding else task.settings.max_seq_length,
     ]
     spec = {
@@ -462,6 +501,7 @@ def _element_spec(task):
     }
     label = tf.float32 if task.label_list is None else tf.int32
     label_shape = [None, task.num_labels] if task.multi_label else [None]
+    label_shape[0] = batch_size
     spec[input_pipeline.LABEL_IDS] = tf.TensorSpec(label_shape, label)
-    spec[input_pipeline.IS_REAL_EXAMPLE] = tf.TensorSpec([None], tf.int32)
+    spec[input_pipeline.IS_REAL_EXAMPLE] = tf.TensorSpec([batch_size], tf.int32)
     return spec

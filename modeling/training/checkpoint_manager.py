@@ -39,6 +39,16 @@ def model_variables(model):
     return {checkpoints.variable_name(v): v for v in model.trainable_variables}
 
 
+def _is_output_layer(name):
+    """Whether `name` is a fine-tuning head's output layer (`output_bias`,
+    `output_weights`, `cls/squad/output_bias`): its first dimension is the
+    number of labels. Not the pre-training heads' (`cls/predictions/...`
+    spans the vocabulary, `cls/seq_relationship/...` two classes)."""
+    if name.startswith(("cls/predictions/", "cls/seq_relationship/")):
+        return False
+    return name.rsplit("/", 1)[-1] in ("output_weights", "output_bias")
+
+
 class CheckpointManager:
     """Saves and restores (model, optimizer) in one directory.
 
@@ -127,7 +137,9 @@ class CheckpointManager:
                     e,
                 )
                 continue
-            self._check_model(arrays, prefix)
+            self._check_model(
+                {name: a.shape for name, a in arrays.items()}, prefix
+            )
             try:
                 self._assign(arrays, prefix)
             except (ValueError, FileNotFoundError) as e:
@@ -152,18 +164,49 @@ class CheckpointManager:
             )
         return None
 
-    def _check_model(self, arrays, prefix):
+    def check_compatible(self):
+        """Checks the newest readable checkpoint's variable names and shapes
+        against the model, reading no weight and assigning nothing: what a
+        run calls before it writes anything into output_dir.
+
+        Raises:
+          ConfigMismatchError: see `_check_model`.
+        """
+        for prefix in self.candidates():
+            try:
+                shapes = dict(tf.train.list_variables(prefix))
+            except (ValueError, tf.errors.OpError):
+                continue  # Damaged: restore_latest falls back past it.
+            self._check_model(shapes, prefix)
+            return
+
+    def _check_model(self, shapes, prefix):
         """A readable checkpoint whose weights do not fit the model comes
-        from another configuration: an error at once, not a fallback."""
+        from another configuration: an error at once, not a fallback.
+
+        Args:
+          shapes: {name: shape} of the checkpoint's variables.
+        """
         weights = model_variables(self.model)
-        missing = sorted(set(weights) - set(arrays))
+        missing = sorted(set(weights) - set(shapes))
         mismatched = [
-            (name, list(arrays[name].shape), list(var.shape))
+            (name, list(shapes[name]), list(var.shape))
             for name, var in weights.items()
-            if name in arrays and tuple(arrays[name].shape) != tuple(var.shape)
+            if name in shapes and tuple(shapes[name]) != tuple(var.shape)
         ]
         if not (missing or mismatched):
             return
+        heads = [m for m in mismatched if _is_output_layer(m[0])]
+        if mismatched and len(heads) == len(mismatched):
+            # Only the output layer differs: another number of labels.
+            name, theirs, ours = heads[0]
+            raise ConfigMismatchError(
+                f"The checkpoints in {self.directory} were trained with "
+                f"{theirs[0]} labels (newest: {prefix}; {name} has shape "
+                f"{theirs}), this run's model has {ours[0]} ({ours}). Give "
+                "the labels they were trained with, or another --output_dir "
+                "to start over."
+            )
         if mismatched:
             name, theirs, ours = mismatched[0]
             detail = (

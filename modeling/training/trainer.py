@@ -238,6 +238,18 @@ class Trainer:
                 f"({self.config.gradient_accumulation_steps})."
             )
 
+    def check_output_dir(self, element_spec):
+        """Builds the variables and checks that the checkpoints already in
+        output_dir (if any) are this model's, reading no weight: what a run
+        calls before it writes anything there (records, a label list).
+
+        Raises:
+          checkpoint_manager.ConfigMismatchError: naming what differs (the
+            number of labels when only the output layer does).
+        """
+        self.build(element_spec)
+        self.manager.check_compatible()
+
     def restore_or_initialize(self):
         """Resumes from output_dir, else runs task.init_fn; returns the step."""
         if self.manager.restore_latest() is None and self.task.init_fn:

@@ -1,0 +1,304 @@
+"""Bad input at the seams of the own-data, prediction and serving paths:
+each mistake fails in seconds with one message naming the file, line or
+field, leaves a trained folder exactly as it was, and never drops rows
+silently."""
+
+import hashlib
+import json
+import os
+import time
+
+import pytest
+
+from modeling.data import custom
+from modeling.data import table_files
+from modeling.tasks import classifier as classifier_lib
+from modeling.training import checkpoint_manager
+
+ROWS = [
+    ("a good film", "pos"),
+    ("a bad film", "neg"),
+    ("great acting", "pos"),
+    ("dull plot", "neg"),
+] * 2
+
+
+def _csv(path, rows=ROWS, header="text,label"):
+    path.write_text(header + "\n" + "".join(f"{t},{y}\n" for t, y in rows))
+    return str(path)
+
+
+def _settings(tmp_path, config, vocab, **kwargs):
+    values = {
+        "data_dir": None,
+        "task_name": "custom",
+        "bert_config_file": str(config),
+        "vocab_file": vocab,
+        "output_dir": str(tmp_path / "out"),
+        "init_checkpoint": None,
+        "max_seq_length": 16,
+        "train_batch_size": 4,
+        "num_train_epochs": 1.0,
+        "eval_batch_size": 4,
+        "predict_batch_size": 4,
+        "random_seed": 1,
+    }
+    values.update(kwargs)
+    return classifier_lib.Settings(**values)
+
+
+@pytest.fixture
+def config_file(tmp_path, tiny_config_dict):
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps({**tiny_config_dict, "vocab_size": 30522}))
+    return path
+
+
+@pytest.fixture
+def trained(tmp_path, config_file, uncased_vocab_file):
+    """A custom classifier trained in tmp_path/out (two labels)."""
+    train = _csv(tmp_path / "train.csv")
+    classifier_lib.run(
+        _settings(
+            tmp_path,
+            config_file,
+            uncased_vocab_file,
+            train_file=train,
+            do_train=True,
+        )
+    )
+    return tmp_path / "out"
+
+
+def _snapshot(folder):
+    """{relative path: sha256} of every file under folder."""
+    out = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            out[os.path.relpath(path, folder)] = digest
+    return out
+
+
+def test_a_failed_run_leaves_the_trained_folder_as_it_was(
+    trained, tmp_path, config_file, uncased_vocab_file
+):
+    """Item 1: labels.json deleted, then --labels with another count: the
+    error names the labels, and the folder is byte-for-byte unchanged (no
+    wrong labels.json that would refuse the right --labels later)."""
+    (trained / custom.LABELS_FILE).unlink()
+    before = _snapshot(trained)
+    test = _csv(tmp_path / "test.csv", header="text,label")
+    with pytest.raises(
+        checkpoint_manager.ConfigMismatchError,
+        match=r"trained with 2 labels .* this run's model has 3",
+    ):
+        classifier_lib.run(
+            _settings(
+                tmp_path,
+                config_file,
+                uncased_vocab_file,
+                test_file=test,
+                do_predict=True,
+                labels="neg,pos,other",
+            )
+        )
+    assert _snapshot(trained) == before
+    # The right labels are then accepted.
+    classifier_lib.run(
+        _settings(
+            tmp_path,
+            config_file,
+            uncased_vocab_file,
+            test_file=test,
+            do_predict=True,
+            labels="neg,pos",
+        )
+    )
+    assert json.loads((trained / custom.LABELS_FILE).read_text())["labels"] == [
+        "neg",
+        "pos",
+    ]
+
+
+def test_training_again_with_other_labels_changes_nothing(
+    trained, tmp_path, config_file, uncased_vocab_file
+):
+    """A training run into a trained folder with a third label: refused
+    before train.tf_record or labels.json is rewritten."""
+    (trained / custom.LABELS_FILE).unlink()
+    before = _snapshot(trained)
+    train = _csv(tmp_path / "train3.csv", ROWS + [("so so", "meh")])
+    with pytest.raises(
+        checkpoint_manager.ConfigMismatchError, match="trained with 2 labels"
+    ):
+        classifier_lib.run(
+            _settings(
+                tmp_path,
+                config_file,
+                uncased_vocab_file,
+                train_file=train,
+                do_train=True,
+                num_train_epochs=2.0,
+            )
+        )
+    assert _snapshot(trained) == before
+
+
+@pytest.mark.parametrize(
+    ("dev", "message"),
+    [
+        (None, "Data file not found: .*/typo.csv"),
+        ("text,label\nfine,neutral\n", r"dev.csv line 2: label 'neutral'"),
+        ("text,label\nfine,pos,extra\n", "dev.csv line 2: expected 2"),
+        (b"text,label\n\xff\xfe,pos\n", "dev.csv line 2: not UTF-8"),
+        ("text,label\n", "dev.csv: no rows to evaluate"),
+    ],
+)
+def test_dev_file_mistakes_fail_before_training(
+    tmp_path, config_file, uncased_vocab_file, dev, message
+):
+    """Item 7 (and 10's empty dev set): a run whose training would take
+    minutes fails in seconds, with nothing written."""
+    train = _csv(tmp_path / "train.csv", ROWS * 50)
+    dev_path = tmp_path / ("typo.csv" if dev is None else "dev.csv")
+    if isinstance(dev, bytes):
+        dev_path.write_bytes(dev)
+    elif dev is not None:
+        dev_path.write_text(dev)
+    start = time.monotonic()
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        classifier_lib.run(
+            _settings(
+                tmp_path,
+                config_file,
+                uncased_vocab_file,
+                train_file=train,
+                dev_file=str(dev_path),
+                do_train=True,
+                do_eval=True,
+                # 2,000 steps: minutes of training.
+                num_train_epochs=20.0,
+            )
+        )
+    assert time.monotonic() - start < 20
+    out = tmp_path / "out"
+    assert not out.exists() or not os.listdir(out)
+
+
+def test_test_file_mistakes_fail_before_training(
+    tmp_path, config_file, uncased_vocab_file
+):
+    train = _csv(tmp_path / "train.csv")
+    test = tmp_path / "test.csv"
+    test.write_bytes(b"text\nok\n\xe9t\xe9\n")
+    with pytest.raises(ValueError, match="test.csv line 3: not UTF-8"):
+        classifier_lib.run(
+            _settings(
+                tmp_path,
+                config_file,
+                uncased_vocab_file,
+                train_file=train,
+                test_file=str(test),
+                do_train=True,
+                do_predict=True,
+            )
+        )
+    out = tmp_path / "out"
+    assert not out.exists() or not os.listdir(out)
+
+
+# === Readers ===
+
+
+def _rows(path, skip=False):
+    bad = table_files.BadRows(skip)
+    return [r for _, r in table_files.TableFile(path, bad).rows()], bad
+
+
+def test_an_unterminated_csv_quote_is_an_error_naming_its_line(tmp_path):
+    """Item 2: the open quote would swallow every later row; even with
+    skip_bad_rows it is an error naming the row it opened in."""
+    path = tmp_path / "a.csv"
+    path.write_text('text,label\nfine,pos\n"open,neg\nthree,pos\nfour,neg\n')
+    for skip in (False, True):
+        with pytest.raises(ValueError, match=f"{path} line 3: not CSV"):
+            _rows(path, skip)
+    # Closed out of place further down: the rows in between would be lost.
+    path.write_text('text,label\n"open,neg\nthree,pos\n"x"y,neg\nok,pos\n')
+    with pytest.raises(ValueError, match=f"{path} line 2: not CSV.*line 4"):
+        _rows(path, skip=True)
+    # A bad quote within one line is still one skippable row.
+    path.write_text('text,label\n"bad"quote,pos\nok,neg\n')
+    rows, bad = _rows(path, skip=True)
+    assert rows == [{"text": "ok", "label": "neg"}] and bad.count == 1
+
+
+def test_a_bad_json_line_is_counted_once(tmp_path):
+    """Item 6: the file was re-read per column lookup, counting a bad first
+    line once per lookup."""
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"text": \n{"text": "x", "label": "a", "id": 1}\n')
+    p = custom.CustomProcessor(files={"train": str(path)}, skip_bad_rows=True)
+    bad = table_files.BadRows(skip=True)
+    assert len(list(p.iter_examples("train", bad))) == 1
+    assert bad.count == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("1e39", "beyond float32's range"),
+        ("-1e39", "beyond float32's range"),
+        ("true", "not a number"),
+        ('"nan"', "not finite"),
+    ],
+)
+def test_regression_targets_outside_float32_name_their_line(
+    tmp_path, value, message
+):
+    """Item 5."""
+    path = tmp_path / "a.jsonl"
+    path.write_text(
+        f'{{"text": "x", "label": 0.5}}\n{{"text": "y", "label": {value}}}\n'
+    )
+    p = custom.CustomProcessor("regression", files={"train": str(path)})
+    with pytest.raises(ValueError, match=f"{path} line 2: .*{message}"):
+        p.get_train_examples()
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ('{"id": null, "text": "x", "label": "a"}\n', "line 1: no id"),
+        (
+            '{"id": 7, "text": "x", "label": "a"}\n'
+            '{"id": "7", "text": "y", "label": "b"}\n',
+            "line 2: id '7' .* used twice",
+        ),
+    ],
+)
+def test_ids_must_be_present_and_unique(tmp_path, rows, message):
+    path = tmp_path / "a.jsonl"
+    path.write_text(rows)
+    p = custom.CustomProcessor(files={"train": str(path)})
+    with pytest.raises(ValueError, match=message):
+        p.get_train_examples()
+
+
+def test_pair_columns_by_convention_and_unused_columns_logged(tmp_path, caplog):
+    """Item 4: MRPC's, QNLI's, QQP's and MNLI's column names are pairs;
+    the log says which columns were read and which were not."""
+    for first, second in custom.PAIR_COLUMNS:
+        path = tmp_path / f"{first}_{second}.jsonl"
+        row = {"idx": 3, first: "one", second: "two", "label": "a", "x": "?"}
+        path.write_text(json.dumps(row) + "\n")
+        p = custom.CustomProcessor(files={"train": str(path)})
+        with caplog.at_level("INFO"):
+            (example,) = p.get_train_examples()
+        assert (example.text_a, example.text_b) == ("one", "two")
+        assert p.spec().text_b_column == second
+        assert f"text_a={first!r}, text_b={second!r}" in caplog.text
+        assert "column 'x' not used" in caplog.text
