@@ -25,6 +25,7 @@ from absl import flags
 from absl import logging
 
 from modeling import errors
+from modeling.data import file_io
 from modeling.tasks import common
 
 FLAGS = flags.FLAGS
@@ -505,7 +506,12 @@ def _sigterm_watchdog(reader, grace):
 def _guarded(main):
     def guarded(argv):
         try:
-            return main(argv)
+            try:
+                return main(argv)
+            except BaseException:
+                # An output folder this run created and left empty goes.
+                file_io.remove_empty_run_dirs()
+                raise
         except errors.Interrupted as e:
             logging.warning("%s", e)
             sys.exit(common.EXIT_INTERRUPTED)

@@ -297,12 +297,17 @@ class BertMultipleChoice(_TaskModel):
         [B, C, T] (other keys ignored) -> float32 logits [B, C]."""
         ids = features["input_ids"]
         shape = keras.ops.shape(ids)
+        # Sizes, not -1: a batch of no examples has nothing to infer from.
         flat = {
-            name: keras.ops.reshape(features[name], (-1, shape[2]))
+            name: keras.ops.reshape(
+                features[name], (shape[0] * shape[1], shape[2])
+            )
             for name in ("input_ids", "input_mask", "segment_ids")
         }
         pooled = self.bert(flat, training=training)["pooled_output"]
-        pooled = keras.ops.reshape(pooled, (shape[0], shape[1], -1))
+        pooled = keras.ops.reshape(
+            pooled, (shape[0], shape[1], self.config.hidden_size)
+        )
         return self.classifier(pooled, training=training)
 
 

@@ -461,6 +461,8 @@ def test_multi_label_features_and_padding(tmp_path):
 
 def test_a_glue_file_that_is_not_utf8_names_the_line(tmp_path):
     path = tmp_path / "train.tsv"
-    path.write_bytes(b"Quality\ta\tb\ts1\ts2\n1\t1\t2\tok\tfine\n0\t3\t4\tcaf\xe9\tx\n")
+    path.write_bytes(
+        b"Quality\ta\tb\ts1\ts2\n1\t1\t2\tok\tfine\n0\t3\t4\tcaf\xe9\tx\n"
+    )
     with pytest.raises(ValueError, match=f"{path} line 3: not UTF-8 text"):
         glue.get_processor("mrpc").get_train_examples(str(tmp_path))

@@ -414,3 +414,32 @@ def test_an_export_replaces_the_old_one(tmp_path):
     # A preprocessing model is not an encoder.
     with pytest.raises(errors.UserError, match="not an encoder"):
         hub.load_encoder(out)
+
+
+@pytest.mark.parametrize("pad_to_longest", [False, True])
+def test_an_empty_batch_through_preprocessor_and_encoder(
+    minilm_export, tiny_export, pad_to_longest
+):
+    """No sentence at all: features and encoder outputs of batch 0."""
+    from modeling.export import hub as hub_export
+
+    pre = hub_export.HubPreprocessor(
+        str(minilm_export / "preprocessing" / "assets" / "vocab.txt"),
+        True,
+        SEQ,
+        pad_to_longest=pad_to_longest,
+    )
+    features = pre.__call__(tf.zeros([0], tf.string))
+    for name, value in features.items():
+        assert value.shape[0] == 0 and value.shape[1] >= 1, name
+    encoder = tf.saved_model.load(str(tiny_export[0]))
+    outputs = encoder(
+        {
+            "input_word_ids": tf.zeros([0, 8], tf.int32),
+            "input_mask": tf.zeros([0, 8], tf.int32),
+            "input_type_ids": tf.zeros([0, 8], tf.int32),
+        },
+        training=False,
+    )
+    assert outputs["pooled_output"].shape[0] == 0
+    assert outputs["sequence_output"].shape[:2] == (0, 8)

@@ -26,7 +26,9 @@ NEW_EXAMPLES = [
     ("A man is playing a guitar.", "Nobody plays anything."),
 ]
 
-pytestmark = pytest.mark.slow  # 57-83 s on the 2-core machine (README: Notebooks).
+pytestmark = (
+    pytest.mark.slow
+)  # 57-83 s on the 2-core machine (README: Notebooks).
 
 
 @pytest.fixture(scope="module")

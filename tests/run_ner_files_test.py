@@ -243,7 +243,11 @@ def test_iobes_tags_score_entities(files, tmp_path):
     assert labels == tags
     assert {"eval_f1", "eval_precision", "eval_recall"} <= set(results)
     for row in _predictions(out):
-        assert conll.tag_scheme(row["tags"]) in (conll.IOBES, conll.IOB, "plain")
+        assert conll.tag_scheme(row["tags"]) in (
+            conll.IOBES,
+            conll.IOB,
+            "plain",
+        )
 
 
 def test_plain_labels_score_tokens(files, tmp_path):
@@ -275,9 +279,15 @@ def test_plain_labels_score_tokens(files, tmp_path):
     "line, message",
     [
         ('{"tokens": [], "tags": []}', "expected a non-empty list of words"),
-        ('{"words": ["a"], "tags": ["O"]}', "in field 'tokens' (--tokens_field)"),
+        (
+            '{"words": ["a"], "tags": ["O"]}',
+            "in field 'tokens' (--tokens_field)",
+        ),
         ('{"tokens": ["a", "b"], "tags": ["O"]}', "2 words but 1 tags"),
-        ('{"tokens": ["a b"], "tags": ["O"]}', "word 1 'a b' holds white space"),
+        (
+            '{"tokens": ["a b"], "tags": ["O"]}',
+            "word 1 'a b' holds white space",
+        ),
         ('{"tokens": ["a", 3], "tags": ["O", "O"]}', "word 2 is not a"),
         ('{"tokens": ["a"], "tags": ["O"]', "not a JSON object"),
         ('{"tokens": ["a"]}', "no field 'tags' (--tags_field)"),

@@ -6,13 +6,19 @@ silently."""
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
+import script_runner
 
+from modeling.data import conll
 from modeling.data import custom
 from modeling.data import table_files
 from modeling.tasks import classifier as classifier_lib
+from modeling.tasks import common
+from modeling.tasks import ner
 from modeling.training import checkpoint_manager
 
 ROWS = [
@@ -302,3 +308,224 @@ def test_pair_columns_by_convention_and_unused_columns_logged(tmp_path, caplog):
         assert p.spec().text_b_column == second
         assert f"text_a={first!r}, text_b={second!r}" in caplog.text
         assert "column 'x' not used" in caplog.text
+
+
+# === run_ner ===
+
+
+def _conll(path, sentences):
+    path.write_text("".join("\n".join(s) + "\n\n" for s in sentences))
+    return str(path)
+
+
+def test_a_json_tag_string_is_refused(tmp_path):
+    """Item 3: "OOO" for three words was read as three tags."""
+    path = tmp_path / "a.jsonl"
+    path.write_text(
+        '{"tokens": ["a", "b", "c"], "tags": ["O", "O", "O"]}\n'
+        '{"tokens": ["a", "b", "c"], "tags": "OOO"}\n'
+    )
+    with pytest.raises(ValueError, match=f"{path} line 2: field 'tags'.* str"):
+        conll.read_tagged_file(str(path))
+    path.write_text('{"tokens": "abc", "tags": ["O", "O", "O"]}\n')
+    with pytest.raises(ValueError, match="line 1: .*'tokens'.* found a str"):
+        conll.read_tagged_file(str(path))
+
+
+def test_mixed_tag_schemes_name_both_lines(tmp_path):
+    """Item 10: B-LOC left open (IOB) in a file of S-/E- tags (IOBES)."""
+    path = _conll(
+        tmp_path / "a.txt",
+        [["Paris S-LOC", "is O"], ["New B-LOC", "York I-LOC", "is O"]],
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"a.txt line 4: the entity of 'B-LOC': no E-LOC closes it.*"
+        r"IOBES \('S-LOC' at .*a.txt line 1\)",
+    ):
+        conll.read_conll(path)
+    # The same entities in one scheme each.
+    path = _conll(
+        tmp_path / "b.txt",
+        [["Paris S-LOC", "is O"], ["New B-LOC", "York E-LOC", "is O"]],
+    )
+    assert conll.read_conll(path).scheme == conll.IOBES
+    path = _conll(
+        tmp_path / "c.txt", [["Paris U-LOC"], ["New B-LOC", "York L-LOC"]]
+    )
+    assert conll.read_conll(path).scheme == conll.BILOU
+
+
+def test_conll_lines_end_at_newlines_only(tmp_path):
+    """U+2028 and U+0085 inside a word are text (str.splitlines() and
+    str.split() took them for line and column breaks)."""
+    path = tmp_path / "a.txt"
+    path.write_text("a\u2028b O\nc\x85d B-PER\r\n\ne O\n", newline="")
+    data = conll.read_conll(str(path))
+    assert [s.words for s in data.sentences] == [["a\u2028b", "c\x85d"], ["e"]]
+    assert data.sentences[0].tags == ["O", "B-PER"]
+
+
+def _ner_settings(tmp_path, config, vocab, **kwargs):
+    values = {
+        "data_dir": None,
+        "vocab_file": vocab,
+        "bert_config_file": str(config),
+        "output_dir": str(tmp_path / "ner_out"),
+        "max_seq_length": 16,
+        "train_batch_size": 4,
+        "num_train_epochs": 1.0,
+        "random_seed": 1,
+    }
+    values.update(kwargs)
+    return ner.Settings(**values)
+
+
+NER_TRAIN = [["Paris B-LOC", "is O"], ["Peter B-PER", "runs O"]] * 4
+
+
+def test_ner_failed_runs_leave_the_trained_folder_as_it_was(
+    tmp_path, config_file, uncased_vocab_file
+):
+    train = _conll(tmp_path / "train.txt", NER_TRAIN)
+    ner.run(
+        _ner_settings(
+            tmp_path,
+            config_file,
+            uncased_vocab_file,
+            train_file=train,
+            do_train=True,
+        )
+    )
+    out = tmp_path / "ner_out"
+    (out / conll.LABEL_LIST_FILE).unlink()
+    before = _snapshot(out)
+    test = _conll(tmp_path / "test.txt", [["Paris"]])
+    with pytest.raises(
+        checkpoint_manager.ConfigMismatchError,
+        match="trained with 3 labels.* has 5",
+    ):
+        ner.run(
+            _ner_settings(
+                tmp_path,
+                config_file,
+                uncased_vocab_file,
+                predict_file=test,
+                do_predict=True,
+                label_list="O,B-LOC,I-LOC,B-PER,I-PER",
+            )
+        )
+    assert _snapshot(out) == before
+    # A typo in the eval file of a training run: before any training.
+    start = time.monotonic()
+    with pytest.raises(FileNotFoundError, match="typo.txt"):
+        ner.run(
+            _ner_settings(
+                tmp_path,
+                config_file,
+                uncased_vocab_file,
+                train_file=train,
+                eval_file=str(tmp_path / "typo.txt"),
+                do_train=True,
+                do_eval=True,
+                num_train_epochs=500.0,
+            )
+        )
+    assert time.monotonic() - start < 20
+    assert _snapshot(out) == before
+
+
+def test_run_ner_leaves_no_empty_output_folder(
+    tmp_path, config_file, uncased_vocab_file
+):
+    """Item 10: the script's output folder, created for the run, goes when
+    the run fails before writing anything to it."""
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"tokens": ["a"], "tags": "O"}\n')
+    out = tmp_path / "new" / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script_runner.REPO / "run_ner.py"),
+            f"--train_file={train}",
+            f"--bert_config_file={config_file}",
+            f"--vocab_file={uncased_vocab_file}",
+            f"--output_dir={out}",
+            "--max_seq_length=16",
+            "--do_train",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == common.EXIT_USER_ERROR, proc.stderr[-3000:]
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"error: {train} line 1: field 'tags'")
+    )
+    assert not (tmp_path / "new").exists()
+
+
+# === Serving exports ===
+
+
+@pytest.fixture
+def tiny_bert_config(tiny_config_dict):
+    from modeling import config as config_lib
+
+    return config_lib.BertConfig.from_dict(
+        {**tiny_config_dict, "vocab_size": 30522}
+    )
+
+
+def _empty(shape=(0,)):
+    import tensorflow as tf
+
+    return tf.zeros(shape, tf.string)
+
+
+def test_servers_answer_an_empty_batch(tiny_bert_config, uncased_vocab_file):
+    """Item 11: a batch of no strings gets outputs of batch 0 (it failed in
+    the pooler's slice of a sequence of length 0)."""
+    from modeling import models
+    from modeling import task_kinds
+    from modeling.export import serving
+    from modeling.export import task_serving
+
+    vocab = uncased_vocab_file
+    classifier = models.BertClassifier(tiny_bert_config, 3)
+    preprocessor = serving.make_preprocessor(vocab, True, 16)
+    for kind, has_b in (
+        (task_kinds.get("classification"), True),
+        (task_kinds.get("regression"), False),
+    ):
+        model = (
+            classifier
+            if kind.name != "regression"
+            else (models.BertClassifier(tiny_bert_config, 1))
+        )
+        server = serving.ClassifierServer(model, preprocessor, kind, has_b)
+        serve = server.signatures()[serving.SERVING_DEFAULT]
+        args = {"text_a": _empty()}
+        if has_b:
+            args["text_b"] = _empty()
+        out = serve(**args)
+        for name, value in out.items():
+            assert value.shape[0] == 0, name
+        if kind.name == "classification":
+            assert out["probabilities"].shape == (0, 3)
+    tagger = task_serving.TaggerServer(
+        models.BertTokenClassifier(tiny_bert_config, 5),
+        vocab,
+        True,
+        16,
+        ["O", "B-X", "I-X", "B-Y", "I-Y"],
+    )
+    out = tagger.serve_text(_empty())
+    assert out["tags"].shape[0] == 0 and out["probabilities"].shape[-1] == 5
+    chooser = task_serving.ChoiceServer(
+        models.BertMultipleChoice(tiny_bert_config), vocab, True, 16
+    )
+    out = chooser.serve_text(_empty(), _empty(), _empty((0, 4)))
+    assert out["probabilities"].shape == (0, 4)

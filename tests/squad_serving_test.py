@@ -248,3 +248,16 @@ def test_a_question_alone_gets_its_answer_in_a_batch(
             tolerance.assert_float32_close(
                 alone["score"].numpy()[0], out["score"].numpy()[row]
             )
+
+
+@pytest.mark.parametrize("fast_nbest", [False, True])
+def test_an_empty_batch_gets_empty_answers(
+    model, uncased_vocab_file, tmp_path, fast_nbest
+):
+    """No question at all: outputs of batch 0, not an error."""
+    serve = _export(model, uncased_vocab_file, tmp_path, 20, True, fast_nbest)
+    empty = tf.zeros([0], tf.string)
+    out = serve(question=empty, context=empty)
+    assert out["answer"].shape[0] == 0
+    for name, value in out.items():
+        assert value.shape[0] == 0, name

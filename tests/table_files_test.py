@@ -149,7 +149,9 @@ def test_missing_column_lists_the_columns_found(tmp_path):
         f"{path} has no column 'label' (--label_column); its columns are "
         "['review', 'stars']"
     )
-    with pytest.raises(ValueError, match=r"any of the columns \['text_a', "):
+    with pytest.raises(
+        ValueError, match=r"has none of the columns \['text_a', "
+    ):
         table_files.find_column(
             table, "text_a_column", None, custom.TEXT_A_COLUMNS
         )

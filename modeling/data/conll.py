@@ -28,6 +28,7 @@ No TensorFlow here: features are lists of ints (tasks/ner.py batches them).
 
 import dataclasses
 import os
+import re
 
 from modeling.data import file_io
 from modeling.text.vocabulary import CLS_TOKEN
@@ -44,6 +45,9 @@ IOB, IOBES, BILOU, PLAIN = "IOB", "IOBES", "BILOU", "plain"
 CHUNK_SCHEMES = (IOB, IOBES, BILOU)
 _PREFIXES = {IOB: "BI", IOBES: "BIES", BILOU: "BILU"}
 JSON_EXTENSIONS = (".jsonl", ".json")
+# The columns of a CoNLL line: runs of anything but spaces and tabs (a word
+# may hold other Unicode white space, such as U+2028 or U+00A0).
+_COLUMNS = re.compile(r"[^ \t]+")
 
 
 @dataclasses.dataclass
@@ -67,7 +71,7 @@ class Sentence:
     id: str | None = None
 
     def where(self, path, word):
-        """"<path> line N" of a word (a JSON line: and its position)."""
+        """ "<path> line N" of a word (a JSON line: and its position)."""
         if self.row is None:
             return f"{path} line {self.line_numbers[word]}"
         return f"{path} line {self.row} (word {word + 1})"
@@ -162,9 +166,7 @@ def _file_scheme(sentences, path):
         scheme = tag_scheme(t for s in tagged for t in s.tags)
     except ValueError as e:
         # Name the first plain (or odd-prefix) tag's line.
-        has_prefix = any(
-            _split_tag(t)[0] for s in tagged for t in s.tags
-        )
+        has_prefix = any(_split_tag(t)[0] for s in tagged for t in s.tags)
         for s in tagged:
             for i, tag in enumerate(s.tags):
                 prefix, _ = _split_tag(tag)
@@ -174,7 +176,51 @@ def _file_scheme(sentences, path):
     if scheme == IOB:
         for s in tagged:
             s.tags = iob1_to_iob2(s.tags)
+    elif scheme in (IOBES, BILOU):
+        _check_closed_entities(tagged, path, scheme)
     return scheme
+
+
+def _check_closed_entities(sentences, path, scheme):
+    """In an IOBES (BILOU) file every entity is B- I-* E- (L-) or one S-
+    (U-) tag. An entity left open is IOB's: the file mixes two schemes,
+    which would give each type two sets of labels and entities that never
+    match.
+
+    Raises:
+      ValueError: naming the line of the entity left open and the line of
+        the first tag that made the file IOBES (BILOU).
+    """
+    _, inside, end, single = _PREFIXES[scheme]
+    first = next(
+        (s.where(path, i), t)
+        for s in sentences
+        for i, t in enumerate(s.tags)
+        if _split_tag(t)[0] in (end, single)
+    )
+    for s in sentences:
+        open_at, open_kind = None, None
+        for i, tag in enumerate([*s.tags, OUTSIDE]):
+            prefix, kind = _split_tag(tag)
+            problem = None
+            if open_kind is not None and not (
+                prefix in (inside, end) and kind == open_kind
+            ):
+                bad, problem = open_at, f"no {end}-{open_kind} closes"
+            elif open_kind is None and prefix in (inside, end):
+                bad, problem = i, f"no B-{kind} opens"
+            if problem:
+                raise ValueError(
+                    f"{s.where(path, bad)}: the entity of {s.tags[bad]!r}: "
+                    f"{problem} it, as in IOB, but the file's tags are "
+                    f"{scheme} ({first[1]!r} at {first[0]}), where an entity "
+                    f"is B- {inside}-... {end}- or one {single}- tag. Give "
+                    "the file one scheme."
+                )
+            if prefix == "B":
+                open_at, open_kind = i, kind
+            elif prefix in (end, single) or prefix is None:
+                open_at, open_kind = None, None
 
 
 def read_conll(path, require_tags=True, tag_column=None):
@@ -196,7 +242,7 @@ def read_conll(path, require_tags=True, tag_column=None):
         sentence.
     """
     path = os.fspath(path)
-    lines = file_io.read_text(path).splitlines()
+    lines = file_io.read_lines(path)
     sentences = []
     num_columns = None
     tag_index = -1 if tag_column is None else tag_column - 1
@@ -217,7 +263,7 @@ def read_conll(path, require_tags=True, tag_column=None):
         numbers.clear()
 
     for i, line in enumerate(lines):
-        columns = line.split()
+        columns = _COLUMNS.findall(line)
         if not columns:
             flush()
             continue
@@ -232,8 +278,10 @@ def read_conll(path, require_tags=True, tag_column=None):
                     f"{where}: expected `word ... tag` (at least 2 "
                     f"space-separated columns), found {num_columns}"
                 )
-            if num_columns > 1 and tag_column is not None and not (
-                2 <= tag_column <= num_columns
+            if (
+                num_columns > 1
+                and tag_column is not None
+                and not (2 <= tag_column <= num_columns)
             ):
                 raise ValueError(
                     f"{where}: --tag_column={tag_column}, but the word "
@@ -281,11 +329,22 @@ def read_json_lines(
         where = table.where(row)
         words = value.get(tokens_field)
         if not isinstance(words, list) or not words:
+            found = (
+                f"found a {type(words).__name__}"
+                if tokens_field in value
+                else f"fields: {list(value)}"
+            )
             raise ValueError(
                 f"{where}: expected a non-empty list of words in field "
-                f"{tokens_field!r} (--tokens_field); fields: {list(value)}"
+                f"{tokens_field!r} (--tokens_field); {found}"
             )
         tags = value.get(tags_field)
+        if tags is not None and not isinstance(tags, list):
+            # A string would be read character by character.
+            raise ValueError(
+                f"{where}: field {tags_field!r} (--tags_field) is a "
+                f"{type(tags).__name__}, not a list of tags: {tags!r}"
+            )
         if has_tags is None:
             has_tags = tags is not None
         if require_tags and tags is None:
@@ -356,11 +415,7 @@ def labels_from_sentences(sentences):
 
 def read_label_list(path):
     """output_dir/label_list.txt: one label per line, in id order."""
-    labels = [
-        line.strip()
-        for line in file_io.read_text(path).splitlines()
-        if line.strip()
-    ]
+    labels = [line.strip() for line in file_io.read_lines(path) if line.strip()]
     if not labels:
         raise ValueError(f"{path}: no labels")
     return labels

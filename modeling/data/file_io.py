@@ -218,6 +218,20 @@ def read_text(path):
         raise ValueError(f"{path} line {line}: not UTF-8 text") from None
 
 
+def read_lines(path):
+    """The lines of a UTF-8 text file, split at "\\n" only (a "\\r" before
+    it dropped): U+2028, U+0085 or a form feed inside a line are text, not
+    line ends as str.splitlines() would take them. No final empty line.
+
+    Raises:
+      as `read_text`.
+    """
+    lines = read_text(path).split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def write_text(path, text):
     """Writes the str `text` to `path` atomically (see `atomic_write`)."""
     with atomic_write(path) as f:
@@ -231,6 +245,42 @@ def make_dirs(path):
         _gfile().makedirs(path)
     else:
         os.makedirs(path, exist_ok=True)
+
+
+# Folders `make_run_dir` created in this process, parents first.
+_RUN_DIRS = []
+
+
+def make_run_dir(path):
+    """`make_dirs` for a run's output folder, remembering the local folders
+    it created: a run that fails before writing anything into them leaves
+    no empty folder behind (`remove_empty_run_dirs`, called by the
+    scripts' error handling)."""
+    path = os.fspath(path)
+    if is_remote(path):
+        make_dirs(path)
+        return
+    missing = []
+    folder = os.path.abspath(path)
+    while not os.path.exists(folder):
+        missing.append(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    os.makedirs(path, exist_ok=True)
+    _RUN_DIRS.extend(reversed(missing))
+
+
+def remove_empty_run_dirs():
+    """Removes the folders `make_run_dir` created that are still empty,
+    deepest first (a folder with anything in it stays, and so do its
+    parents)."""
+    while _RUN_DIRS:
+        try:
+            os.rmdir(_RUN_DIRS.pop())
+        except OSError:  # Not empty (or gone): keep the rest.
+            _RUN_DIRS.clear()
 
 
 def exists(path):

@@ -61,7 +61,7 @@ class DataProcessor:
 
     @property
     def task_type(self):
-        """"classification" or "regression" (modeling/data/custom.py adds
+        """ "classification" or "regression" (modeling/data/custom.py adds
         "multi_label")."""
         return "regression" if self.is_regression else "classification"
 

@@ -163,6 +163,9 @@ def trim_padding(features, multiple=8, seq_features=CLASSIFIER_SEQ_FEATURES):
     """
     mask = features["input_mask"]
     longest = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1))
+    # An empty batch (a server called with no text) keeps one position: the
+    # pooler and the span heads read position 0.
+    longest = tf.maximum(longest, 1)
     length = tf.minimum(
         (longest + multiple - 1) // multiple * multiple, tf.shape(mask)[-1]
     )

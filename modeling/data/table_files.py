@@ -104,15 +104,16 @@ class TableFile:
     Args:
       path: str (local or gs://).
       bad_rows: a BadRows; None: bad rows are errors.
+      format: "csv", "tsv" or "jsonl"; None: from the extension.
 
     Raises:
       FileNotFoundError: naming the file.
       ValueError: an unknown extension.
     """
 
-    def __init__(self, path, bad_rows=None):
+    def __init__(self, path, bad_rows=None, format=None):  # noqa: A002
         self.path = os.fspath(path)
-        self.format = file_format(self.path)
+        self.format = format or file_format(self.path)
         self.bad_rows = bad_rows or BadRows()
         if not file_io.exists(self.path):
             raise FileNotFoundError(f"Data file not found: {self.path}")
@@ -165,6 +166,16 @@ class TableFile:
             yield from self._json_rows()
         else:
             yield from self._delimited_rows()
+
+    def lines_of_fields(self):
+        """Every line's fields as a list of str, the header and blank lines
+        ([]) included, no column checks (CSV/TSV): how the GLUE
+        processors read their .tsv files.
+
+        Raises:
+          ValueError: naming the file and line: bytes that are not UTF-8.
+        """
+        return self._reader(self._text_lines())
 
     def count_lines(self):
         """The number of non-empty lines (a fast binary count: an estimate
@@ -330,7 +341,7 @@ def find_column(table, flag, value, defaults=(), required=True):
     if not required:
         return None
     if value:
-        wanted = f"column {value!r}" + (f" (--{flag})" if flag else "")
+        wanted = f"no column {value!r}" + (f" (--{flag})" if flag else "")
     else:
-        wanted = f"any of the columns {names} (set --{flag})"
-    raise ValueError(f"{table.path} has no {wanted}; its columns are {columns}")
+        wanted = f"none of the columns {names} (set --{flag})"
+    raise ValueError(f"{table.path} has {wanted}; its columns are {columns}")

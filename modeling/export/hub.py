@@ -237,7 +237,9 @@ class HubPreprocessor(tf.Module):
         seq_length.
     """
 
-    def __init__(self, vocab_file, do_lower_case, seq_length, pad_to_longest=False):
+    def __init__(
+        self, vocab_file, do_lower_case, seq_length, pad_to_longest=False
+    ):
         super().__init__(name="preprocessing")
         tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
         packer = in_graph.InputPacker.from_vocab_file(vocab_file, seq_length)
@@ -348,7 +350,9 @@ def save_preprocessing(
     path, vocab_file, do_lower_case, seq_length, pad_to_longest=False
 ):
     """Writes the preprocessing SavedModel to the folder `path`."""
-    root = HubPreprocessor(vocab_file, do_lower_case, seq_length, pad_to_longest)
+    root = HubPreprocessor(
+        vocab_file, do_lower_case, seq_length, pad_to_longest
+    )
     tf.saved_model.save(root, path, signatures=root.signatures())
 
 

@@ -151,7 +151,7 @@ class ChoiceServer(tf.Module):
         self.preprocessor = serving.make_preprocessor(
             vocab_file, do_lower_case, max_seq_length
         )
-    
+
     @tf.function(
         input_signature=[
             tf.TensorSpec([None], tf.string, "sent1"),
@@ -215,7 +215,12 @@ def export_tagger(
 
 
 def export_multiple_choice(
-    model, vocab_file, do_lower_case, max_seq_length, export_dir, extra_files=None
+    model,
+    vocab_file,
+    do_lower_case,
+    max_seq_length,
+    export_dir,
+    extra_files=None,
 ):
     """Writes run_multiple_choice's serving SavedModel to export_dir
     (extra_files: see serving.save_export)."""

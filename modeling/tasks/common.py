@@ -173,13 +173,12 @@ def set_up(settings):
       The tf.distribute.Strategy.
     """
     # TensorFlow only here: importing this module must not load it.
-    import tensorflow as tf
-
     from modeling.training import distribute
     from modeling.training import trainer
 
     if settings.output_dir:
-        tf.io.gfile.makedirs(settings.output_dir)
+        # Removed again, if still empty, when the run fails.
+        file_io.make_run_dir(settings.output_dir)
     trainer.set_seed(settings.random_seed)
     if settings.run_config is not None:
         distribute.set_precision(settings.run_config.precision)

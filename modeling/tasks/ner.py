@@ -68,6 +68,8 @@ class Settings(common.FineTuningSettings):
 @dataclasses.dataclass
 class NerTask(fine_tuning.ArrayTask):
     label_list: list = None
+    # label_list.txt's path while it waits for `publish_labels`.
+    pending_label_list: str = None
 
     def read(self, path, require_tags=True):
         """A CoNLL-style or JSON Lines file (conll.read_tagged_file)."""
@@ -112,8 +114,9 @@ def prepare(settings):
 
 
 def resolve_labels(task, train_data=None):
-    """Sets task.label_list (see the module doc) and writes
-    output_dir/label_list.txt when it is new.
+    """Sets task.label_list (see the module doc); a new one is written to
+    output_dir/label_list.txt by `publish_labels`, once the run has checked
+    its inputs and the checkpoints already there.
 
     Raises:
       ValueError: no source of labels; --label_list disagreeing with the
@@ -144,9 +147,24 @@ def resolve_labels(task, train_data=None):
     if train_data is not None:
         conll.check_tags(train_data, labels)
     if saved is None and (train_data is not None or s.label_list):
-        conll.write_label_list(saved_path, labels)
+        task.pending_label_list = saved_path
     task.label_list = labels
     logging.info("Labels (%d): %s", len(labels), " ".join(labels))
+
+
+def publish_labels(task, trainer):
+    """Checks the checkpoints in output_dir against this run's model
+    (their number of labels among the rest), then writes the label list
+    `resolve_labels` found new: a failed run leaves a trained folder as it
+    was."""
+    s = task.settings
+    trainer.check_output_dir(
+        element_spec(task, s.train_batch_size if s.do_train else None)
+    )
+    path = task.pending_label_list
+    if path and trainer.is_chief:
+        conll.write_label_list(path, task.label_list)
+    task.pending_label_list = None
 
 
 def loss_fn(features, logits):
@@ -174,12 +192,14 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     )
 
 
-def element_spec(task):
-    seq = tf.TensorSpec([None, task.settings.max_seq_length], tf.int32)
+def element_spec(task, batch_size=None):
+    seq = tf.TensorSpec([batch_size, task.settings.max_seq_length], tf.int32)
     return {name: seq for name in SEQ_FEATURES + (LABEL_IDS, LABEL_MASK)}
 
 
-def train(task, train_data):
+def train(task, train_data, eval_data=None):
+    """Fine-tunes on train_data (a ConllFile), evaluating on eval_data with
+    --eval_during_training; returns the Trainer."""
     s = task.settings
     arrays, _ = task.features(train_data.sentences)
     num_windows = len(arrays["input_ids"])
@@ -195,10 +215,11 @@ def train(task, train_data):
         num_train_steps,
     )
     trainer = make_trainer(task, num_train_steps, num_warmup_steps)
+    publish_labels(task, trainer)
 
     def make_evaluate(model):
-        eval_data = read_eval_data(task)
-        return lambda step: evaluate(task, model, eval_data, step)
+        data = eval_data or read_eval_data(task)
+        return lambda step: evaluate(task, model, data, step)
 
     return fine_tuning.train_on_arrays(
         trainer, arrays, s, task.main_metric, make_evaluate
@@ -208,6 +229,13 @@ def train(task, train_data):
 def read_eval_data(task):
     path = task.data_path("eval_file", EVAL_FILES, "evaluation")
     data = task.read(path)
+    conll.check_tags(data, task.label_list)
+    return data
+
+
+def read_predict_data(task):
+    path = task.data_path("predict_file", PREDICT_FILES, "prediction")
+    data = task.read(path, require_tags=False)
     conll.check_tags(data, task.label_list)
     return data
 
@@ -257,15 +285,15 @@ def evaluate(task, model, eval_data, global_step):
     return results
 
 
-def predict(task, model, write=True):
+def predict(task, model, write=True, data=None):
     """Writes output_dir/test_predictions.txt: the predict file's lines,
     each word line with its predicted tag appended (a JSON Lines file's
     sentences as `word [tag] predicted` lines); and predictions.jsonl: each
-    sentence's id, words and predicted tags."""
+    sentence's id, words and predicted tags (`data`: the predict file
+    already read, by read_predict_data)."""
     s = task.settings
-    path = task.data_path("predict_file", PREDICT_FILES, "prediction")
-    data = task.read(path, require_tags=False)
-    conll.check_tags(data, task.label_list)
+    if data is None:
+        data = read_predict_data(task)
     logging.info(
         "***** Running prediction: %d sentences *****", len(data.sentences)
     )
@@ -306,20 +334,23 @@ def run(settings):
     """
     task = prepare(settings)
     s = task.settings
+    # Every input file is read and checked before anything is written to
+    # output_dir (and before training).
     train_data = None
     if s.do_train:
         train_data = task.read(
             task.data_path("train_file", TRAIN_FILES, "training")
         )
     resolve_labels(task, train_data)
+    eval_data = read_eval_data(task) if s.do_eval else None
+    predict_data = read_predict_data(task) if s.do_predict else None
     if s.do_train:
-        trainer = train(task, train_data)
+        trainer = train(task, train_data, eval_data)
     else:
-        trainer = fine_tuning.restore_for_inference(
-            task,
-            make_trainer(task),
-            element_spec(task),
-            "token classifier head",
+        trainer = make_trainer(task)
+        publish_labels(task, trainer)
+        fine_tuning.restore_for_inference(
+            task, trainer, None, "token classifier head"
         )
 
     def export(model):
@@ -338,7 +369,7 @@ def run(settings):
     return fine_tuning.evaluate_predict_export(
         task,
         trainer,
-        lambda model, step: evaluate(task, model, read_eval_data(task), step),
-        predict,
+        lambda model, step: evaluate(task, model, eval_data, step),
+        lambda task, model, write: predict(task, model, write, predict_data),
         export,
     )

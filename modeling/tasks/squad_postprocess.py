@@ -352,13 +352,18 @@ def json_lines(predictions):
     lines = []
     for qid, answer in predictions.answers.items():
         probability = next(
-            (e["probability"] for e in predictions.nbest[qid]
-             if e["text"] == answer),
+            (
+                e["probability"]
+                for e in predictions.nbest[qid]
+                if e["text"] == answer
+            ),
             None,
         )
         record = {"id": qid, "answer": answer}
         record["probability"] = (
-            None if probability is None else predictions_jsonl.number(probability)
+            None
+            if probability is None
+            else predictions_jsonl.number(probability)
         )
         lines.append(predictions_jsonl.line(record))
     return "".join(lines)
