@@ -38,7 +38,17 @@ setuptools.setup(
     ],
     extras_require={
         # safetensors: reading HuggingFace checkpoints (converter, numpy API only).
-        "test": ["pytest>=8", "safetensors>=0.4"],
+        # scikit-learn and seqeval: oracles the metric tests compare with (the
+        # task metrics themselves are numpy, as the scripts need no more).
+        # ruff: the format and lint check of the suite (tests/lint_test.py).
+        "test": [
+            "pytest>=8",
+            "safetensors>=0.4",
+            "scikit-learn>=1.4",
+            "seqeval>=1.2.2",
+            # Pinned: another version formats differently.
+            "ruff==0.17.6",
+        ],
         # apache-beam: create_pretraining_data.py --runner=beam, the same
         # per-shard generation on a cluster engine (DirectRunner, Dataflow,
         # Flink, Spark). Optional: the other modes do not need it.

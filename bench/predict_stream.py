@@ -101,9 +101,7 @@ def _script(*args):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", default="10000,1000000")
-    parser.add_argument(
-        "--output_root", default="/tmp/bench_predict_stream"
-    )
+    parser.add_argument("--output_root", default="/tmp/bench_predict_stream")
     parser.add_argument("--predict_batch_size", type=int, default=64)
     parser.add_argument("--max_seq_length", type=int, default=64)
     args = parser.parse_args()

@@ -31,12 +31,13 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 CORPUS = REPO_ROOT.parent / "shared" / "data" / "corpus" / "books_corpus.txt"
 
-import tensorflow as tf
-import tensorflow_text as tf_text
+# After the environment and the path are set.
+import tensorflow as tf  # noqa: E402
+import tensorflow_text as tf_text  # noqa: E402
 
-from modeling.text import in_graph as in_graph_lib
-from modeling.text import tokenization
-from modeling.text import vocabulary
+from modeling.text import in_graph as in_graph_lib  # noqa: E402
+from modeling.text import tokenization  # noqa: E402
+from modeling.text import vocabulary  # noqa: E402
 
 
 def _default_vocab():

@@ -9,6 +9,7 @@ Estimator-only names (`estimator_only`). Imports only the standard library.
 """
 
 import contextlib
+import errno
 import signal
 
 # The exit status after SIGTERM with the state saved: 128 + 15, as if the
@@ -57,6 +58,41 @@ class UserError(ValueError):
     what and where. Any ValueError raised by this repository's own code is
     treated the same way by the scripts; this class marks one raised from
     elsewhere (or deliberately) as such."""
+
+
+# What a full disk (or an exhausted quota) raises: OSError ENOSPC / EDQUOT
+# from Python's own writes; TensorFlow's writers (tf.io.gfile, TFRecord,
+# SavedModel) raise a ResourceExhaustedError or another OpError whose
+# message carries the C library's text.
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
+
+
+def disk_full(error):
+    """The exception in `error`'s chain (itself, its causes and contexts)
+    that says the disk is full, else None."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in _DISK_FULL_ERRNOS:
+            return error
+        if any(text in str(error) for text in _DISK_FULL_TEXTS):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def disk_full_message(error, outputs=()):
+    """One line for a full disk: the path the failed write named (an
+    OSError's filename), else the run's `outputs` ("--flag=path" strings)."""
+    path = getattr(error, "filename", None)
+    where = f" writing {path}" if path else ""
+    if not where and outputs:
+        where = f" writing {', '.join(outputs)}"
+    return (
+        f"No space left on the device{where}: free some space (or write "
+        "elsewhere) and re-run; nothing partial was left"
+    )
 
 
 class EstimatorOnlyError(NotImplementedError):

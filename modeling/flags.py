@@ -516,10 +516,17 @@ def _guarded(main):
             logging.warning("%s", e)
             sys.exit(common.EXIT_INTERRUPTED)
         except Exception as e:
-            if not is_user_error(e, script_module=main.__module__):
+            if is_user_error(e, script_module=main.__module__):
+                message = _one_line(e)
+            elif errors.disk_full(e) is not None:
+                # The writers removed their temporary files on the way out.
+                message = errors.disk_full_message(
+                    errors.disk_full(e), _output_flags()
+                )
+            else:
                 raise
             logging.debug("The error below came from:", exc_info=True)
-            print(f"error: {_one_line(e)}", file=sys.stderr, flush=True)
+            print(f"error: {message}", file=sys.stderr, flush=True)
             sys.exit(common.EXIT_USER_ERROR)
 
     return guarded
@@ -577,6 +584,25 @@ def is_user_error(error, script_module="__main__"):
         script_module,
         "__main__",
     )
+
+
+# The flags that name what a script writes, for the full-disk message.
+_OUTPUT_FLAGS = (
+    "output_file",
+    "output_dir",
+    "export_dir",
+    "export_path",
+    "glue_submission_dir",
+)
+
+
+def _output_flags():
+    """ "--flag=value" of the output flags this run set."""
+    out = []
+    for name in _OUTPUT_FLAGS:
+        if name in flags.FLAGS and flags.FLAGS[name].present:
+            out.append(f"--{name}={flags.FLAGS[name].value}")
+    return out
 
 
 def _one_line(error):

@@ -220,8 +220,11 @@ class BertTextClassifier(keras.Model):
 
         Args:
           path: the file.
-          labels: the labels in id order; None: the file's, sorted (give
-            the training file's labels when reading a dev file).
+          labels: the labels in id order; None: the file's, sorted. Give
+            the training file's labels when reading a dev file: a file
+            read with labels is evaluation data, where a label outside them
+            is an error even with skip_bad_rows (dropping those rows would
+            bias the metrics), as run_classifier.py's dev file.
           task_type: "classification", "regression" or "multi_label".
           text_a_column, text_b_column, label_column, label_separator,
             skip_bad_rows: as run_classifier.py's flags.
@@ -238,9 +241,11 @@ class BertTextClassifier(keras.Model):
         """
         from modeling.data import custom
 
+        # With the training run's labels: evaluation data.
+        split = "train" if labels is None else "dev"
         processor = custom.CustomProcessor(
             task_type=task_type,
-            files={"train": os.fspath(path)},
+            files={split: os.fspath(path)},
             text_a_column=text_a_column,
             text_b_column=text_b_column,
             label_column=label_column,
@@ -248,8 +253,11 @@ class BertTextClassifier(keras.Model):
             label_separator=label_separator,
             skip_bad_rows=skip_bad_rows,
         )
-        examples = processor.get_train_examples()
-        processor.set_labels_from_training()
+        if split == "train":
+            examples = processor.get_train_examples()
+            processor.set_labels_from_training()
+        else:
+            examples = processor.get_dev_examples()
         labels = processor.get_labels()
         if task_type == "regression":
             y = np.array([float(e.label) for e in examples], np.float32)

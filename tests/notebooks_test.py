@@ -135,7 +135,9 @@ def test_predictions_cover_the_test_set(finetuning_run, mrpc_data):
     nb, output_dir = finetuning_run
     num_test = _rows(mrpc_data / "test.tsv")
     lines = (output_dir / "test_results.tsv").read_text().splitlines()
-    probabilities = np.array([[float(v) for v in l.split("\t")] for l in lines])
+    probabilities = np.array(
+        [[float(v) for v in line.split("\t")] for line in lines]
+    )
     assert probabilities.shape == (num_test, 2)
     assert np.all(probabilities >= 0)
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)

@@ -6,11 +6,13 @@ predictions.jsonl with one line per input row."""
 import json
 import pathlib
 
+import numpy as np
 import pytest
 import script_runner
 from constants import TINY_CONFIG
 
 from modeling.tasks import classifier
+from modeling.tasks import conlleval
 from modeling.tasks import ner
 from modeling.tasks import predictions
 
@@ -61,9 +63,18 @@ def test_classification_command(model, tmp_path):
         r["id"] for r in _rows(DATA / "reviews_new.jsonl")
     ]
     labels = ["negative", "neutral", "positive"]
-    assert all(r["label"] in labels for r in rows)
-    assert all(list(r["probabilities"]) == labels for r in rows)
-    assert "eval_accuracy" in (out / "eval_results.txt").read_text()
+    for r in rows:
+        assert list(r["probabilities"]) == labels
+        p = np.array(list(r["probabilities"].values()))
+        assert abs(p.sum() - 1) < 1e-5 and np.all(p >= 0), r
+        assert r["label"] == labels[int(np.argmax(p))], r
+    accuracy = float(
+        dict(
+            line.split(" = ")
+            for line in (out / "eval_results.txt").read_text().splitlines()
+        )["eval_accuracy"]
+    )
+    assert 0 <= accuracy <= 1
     saved = json.loads((out / "labels.json").read_text())
     assert saved["labels"] == labels and saved["text_a_column"] == "review"
 
@@ -99,9 +110,18 @@ def test_regression_command(model, tmp_path):
             do_predict=True,
         )
     )
-    assert {"eval_pearson", "eval_spearman"} <= set(results)
     rows = _rows(out / predictions.FILE)
-    assert len(rows) == 40 and all("score" in r for r in rows)
+    assert len(rows) == 40
+    # The scores written are the ones evaluated (dev = test here).
+    gold = [
+        float(line.split("\t")[2])
+        for line in pathlib.Path(train).read_text().splitlines()[1:]
+    ]
+    scores = [r["score"] for r in rows]
+    assert results["eval_pearson"] == pytest.approx(
+        np.corrcoef(scores, gold)[0, 1], abs=1e-5
+    )
+    assert -1 <= results["eval_spearman"] <= 1
     # No id column: the line of each row.
     assert rows[0]["id"] == "2"
 
@@ -122,14 +142,24 @@ def test_multi_label_command(model, tmp_path):
             do_predict=True,
         )
     )
-    assert {"eval_micro_f1", "eval_macro_f1", "eval_subset_accuracy"} <= set(
-        results
-    )
     rows = _rows(out / predictions.FILE)
     assert [r["id"] for r in rows] == [str(i) for i in range(40)]
-    assert all(
-        list(r["probabilities"]) == ["politics", "sports", "weather"]
-        for r in rows
+    names = ["politics", "sports", "weather"]
+    assert all(list(r["probabilities"]) == names for r in rows)
+    # The label sets written are the ones evaluated (dev = test here), each
+    # the labels of probability >= the threshold (0.5).
+    gold = [set(r["topics"]) for r in _rows(train)]
+    said = [set(r["labels"]) for r in rows]
+    for r, labels in zip(rows, said, strict=True):
+        assert labels == {n for n, p in r["probabilities"].items() if p >= 0.5}
+    tp = sum(len(g & s) for g, s in zip(gold, said, strict=True))
+    fp = sum(len(s - g) for g, s in zip(gold, said, strict=True))
+    fn = sum(len(g - s) for g, s in zip(gold, said, strict=True))
+    assert results["eval_micro_f1"] == pytest.approx(
+        2 * tp / (2 * tp + fp + fn) if tp else 0.0, abs=1e-6
+    )
+    assert results["eval_subset_accuracy"] == pytest.approx(
+        np.mean([g == s for g, s in zip(gold, said, strict=True)]), abs=1e-6
     )
 
 
@@ -151,10 +181,17 @@ def test_token_classification_command(model, tmp_path):
             **model,
         )
     )
-    assert "eval_f1" in results
     rows = _rows(out / predictions.FILE)
     source = _rows(train)
     assert [(r["id"], r["tokens"]) for r in rows] == [
         (s["id"], s["tokens"]) for s in source
     ]
     assert all(len(r["tags"]) == len(r["tokens"]) for r in rows)
+    # The tags written are the ones evaluated (eval = predict here).
+    scores = conlleval.evaluate(
+        [s["tags"] for s in source], [r["tags"] for r in rows]
+    )
+    assert results["eval_f1"] == pytest.approx(scores["f1"], abs=1e-6)
+    assert results["eval_accuracy"] == pytest.approx(
+        scores["accuracy"], abs=1e-6
+    )

@@ -529,3 +529,20 @@ def test_servers_answer_an_empty_batch(tiny_bert_config, uncased_vocab_file):
     )
     out = chooser.serve_text(_empty(), _empty(), _empty((0, 4)))
     assert out["probabilities"].shape == (0, 4)
+
+
+def test_read_file_with_labels_reads_evaluation_data(tmp_path):
+    """BertTextClassifier.read_file with the training labels is a dev file:
+    an unseen label is an error even with skip_bad_rows (dropping its rows
+    would bias the metrics), as run_classifier's dev file."""
+    from modeling.text_classifier import BertTextClassifier
+
+    path = _csv(tmp_path / "dev.csv", [("fine", "pos"), ("meh", "neutral")])
+    with pytest.raises(ValueError, match=r"dev.csv line 3: label 'neutral'"):
+        BertTextClassifier.read_file(
+            path, labels=["neg", "pos"], skip_bad_rows=True
+        )
+    # Training data (no labels given): the file's labels.
+    data = BertTextClassifier.read_file(path, skip_bad_rows=True)
+    assert data.labels == ["neutral", "pos"]
+    assert data.y.tolist() == [1, 0]

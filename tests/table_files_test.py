@@ -82,11 +82,23 @@ def test_json_lines_and_json_array(tmp_path):
     assert table.where(2) == f"{array} item 2"
 
 
-def test_rows_stream_one_at_a_time(tmp_path):
-    path = _write(tmp_path, "a.csv", "text\n" + "x\n" * 1000)
-    rows = table_files.TableFile(path).rows()
-    assert next(rows) == (2, {"text": "x"})  # Not the whole file first.
-    assert table_files.TableFile(path).count_lines() == 1001
+@pytest.mark.parametrize("name", ["a.csv", "a.tsv", "a.jsonl"])
+def test_rows_stream_one_at_a_time(tmp_path, name):
+    """The first row comes before the reader has seen the end of the file:
+    a file whose last line is not UTF-8 gives its first rows, then the
+    error (a reader that loads or decodes the whole file first would fail
+    at once)."""
+    row = '{"text": "x"}\n' if name.endswith(".jsonl") else "x\n"
+    header = "" if name.endswith(".jsonl") else "text\n"
+    path = tmp_path / name
+    path.write_bytes((header + row * 1000).encode() + b"\xff\n")
+    rows = table_files.TableFile(str(path)).rows()
+    first = 1 + bool(header)
+    assert next(rows) == (first, {"text": "x"})
+    assert next(rows) == (first + 1, {"text": "x"})
+    with pytest.raises(ValueError, match=f"line {first + 1000}: not UTF-8"):
+        list(rows)
+    assert table_files.TableFile(str(path)).count_lines() == 1001 + bool(header)
 
 
 # === Bad rows: the file and the line ===

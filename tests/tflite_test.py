@@ -190,3 +190,30 @@ def test_pretraining_refuses_int8(tmp_path):
     with pytest.raises(ValueError, match="are for the fine-tuning scripts"):
         pretraining.run(s)
     assert tf.executing_eagerly()
+
+
+def test_outputs_are_found_by_name(tiny_config_dict):
+    """A span labeler's start and end logits have one shape: the TF Lite
+    model's outputs are matched to them by tensor name (recorded by
+    `convert`), and give the Keras model's numbers."""
+    import tolerance
+
+    from modeling import config as config_lib
+    from modeling import models
+
+    model = models.BertSpanLabeler(
+        config_lib.BertConfig.from_dict(tiny_config_dict)
+    )
+    x = _features(3, 12, 1)
+    want = model(x, training=False)
+    content, names = tflite.convert(model)
+    assert sorted(names) == ["end_logits", "start_logits"]
+    got = predictor.TFLiteBackend(content, names)(x)
+    for name in names:
+        tolerance.assert_float32_close(got[name], want[name], err_msg=name)
+    # The other way round is not the model: the test could tell.
+    swapped = dict(zip(names, reversed(names.values())))
+    got = predictor.TFLiteBackend(content, swapped)(x)
+    assert not np.allclose(got["start_logits"], want["start_logits"])
+    with pytest.raises(ValueError, match="has no output tensor nope"):
+        predictor.TFLiteBackend(content, {"start_logits": "nope"})

@@ -52,7 +52,7 @@ def convert(model, quantize=False, rank=2):
       rank: of the features: 2 ([B, T]), 3 for multiple choice.
 
     Returns:
-      (bytes, the output names in the model's output order).
+      (bytes, {output name: the name of its tensor in the TF Lite model}).
     """
     spec = {
         name: tf.TensorSpec([None] * rank, tf.int32, name=name)
@@ -78,8 +78,15 @@ def convert(model, quantize=False, rank=2):
     )
     content = converter.convert()
     logging.info("TF Lite model: %.1f MB", len(content) / 2**20)
-    # Dict outputs come out in the order tf.nest flattens them: by key.
-    return content, sorted(concrete.structured_outputs)
+    # Each output's graph tensor keeps its name in the flatbuffer: the
+    # outputs are found by it, not by their position (a span labeler's
+    # start and end logits have the same shape).
+    tensors = tf.nest.flatten(concrete.structured_outputs)
+    keys = sorted(concrete.structured_outputs)  # tf.nest's order.
+    return content, {
+        key: tensor.name.split(":")[0]
+        for key, tensor in zip(keys, tensors, strict=True)
+    }
 
 
 def export_files(content, output_names, quantized):
@@ -91,6 +98,7 @@ def export_files(content, output_names, quantized):
         "file": EXPORT_FILE,
         "precision": INT8 if quantized else "float32",
         "inputs": list(FEATURES),
-        "outputs": list(output_names),
+        # {output: tensor name} (a list in earlier exports: by position).
+        "outputs": dict(output_names),
     }
     return {EXPORT_FILE: content}, info

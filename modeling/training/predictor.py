@@ -126,8 +126,10 @@ class TFLiteBackend:
     Args:
       content: the flatbuffer bytes (modeling/export/tflite.py `convert`, or
         an export's model.tflite).
-      output_names: the names of its outputs, in order (`convert`, or the
-        export's bert_export.json "tflite" "outputs").
+      output_names: {output name: its tensor's name in the model}
+        (`convert`, or the export's bert_export.json "tflite" "outputs");
+        a list (exports before those names were recorded): the names in
+        the model's output order.
       num_threads: CPU threads (default: the machine's cores).
     """
 
@@ -135,7 +137,7 @@ class TFLiteBackend:
         self, content, output_names, num_threads=None, quantized=False
     ):
         self.content = content
-        self.output_names = list(output_names)
+        self.output_names = output_names
         self.quantized = quantized  # Recorded in an export's metadata.
         with warnings.catch_warnings():
             # tf.lite.Interpreter's notice of its move to ai-edge-litert.
@@ -151,7 +153,19 @@ class TFLiteBackend:
         if missing:
             raise ValueError(f"The TF Lite model lacks inputs {missing}")
         details = self.interpreter.get_output_details()
-        self.outputs = dict(zip(output_names, (d["index"] for d in details)))
+        if isinstance(output_names, dict):
+            by_name = {d["name"]: d["index"] for d in details}
+            missing = sorted(set(output_names.values()) - set(by_name))
+            if missing:
+                raise ValueError(
+                    f"The TF Lite model has no output tensor {missing[0]} "
+                    f"(its outputs: {sorted(by_name)})"
+                )
+            self.outputs = {k: by_name[v] for k, v in output_names.items()}
+        else:
+            self.outputs = dict(
+                zip(output_names, (d["index"] for d in details), strict=True)
+            )
         self._shape = None
 
     @classmethod
