@@ -72,10 +72,9 @@ def _fails_with_one_line(script, args, names):
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
 
-@pytest.fixture
-def tiny(tmp_path):
-    folder = tmp_path / "tiny"
-    folder.mkdir()
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny")
     hub_helpers.tiny_checkpoint(folder)
     return folder
 
@@ -145,8 +144,9 @@ def _classifier_args(tiny, data, out, *extra):
     ]
 
 
-@pytest.fixture
-def trained(tiny, tmp_path):
+@pytest.fixture(scope="module")
+def trained(tiny, tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("trained")
     data = tmp_path / "data.csv"
     words = hub_helpers.WORDS
     data.write_text(
@@ -156,7 +156,7 @@ def trained(tiny, tmp_path):
             for i in range(400)
         )
     )
-    out = tmp_path / "trained"
+    out = tmp_path / "out"
     script_runner.run_script(
         "run_classifier.py",
         _classifier_args(

@@ -185,8 +185,8 @@ def test_dev_file_mistakes_fail_before_training(
                 dev_file=str(dev_path),
                 do_train=True,
                 do_eval=True,
-                # 2,000 steps: minutes of training.
-                num_train_epochs=20.0,
+                # 50,000 steps: minutes of training (over 1 ms a step).
+                num_train_epochs=500.0,
             )
         )
     assert time.monotonic() - start < 20
@@ -428,7 +428,8 @@ def test_ner_failed_runs_leave_the_trained_folder_as_it_was(
                 eval_file=str(tmp_path / "typo.txt"),
                 do_train=True,
                 do_eval=True,
-                num_train_epochs=500.0,
+                # 40,000 steps: minutes of training.
+                num_train_epochs=20000.0,
             )
         )
     assert time.monotonic() - start < 20

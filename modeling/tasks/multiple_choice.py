@@ -88,11 +88,26 @@ def element_spec(task):
     return spec
 
 
-def train(task):
-    s = task.settings
-    examples = swag.read_swag(
+def read_train_examples(task):
+    return swag.read_swag(
         task.data_path("train_file", TRAIN_FILES, "training"), "train"
     )
+
+
+def read_eval_examples(task):
+    path = task.data_path("eval_file", EVAL_FILES, "evaluation")
+    return swag.read_swag(path, "dev")
+
+
+def read_predict_examples(task):
+    path = task.data_path("predict_file", PREDICT_FILES, "prediction")
+    return swag.read_swag(path, "test", require_label=False)
+
+
+def train(task, examples, eval_examples=None):
+    """Fine-tunes on the training examples, evaluating on eval_examples
+    with --eval_during_training; returns the Trainer."""
+    s = task.settings
     arrays = task.arrays(examples)
     num_train_steps, num_warmup_steps = common.fine_tuning_steps(
         s, len(examples)
@@ -108,17 +123,12 @@ def train(task):
     trainer = make_trainer(task, num_train_steps, num_warmup_steps)
 
     def make_evaluate(model):
-        eval_arrays = read_eval_arrays(task)
+        eval_arrays = task.arrays(eval_examples or read_eval_examples(task))
         return lambda step: evaluate(task, model, eval_arrays, step)
 
     return fine_tuning.train_on_arrays(
         trainer, arrays, s, "eval_accuracy", make_evaluate
     )
-
-
-def read_eval_arrays(task):
-    path = task.data_path("eval_file", EVAL_FILES, "evaluation")
-    return task.arrays(swag.read_swag(path, "dev"))
 
 
 def evaluate(task, model, arrays, global_step):
@@ -134,13 +144,13 @@ def evaluate(task, model, arrays, global_step):
     }
 
 
-def predict(task, model, write=True):
+def predict(task, model, write=True, examples=None):
     """test_results.tsv: per test example, its choice probabilities; and
     predictions.jsonl: its id, the chosen ending's index and the
-    probabilities."""
+    probabilities (`examples`: the predict file already read)."""
     s = task.settings
-    path = task.data_path("predict_file", PREDICT_FILES, "prediction")
-    examples = swag.read_swag(path, "test", require_label=False)
+    if examples is None:
+        examples = read_predict_examples(task)
     logits = task.logits(model, task.arrays(examples), s.predict_batch_size)
     probabilities = tf.nn.softmax(logits, axis=-1).numpy()
     if write:
@@ -173,8 +183,12 @@ def run(settings):
     """
     task = prepare(settings)
     s = task.settings
+    # Every input file is read and checked before training.
+    train_examples = read_train_examples(task) if s.do_train else None
+    eval_examples = read_eval_examples(task) if s.do_eval else None
+    predict_examples = read_predict_examples(task) if s.do_predict else None
     if s.do_train:
-        trainer = train(task)
+        trainer = train(task, train_examples, eval_examples)
     else:
         trainer = fine_tuning.restore_for_inference(
             task, make_trainer(task), element_spec(task), "choice head"
@@ -195,7 +209,11 @@ def run(settings):
     return fine_tuning.evaluate_predict_export(
         task,
         trainer,
-        lambda model, step: evaluate(task, model, read_eval_arrays(task), step),
-        predict,
+        lambda model, step: evaluate(
+            task, model, task.arrays(eval_examples), step
+        ),
+        lambda task, model, write: predict(
+            task, model, write, predict_examples
+        ),
         export,
     )
