@@ -154,7 +154,10 @@ def mrpc_reference(minilm_ckpt, tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("extension", [".tsv", ".jsonl"])
+# JSON Lines is slow only: the default run has it in the STS-B test.
+@pytest.mark.parametrize(
+    "extension", [".tsv", pytest.param(".jsonl", marks=pytest.mark.slow)]
+)
 def test_mrpc_as_your_own_files_gives_mrpc_results(
     minilm_ckpt, mrpc_reference, tmp_path, extension
 ):
@@ -291,6 +294,9 @@ def multi_label_rows(n, seed):
     return rows
 
 
+# Slow: the multi-label kind's default-run tests are the threshold one
+# below, own_data_test's and task_kinds_test's.
+@pytest.mark.slow
 def test_multi_label_learns_a_generated_task(minilm_ckpt, tmp_path):
     train = write_rows(tmp_path / "train.csv", multi_label_rows(192, 1))
     dev_rows = multi_label_rows(64, 2)
@@ -501,6 +507,7 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_read_file_gives_the_scripts_examples(minilm_ckpt, tmp_path):
     """BertTextClassifier.read_file: the texts and label ids
     run_classifier.py --task_name=custom trains on."""

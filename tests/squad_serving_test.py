@@ -250,7 +250,9 @@ def test_a_question_alone_gets_its_answer_in_a_batch(
             )
 
 
-@pytest.mark.parametrize("fast_nbest", [False, True])
+@pytest.mark.parametrize(
+    "fast_nbest", [False, pytest.param(True, marks=pytest.mark.slow)]
+)
 def test_an_empty_batch_gets_empty_answers(
     model, uncased_vocab_file, tmp_path, fast_nbest
 ):
