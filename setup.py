@@ -12,6 +12,7 @@ SCRIPTS = [
     "run_multiple_choice",
     "run_classifier_with_tfhub",
     "export_hub",
+    "predict_lite",
 ]
 
 setuptools.setup(
@@ -35,6 +36,10 @@ setuptools.setup(
         "numpy>=1.26",
         # CRC-32C in C: TFRecords are written without importing TensorFlow.
         "google-crc32c>=1.5",
+        # The standalone LiteRT runtime: TF Lite models (--predict_runtime,
+        # the exports' model.tflite) run on it without TensorFlow;
+        # tf.lite.Interpreter is deprecated in its favour.
+        "ai-edge-litert>=2.3,<3",
     ],
     extras_require={
         # safetensors: reading HuggingFace checkpoints (converter, numpy API only).

@@ -18,14 +18,12 @@ export's bert_export.json.
 
 Every computation is in keras.ops on float32, the same in a compiled graph
 (training, the serving export) and eagerly on numpy arrays (evaluation,
-predictions.jsonl): `np.asarray(kind.decide(logits))`.
+predictions.jsonl): `np.asarray(kind.decide(logits))`. Keras is imported
+when a kind computes, not with this module: reading a kind's name and
+threshold (labels.json, bert_export.json) needs no TensorFlow.
 """
 
-import keras
 import numpy as np
-from keras import ops
-
-from modeling import losses
 
 CLASSIFICATION = "classification"
 REGRESSION = "regression"
@@ -84,15 +82,25 @@ class Classification(TaskKind):
     main_metric = "eval_accuracy"
 
     def activation(self, logits):
+        ops = _ops()
         return ops.softmax(ops.cast(logits, "float32"), axis=-1)
 
     def example_loss(self, logits, labels):
+        from modeling import losses
+
         return losses.softmax_cross_entropy(logits, labels)
 
     def decide(self, logits):
-        return ops.argmax(logits, axis=-1)
+        ops = _ops()
+        # The first of the largest logits, as argmax; written without
+        # Keras's float argmax, whose negative-zero test (a bitwise op) has
+        # no TF Lite kernel, so the serving export converts.
+        logits = ops.cast(logits, "float32")
+        top = ops.equal(logits, ops.max(logits, axis=-1, keepdims=True))
+        return ops.argmax(ops.cast(top, "int32"), axis=-1)
 
     def correct(self, logits, labels):
+        ops = _ops()
         predicted = ops.cast(self.decide(logits), "int32")
         labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
         return ops.cast(ops.equal(predicted, labels), "float32")
@@ -105,12 +113,16 @@ class Regression(TaskKind):
     label_dtype = "float32"
 
     def activation(self, logits):
+        ops = _ops()
         return ops.cast(logits, "float32")[:, :1]
 
     def example_loss(self, logits, labels):
+        from modeling import losses
+
         return losses.squared_error(logits, labels)
 
     def decide(self, logits):
+        ops = _ops()
         return ops.cast(logits, "float32")[:, 0]
 
 
@@ -126,16 +138,21 @@ class MultiLabel(TaskKind):
         self.threshold = check_threshold(threshold)
 
     def activation(self, logits):
+        ops = _ops()
         return ops.sigmoid(ops.cast(logits, "float32"))
 
     def example_loss(self, logits, labels):
+        from modeling import losses
+
         return losses.sigmoid_cross_entropy(logits, labels)
 
     def decide(self, logits):
+        ops = _ops()
         on = ops.greater_equal(self.activation(logits), self.threshold)
         return ops.cast(on, "int32")
 
     def correct(self, logits, labels):
+        ops = _ops()
         same = ops.equal(self.decide(logits), ops.cast(labels, "int32"))
         return ops.cast(same, "float32")
 
@@ -207,6 +224,7 @@ def best_threshold(logits, labels):
     Returns:
       (threshold, its micro-F1).
     """
+    ops = _ops()
     probabilities = np.asarray(
         ops.sigmoid(ops.cast(logits, "float32")), np.float32
     ).reshape(-1)
@@ -227,34 +245,17 @@ def best_threshold(logits, labels):
     return threshold, float(f1[best])
 
 
-@keras.saving.register_keras_serializable(package="bert", name="ClassifierLoss")
-class ClassifierLoss(keras.losses.Loss):
-    """A kind's `example_loss` as a Keras loss, for `compile` (Keras
-    averages it over the batch, as the original's mean).
+def _ops():
+    from keras import ops
 
-    Args:
-      task_type: a name of NAMES. (is_regression / multi_label: the
-        arguments of models saved before the kinds, read as a task_type.)
-    """
+    return ops
 
-    def __init__(
-        self,
-        task_type=CLASSIFICATION,
-        name="classifier_loss",
-        is_regression=False,
-        multi_label=False,
-        **kwargs,
-    ):
-        super().__init__(name=name, **kwargs)
-        if is_regression:
-            task_type = REGRESSION
-        elif multi_label:
-            task_type = MULTI_LABEL
-        self.task_type = task_type
-        self.kind = get(task_type)
 
-    def call(self, y_true, y_pred):
-        return self.kind.example_loss(y_pred, y_true)
+def __getattr__(name):
+    # ClassifierLoss lives with the losses (it is a Keras object); the name
+    # stays importable from here.
+    if name == "ClassifierLoss":
+        from modeling import losses
 
-    def get_config(self):
-        return dict(super().get_config(), task_type=self.task_type)
+        return losses.ClassifierLoss
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

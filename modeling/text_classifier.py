@@ -54,6 +54,7 @@ import numpy as np
 import tensorflow as tf
 
 from modeling import checkpoints
+from modeling import losses as losses_lib
 from modeling import models
 from modeling import preprocessing
 from modeling import task_kinds
@@ -301,7 +302,7 @@ class BertTextClassifier(keras.Model):
             (`optimization.create_keras_optimizer`) with `learning_rate`,
             warmup over `warmup_proportion` of the steps the first `fit`
             runs and linear decay to 0 at its end; or any Keras optimizer.
-          loss: "auto": the task kind's (`task_kinds.ClassifierLoss`:
+          loss: "auto": the task kind's (`losses.ClassifierLoss`:
             softmax cross-entropy of the logits, the squared error for
             regression, sigmoid cross-entropies for multi-label).
           metrics: "auto": accuracy of the kind's decisions (none for
@@ -315,7 +316,7 @@ class BertTextClassifier(keras.Model):
                 learning_rate, warmup_proportion=warmup_proportion
             )
         if _is_auto(loss):
-            loss = task_kinds.ClassifierLoss(self.kind.name)
+            loss = losses_lib.ClassifierLoss(self.kind.name)
         if _is_auto(metrics):
             if self.is_regression:
                 metrics = []

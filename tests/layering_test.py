@@ -34,6 +34,14 @@ TF_FREE_MODULES = (
     "modeling.data.conll",
     "modeling.tasks.common",
     "modeling.tasks.predictions",
+    # The serving path without TensorFlow (modeling/tasks/lite.py) and what it
+    # reads with: the predictor's batching, the task kinds' names, the
+    # classifier features and the own-data files.
+    "modeling.tasks.lite",
+    "modeling.training.predictor",
+    "modeling.task_kinds",
+    "modeling.data.classifier_data",
+    "modeling.data.custom",
 )
 
 

@@ -16,6 +16,7 @@ import pathlib
 import random
 import subprocess
 import sys
+import tempfile
 
 import constants
 import numpy as np
@@ -72,12 +73,15 @@ def config():
 # === The batching itself ===
 
 
-def test_sorted_batches_are_sorted_cut_and_numbered():
+@pytest.mark.parametrize("source", ["numpy", "tf.data"])
+def test_sorted_batches_are_sorted_cut_and_numbered(source):
     features = _features(50, 1)
-    d = tf.data.Dataset.from_tensor_slices(features).enumerate()
-    d = d.map(lambda i, f: dict(f, **{predictor.ORDER: i}))
-    batches = list(predictor.sorted_batches(d, 4, multiple=8, window_batches=3))
-    orders = np.concatenate([b[predictor.ORDER].numpy() for b in batches])
+    rows = features
+    if source == "tf.data":
+        rows = tf.data.Dataset.from_tensor_slices(features)
+    windows = predictor.numbered_windows(rows, 12)
+    batches = list(predictor.sorted_batches(windows, 4, multiple=8))
+    orders = np.concatenate([b[predictor.ORDER] for b in batches])
     assert sorted(orders.tolist()) == list(range(50))
     mask = features["input_mask"]
     # Windows of 12 rows keep their rows; within one, lengths ascend.
@@ -87,12 +91,28 @@ def test_sorted_batches_are_sorted_cut_and_numbered():
         assert np.all(np.diff(mask[window].sum(-1)) >= 0)
     for batch in batches:
         width = batch["input_ids"].shape[1]
-        longest = batch["input_mask"].numpy().sum(-1).max()
+        longest = batch["input_mask"].sum(-1).max()
         assert width == min(-(-longest // 8) * 8, SEQ)
-        rows = batch[predictor.ORDER].numpy()
+        rows = batch[predictor.ORDER]
         np.testing.assert_array_equal(
             batch["input_ids"], features["input_ids"][rows, :width]
         )
+
+
+def test_the_cut_is_trim_paddings(config):
+    """predictor.cut_to_longest (numpy, between input and backend) cuts as
+    input_pipeline.trim_padding (in a graph: training batches, the serving
+    exports), an empty batch included."""
+    from modeling.data import input_pipeline
+
+    for n, multiple in ((7, 8), (5, 1), (0, 8), (3, 64)):
+        batch = {k: v[:n] for k, v in _features(max(n, 1), n).items()}
+        want = input_pipeline.trim_padding(
+            {k: tf.constant(v) for k, v in batch.items()}, multiple
+        )
+        got = predictor.cut_to_longest(batch, multiple)
+        for k in batch:
+            np.testing.assert_array_equal(got[k], want[k].numpy(), err_msg=k)
 
 
 def test_fixed_batches_have_one_shape_and_drop_their_filling():
@@ -100,11 +120,11 @@ def test_fixed_batches_have_one_shape_and_drop_their_filling():
     (TPUs); the rows filling the last one are not among the outputs."""
 
     class Echo:
-        def run(self, dataset):
-            for batch in dataset:
+        def run(self, batches, static_shapes):
+            assert static_shapes
+            for batch in batches:
                 assert batch["input_ids"].shape == (4, SEQ)
-                features = {k: v.numpy() for k, v in batch.items()}
-                yield features, {"ids": features["input_ids"]}
+                yield batch, {"ids": batch["input_ids"]}
 
     features = _features(10, 2)
     runner = predictor.Predictor(Echo(), 4, length_sorted=False)
@@ -125,12 +145,13 @@ def test_in_input_order_restores_the_order():
 
 
 def test_one_place_compiles_the_predict_step_and_creates_interpreters():
-    """grep: tf.lite.Interpreter( and the predict step's strategy.run +
-    gather are written once in modeling/, in predictor.py."""
+    """grep: the TF Lite interpreters (LiteRT's or tf.lite's) and the
+    predict step's strategy.run + gather are written once in modeling/, in
+    predictor.py."""
     interpreters, steps = [], []
     for path in sorted((REPO / "modeling").rglob("*.py")):
         text = path.read_text()
-        if "tf.lite.Interpreter(" in text:
+        if "tf.lite.Interpreter" in text or "ai_edge_litert" in text:
             interpreters.append(path.name)
         if "strategy.gather(" in text:
             steps.append(path.name)
@@ -472,3 +493,51 @@ def test_sigterm_while_predicting_leaves_no_output(tiny_release, tmp_path):
     left = sorted(p.name for p in out.iterdir())
     assert "test_results.tsv" not in left and predictions.FILE not in left
     assert not [name for name in left if ".tmp" in name], left
+
+
+def test_the_predictor_imports_without_tensorflow():
+    """The batching and the TF Lite backend need no TensorFlow: with
+    `import tensorflow` failing, numpy rows go through LiteRT."""
+    pytest.importorskip("ai_edge_litert")
+    code = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "keras", "tf_keras"):
+            raise ImportError("blocked: " + name)
+sys.meta_path.insert(0, Block())
+import numpy as np
+from modeling.training import predictor
+content = open(sys.argv[1], "rb").read()
+backend = predictor.TFLiteBackend(content, {"logits": sys.argv[2]})
+rows = dict(np.load(sys.argv[3]))
+_, outputs = predictor.Predictor(backend, 4, multiple=1).gather(rows)
+np.save(sys.argv[4], outputs["logits"])
+assert "tensorflow" not in sys.modules
+"""
+    from modeling import config as config_lib
+    from modeling.export import tflite
+
+    model = models.BertClassifier(
+        config_lib.BertConfig.from_dict(constants.TINY_CONFIG), 3
+    )
+    rows = _features(10, 3)
+    want = model(rows, training=False).numpy()
+    content, names = tflite.convert(model)
+    folder = pathlib.Path(tempfile.mkdtemp())
+    (folder / "model.tflite").write_bytes(content)
+    np.savez(folder / "rows.npz", **rows)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(folder / "model.tflite"),
+            names["logits"],
+            str(folder / "rows.npz"),
+            str(folder / "out.npy"),
+        ],
+        check=True,
+        cwd=REPO,
+    )
+    tolerance.assert_float32_close(np.load(folder / "out.npy"), want)

@@ -9,12 +9,10 @@ Regression tasks (STS-B) carry a float label and write it as a float feature.
 
 import os
 
-import tensorflow as tf
 from absl import logging
 
 from modeling import progress
 from modeling.data import file_io
-from modeling.data import input_pipeline
 from modeling.data import table_files
 from modeling.text.vocabulary import CLS_TOKEN
 from modeling.text.vocabulary import SEP_TOKEN
@@ -221,6 +219,8 @@ def convert_examples_to_features(
 
 def features_to_example_bytes(feature):
     """Serializes an `InputFeatures` as the original's tf.train.Example."""
+    from modeling.data import input_pipeline  # TensorFlow: records only.
+
     if isinstance(feature.label_id, float):
         label = input_pipeline.float_feature([feature.label_id])
     elif isinstance(feature.label_id, list):  # Multi-label: 0/1 per label.
@@ -265,6 +265,8 @@ def file_based_convert_examples_to_features(
         f"Writing {os.path.basename(os.fspath(output_file))}",
         total=len(examples) if hasattr(examples, "__len__") else total,
     )
+    import tensorflow as tf  # Records only: the conversion needs none.
+
     truncated = 0
     with (
         file_io.atomic_path(output_file) as tmp_file,
@@ -363,6 +365,6 @@ def data_file(data_dir, *names):
     """The first of `names` that exists under data_dir, else the first one."""
     for name in names:
         path = os.path.join(data_dir, name)
-        if tf.io.gfile.exists(path):
+        if file_io.exists(path):
             return path
     return os.path.join(data_dir, names[0])

@@ -28,9 +28,12 @@ from modeling import task_kinds
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.text import in_graph
+from modeling.text import vocabulary
 
 SERVING_DEFAULT = "serving_default"
 SERVING_FEATURES = "serving_features"
+# A classifier export's copy of its vocabulary (bert_export.json "vocab_file").
+VOCAB_FILE = "vocab.txt"
 EXPORT_INFO_FILE = "bert_export.json"
 
 
@@ -48,6 +51,8 @@ class TextPreprocessor(tf.Module):
 
     def __init__(self, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="text_preprocessor")
+        self.vocab_file = vocab_file
+        self.do_lower_case = do_lower_case
         self.tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
         self.packer = in_graph.InputPacker.from_vocab_file(
             vocab_file, max_seq_length
@@ -161,7 +166,7 @@ def export_classifier(
     has_text_b,
     label_list=None,
     max_seq_length=None,
-    extra_files=None,
+    tflite_quantize=None,
 ):
     """Writes the serving SavedModel (atomically) to `export_dir`.
 
@@ -179,7 +184,9 @@ def export_classifier(
       has_text_b: bool.
       label_list: the task's labels, or None (regression).
       max_seq_length: int, recorded in bert_export.json.
-      extra_files: see `save_export`.
+      tflite_quantize: None, or also write `model.tflite` (False: float32,
+        True: dynamic-range int8): the serving signature's outputs from
+        the features, which modeling/tasks/lite.py runs without TensorFlow.
 
     Returns:
       export_dir.
@@ -199,9 +206,25 @@ def export_classifier(
             if regression
             else ["probabilities", "logits", "predictions"]
         ),
+        # The tokenization, for a server without the graph's tokenizer
+        # (modeling/tasks/lite.py): its copy of the vocabulary is VOCAB_FILE.
+        "do_lower_case": preprocessor.do_lower_case,
+        "vocab_file": VOCAB_FILE,
     }
+    tokens = vocabulary.read_vocab_lines(preprocessor.vocab_file)
+    files = {VOCAB_FILE: "".join(t + "\n" for t in tokens).encode()}
+    if tflite_quantize is not None:
+        from modeling.export import tflite
+
+        content, names = tflite.convert(
+            model, tflite_quantize, outputs=server._outputs
+        )
+        more, info["tflite"] = tflite.export_files(
+            content, names, tflite_quantize
+        )
+        files.update(more)
     return save_export(
-        server, export_dir, server.signatures(), info, extra_files
+        server, export_dir, server.signatures(), info, (files, None)
     )
 
 
@@ -211,14 +234,17 @@ def save_export(server, export_dir, signatures, info, extra_files=None):
     `export_dir`, then renamed onto it (an old export is replaced).
 
     Args:
-      extra_files: None, or (files, info): files {name: bytes} written into
-        the export folder (a TF Lite model, modeling/export/tflite.py) and
-        what `info` records of them under "tflite".
+      extra_files: None, or (files, tflite): files {name: bytes} written
+        into the export folder (a TF Lite model, modeling/export/tflite.py;
+        a vocabulary) and what `info` records of a TF Lite model under
+        "tflite" (None: none).
     """
     with file_io.atomic_path(export_dir.rstrip("/")) as tmp_dir:
         tf.saved_model.save(server, tmp_dir, signatures=signatures)
         if extra_files is not None:
-            files, info["tflite"] = extra_files
+            files, tflite_info = extra_files
+            if tflite_info is not None:
+                info["tflite"] = tflite_info
             for name, content in files.items():
                 with tf.io.gfile.GFile(os.path.join(tmp_dir, name), "wb") as f:
                     f.write(content)

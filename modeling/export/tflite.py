@@ -20,9 +20,9 @@ a run holds the converted model beside its SavedModel (`export_files`):
 Why this route (measured in bench/prediction.py's notes): Keras 3's
 `model.quantize("int8")` runs its int8 matmuls 5x slower than float32 on
 TensorFlow's CPU kernels; TF Lite's dynamic-range kernels are the
-TensorFlow stack's fast int8 path on CPU. (`tf.lite.Interpreter` is marked
-for a move to the ai-edge-litert package; TensorFlow 2.21, which this
-project pins, still ships it.)
+TensorFlow stack's fast int8 path on CPU. The models run on the standalone
+LiteRT runtime when it is installed (modeling/training/predictor.py), which
+needs no TensorFlow, else on the interpreter TensorFlow 2.21 still ships.
 
 The converted model takes the features (`input_ids`, `input_mask`,
 `segment_ids`: [B, T], or [B, C, T] for multiple choice) at any batch size
@@ -42,7 +42,7 @@ EXPORT_FILE = "model.tflite"
 INT8 = "int8 (dynamic range)"
 
 
-def convert(model, quantize=False, rank=2):
+def convert(model, quantize=False, rank=2, outputs=None):
     """The model as TF Lite flatbuffer bytes, its weights as constants.
 
     Args:
@@ -50,6 +50,9 @@ def convert(model, quantize=False, rank=2):
         BertSpanLabeler, BertMultipleChoice) with its weights, float32.
       quantize: dynamic-range int8 (see the module doc), else float32.
       rank: of the features: 2 ([B, T]), 3 for multiple choice.
+      outputs: features -> the dict of tensors to convert (default: the
+        model's named outputs; a serving export's own outputs, such as a
+        classifier's probabilities and decisions, also work).
 
     Returns:
       (bytes, {output name: the name of its tensor in the TF Lite model}).
@@ -61,6 +64,8 @@ def convert(model, quantize=False, rank=2):
 
     @tf.function(input_signature=[spec], autograph=False)
     def serve(features):
+        if outputs is not None:
+            return outputs(features)
         return models.named_outputs(model, features)
 
     # The function itself as the converter's trackable object: the

@@ -432,7 +432,7 @@ def export(task, model):
         has_text_b=task.processor.has_text_b,
         label_list=task.label_list,
         max_seq_length=s.max_seq_length,
-        extra_files=fine_tuning.tflite_export_files(s, model),
+        tflite_quantize=fine_tuning.tflite_quantize(s),
     )
     logging.info("Exported the serving SavedModel to %s", s.export_dir)
 

@@ -217,18 +217,13 @@ class _PredictionWriters:
             return
         task = self.task
         self.results.write("\t".join(str(np.float32(v)) for v in output) + "\n")
-        record = {"id": example.index or example.guid}
         labels = task.label_list
-        if task.kind.name == task_kinds.REGRESSION:
-            record["score"] = predictions.number(prediction)
-        elif task.kind.name == task_kinds.MULTI_LABEL:
-            record["labels"] = [
-                name for name, on in zip(labels, prediction) if on
-            ]
-            record["probabilities"] = predictions.by_name(labels, output)
-        else:
-            record["label"] = labels[int(prediction)]
-            record["probabilities"] = predictions.by_name(labels, output)
+        record = {
+            "id": example.index or example.guid,
+            **predictions.classifier_record(
+                task.kind.name, labels, output, prediction
+            ),
+        }
         self.jsonl.write(predictions.line(record))
         if self.submission is not None:
             self.submission.write(

@@ -199,6 +199,13 @@ def make_predictor(
     )
 
 
+def tflite_quantize(settings):
+    """Whether the run's TF Lite model is int8 (True) or float32 (False);
+    None when it evaluates and predicts with TensorFlow."""
+    runtime = settings.run_config.runtime
+    return None if runtime == "tensorflow" else runtime == "tflite_int8"
+
+
 def tflite_export_files(settings, model, rank=2):
     """What an --export_dir holds besides its SavedModel when the run
     evaluates and predicts through TF Lite (the same converted model), else

@@ -33,3 +33,29 @@ def by_name(names, values):
 def line(record):
     """One line of predictions.jsonl (UTF-8 text kept as it is)."""
     return json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def classifier_record(task_type, labels, output, prediction):
+    """A classifier row's prediction by name (without its id): a
+    regression's {"score"}, a multi-label task's {"labels",
+    "probabilities"}, else {"label", "probabilities"}.
+
+    Args:
+      task_type: "classification", "regression" or "multi_label".
+      labels: the labels in id order (None for regression).
+      output: the row's probabilities [L] (a regression's [1] score).
+      prediction: the decision: a class id, a score, or 0/1 per label.
+    """
+    if task_type == "regression":
+        return {"score": number(prediction)}
+    if task_type == "multi_label":
+        return {
+            "labels": [
+                n for n, on in zip(labels, prediction, strict=True) if on
+            ],
+            "probabilities": by_name(labels, output),
+        }
+    return {
+        "label": labels[int(prediction)],
+        "probabilities": by_name(labels, output),
+    }

@@ -25,7 +25,7 @@ padding rows (dropped from the outputs). TPUs need it (one program per
 shape), and so does whatever reads the padding positions' outputs (SQuAD's
 n-best ranks every position of a window, as the original does).
 
-Backends (one class each, `run(dataset)` -> (features, outputs) per batch
+Backends (one class each, `run(batches)` -> (features, outputs) per batch
 as numpy): `TensorFlowBackend`, the model's compiled step under its
 distribution strategy; `TFLiteBackend`, a TF Lite model (float32, or
 dynamic-range int8) with XNNPACK on this host's CPU. This module is the one
@@ -34,24 +34,22 @@ interpreters.
 """
 
 import hashlib
+import itertools
 import os
 import warnings
 import weakref
 
 import numpy as np
-import tensorflow as tf
 
-from modeling import models
 from modeling import progress
-from modeling.data import input_pipeline
-from modeling.training import distribute
+from modeling.data import feature_names
 
 # Each row's position in the input, added to its features.
 ORDER = "example_order"
 # Rows are sorted within windows of this many batches.
 WINDOW_BATCHES = 64
 # The features a model reads (a TF Lite model's inputs, in this order).
-MODEL_FEATURES = input_pipeline.CLASSIFIER_SEQ_FEATURES
+MODEL_FEATURES = feature_names.CLASSIFIER_SEQ_FEATURES
 # --predict_runtime's values: what runs evaluation and prediction.
 RUNTIMES = ("tensorflow", "tflite", "tflite_int8")
 
@@ -71,6 +69,10 @@ class TensorFlowBackend:
     """
 
     def __init__(self, model, strategy=None, select=None):
+        import tensorflow as tf
+
+        from modeling import models
+
         self.model = model
         self.strategy = strategy or tf.distribute.get_strategy()
         self._step = _compiled_step(model, self.strategy, select)
@@ -85,9 +87,36 @@ class TensorFlowBackend:
         splitting: one device)."""
         return _numpy(self._single(features))
 
-    def run(self, dataset):
-        """Yields (features, outputs) of each batch of `dataset`, numpy."""
-        for batch in distribute.distribute_dataset(self.strategy, dataset):
+    def run(self, batches, static_shapes=False):
+        """Yields (features, outputs) of each batch, numpy.
+
+        Args:
+          batches: dicts of numpy arrays (the predictor's batches).
+          static_shapes: every batch has the first one's shape (fixed
+            batches: what TPUs compile for); else one program for any.
+        """
+        import tensorflow as tf
+
+        from modeling.training import distribute
+
+        batches = iter(batches)
+        first = next(batches, None)
+        if first is None:
+            return
+        signature = {
+            k: tf.TensorSpec(
+                v.shape if static_shapes else (None,) * v.ndim, v.dtype
+            )
+            for k, v in first.items()
+        }
+        dataset = tf.data.Dataset.from_generator(
+            lambda: itertools.chain([first], batches),
+            output_signature=signature,
+        )
+        dataset = distribute.distribute_dataset(
+            self.strategy, _without_autotuning(dataset)
+        )
+        for batch in dataset:
             features, outputs = self._step(batch)
             yield _numpy(features), _numpy(outputs)
 
@@ -98,6 +127,10 @@ _STEPS = weakref.WeakKeyDictionary()
 
 
 def _compiled_step(model, strategy, select):
+    import tensorflow as tf
+
+    from modeling import models
+
     steps = _STEPS.setdefault(model, {})
     key = (id(strategy), select)
     if key in steps:
@@ -142,7 +175,7 @@ class TFLiteBackend:
         with warnings.catch_warnings():
             # tf.lite.Interpreter's notice of its move to ai-edge-litert.
             warnings.simplefilter("ignore")
-            self.interpreter = tf.lite.Interpreter(
+            self.interpreter = _interpreter_class()(
                 model_content=content,
                 num_threads=num_threads or os.cpu_count(),
             )
@@ -204,10 +237,25 @@ class TFLiteBackend:
             for name, index in self.outputs.items()
         }
 
-    def run(self, dataset):
-        for batch in dataset:
-            features = _numpy(batch)
+    def run(self, batches, static_shapes=False):
+        """Yields (features, outputs) of each batch (dicts of numpy
+        arrays), numpy; the interpreter is resized when a shape changes."""
+        del static_shapes  # Resized as needed.
+        for features in batches:
             yield features, self(features)
+
+
+def _interpreter_class():
+    """The standalone LiteRT runtime's interpreter (ai-edge-litert: no
+    TensorFlow needed), else TensorFlow's own tf.lite one (deprecated in
+    its favour; the same flatbuffers, the same API)."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        import tensorflow as tf
+
+        return tf.lite.Interpreter
+    return Interpreter
 
 
 # model -> (key of its weights and conversion, TFLiteBackend).
@@ -252,7 +300,8 @@ class Predictor:
 
     Args:
       backend: TensorFlowBackend or TFLiteBackend (or any object with
-        `run(dataset)` yielding numpy (features, outputs) per batch).
+        `run(batches, static_shapes)` yielding numpy (features, outputs)
+        per batch).
       batch_size: rows per batch.
       length_sorted: length-sorted batches cut to their longest row; False:
         fixed shapes in input order (TPUs; outputs at padding positions).
@@ -303,21 +352,16 @@ class Predictor:
           outputs: dicts of numpy arrays [B, ...] (length-sorted: [..., T']
           for the sequence features, outputs per position [B, T', ...]).
         """
-        if isinstance(rows, dict):
-            rows = tf.data.Dataset.from_tensor_slices(rows)
-        rows = rows.enumerate().map(_numbered)
+        windows = numbered_windows(rows, self.batch_size * self.window_batches)
         if self.length_sorted:
-            dataset = sorted_batches(
-                rows,
-                self.batch_size,
-                self.multiple,
-                seq_features,
-                self.window_batches,
+            batches = sorted_batches(
+                windows, self.batch_size, self.multiple, seq_features
             )
         else:
-            dataset = fixed_batches(rows, self.batch_size)
+            batches = fixed_batches(windows, self.batch_size)
         counter = progress.Progress(what, total=total, unit=unit)
-        for features, outputs in self.backend.run(dataset):
+        run = self.backend.run(batches, static_shapes=not self.length_sorted)
+        for features, outputs in run:
             order = features.pop(ORDER)
             real = order >= 0
             if not real.all():  # Padding rows of a fixed-shape batch.
@@ -402,70 +446,116 @@ class Predictor:
 
 
 # === Batching ===
+#
+# In numpy, between the input and the backend: the same batches whatever
+# runs them, and a TF Lite (LiteRT) backend that needs no TensorFlow. A
+# tf.data input is read a window at a time.
 
 
-@tf.autograph.experimental.do_not_convert
-def _numbered(index, features):
-    return dict(features, **{ORDER: index})
+def numbered_windows(rows, window):
+    """The rows as dicts of numpy arrays of at most `window` rows each, in
+    input order, each row numbered (ORDER) by its position in the input.
+
+    Args:
+      rows: a dict of numpy arrays (a row per index of their first axis),
+        or a tf.data.Dataset of single rows.
+    """
+    if isinstance(rows, dict):
+        arrays = {k: np.asarray(v) for k, v in rows.items()}
+        total = len(next(iter(arrays.values()))) if arrays else 0
+        chunks = (
+            {k: v[start : start + window] for k, v in arrays.items()}
+            for start in range(0, total, window)
+        )
+    else:
+        chunks = _without_autotuning(rows.batch(window)).as_numpy_iterator()
+    start = 0
+    for chunk in chunks:
+        count = len(next(iter(chunk.values())))
+        chunk[ORDER] = np.arange(start, start + count, dtype=np.int64)
+        start += count
+        yield chunk
 
 
 def row_lengths(mask):
     """The number of real positions of each row of a batch: the sum of
     `input_mask` over its last axis (max over choices for [B, C, T])."""
-    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
-    lengths = tf.reshape(lengths, [tf.shape(lengths)[0], -1])
-    return tf.reduce_max(lengths, axis=1)
+    mask = np.asarray(mask)
+    lengths = mask.astype(np.int64).sum(axis=-1)
+    if lengths.ndim == 1:
+        return lengths
+    return lengths.reshape(len(lengths), -1).max(axis=1, initial=0)
+
+
+def cut_to_longest(features, multiple=8, seq_features=MODEL_FEATURES):
+    """A batch's sequence features cut to its longest row, rounded up to
+    `multiple`, never beyond their length and never below 1 position (the
+    rule of input_pipeline.trim_padding, which does it in a graph)."""
+    mask = features["input_mask"]
+    longest = max(int(row_lengths(mask).max(initial=0)), 1)
+    length = min(-(-longest // multiple) * multiple, mask.shape[-1])
+    return {
+        k: v[..., :length] if k in seq_features else v
+        for k, v in features.items()
+    }
 
 
 def sorted_batches(
-    rows,
-    batch_size,
-    multiple=8,
-    seq_features=MODEL_FEATURES,
-    window_batches=WINDOW_BATCHES,
+    windows, batch_size, multiple=8, seq_features=MODEL_FEATURES
 ):
     """Batches of similar-length rows, each cut to its longest row.
 
     Args:
-      rows: a tf.data.Dataset of single rows with ORDER.
-      batch_size: rows per batch (the last one may be smaller).
+      windows: numbered_windows' dicts.
+      batch_size: rows per batch (a window's last one may be smaller).
       multiple: batch lengths are rounded up to a multiple of this.
       seq_features: the features cut with the mask (their last axis is T).
-      window_batches: rows are sorted within windows of this many batches.
 
-    Returns:
-      A dataset of batches in sorted order within each window, windows in
-      input order.
+    Yields:
+      Dicts of numpy arrays: the batches in length order within each
+      window, the windows in input order.
     """
-    window = batch_size * window_batches
-
-    # No Python control flow in these maps: no AutoGraph.
-    @tf.autograph.experimental.do_not_convert
-    def sort(features):
-        order = tf.argsort(row_lengths(features["input_mask"]), stable=True)
-        return {k: tf.gather(v, order) for k, v in features.items()}
-
-    @tf.autograph.experimental.do_not_convert
-    def trim(features):
-        return input_pipeline.trim_padding(features, multiple, seq_features)
-
-    d = rows.batch(window).map(sort).unbatch().batch(batch_size)
-    return _without_autotuning(d.map(trim))
+    for window in windows:
+        order = np.argsort(row_lengths(window["input_mask"]), kind="stable")
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            yield cut_to_longest(
+                {k: v[rows] for k, v in window.items()},
+                multiple,
+                seq_features,
+            )
 
 
-def fixed_batches(rows, batch_size):
-    """Batches of `batch_size` rows in input order, every one of one static
-    shape: the last is filled with all-zero rows numbered -1 (batch_size - 1
-    of them are appended, and what does not fill a batch is dropped)."""
-    spec = rows.element_spec
-    padding = {
-        k: tf.zeros(s.shape, s.dtype) - (1 if k == ORDER else 0)
-        for k, s in spec.items()
-    }
-    d = rows.concatenate(
-        tf.data.Dataset.from_tensors(padding).repeat(batch_size - 1)
-    )
-    return _without_autotuning(d.batch(batch_size, drop_remainder=True))
+def fixed_batches(windows, batch_size):
+    """Batches of `batch_size` rows in input order, every one of one shape:
+    the last is filled with all-zero rows numbered -1.
+
+    Args:
+      windows: numbered_windows' dicts, each but the last a multiple of
+        batch_size rows.
+    """
+    for window in windows:
+        count = len(window[ORDER])
+        for start in range(0, count, batch_size):
+            batch = {
+                k: v[start : start + batch_size] for k, v in window.items()
+            }
+            missing = batch_size - len(batch[ORDER])
+            if missing:
+                batch = {
+                    k: np.concatenate(
+                        [
+                            v,
+                            np.full(
+                                (missing,) + v.shape[1:],
+                                -1 if k == ORDER else 0,
+                                v.dtype,
+                            ),
+                        ]
+                    )
+                    for k, v in batch.items()
+                }
+            yield batch
 
 
 def _without_autotuning(dataset):
@@ -474,6 +564,8 @@ def _without_autotuning(dataset):
     # 2-vCPU development VM (BERT-base tagger on CoNLL testb through TF
     # Lite int8): with it, 4 passes in 12 took 20.5 s instead of 11.5 s;
     # without it, none in 12.
+    import tensorflow as tf
+
     options = tf.data.Options()
     options.autotune.enabled = False
     return dataset.prefetch(2).with_options(options)

@@ -1,0 +1,232 @@
+"""A fine-tuned classifier served without TensorFlow: an export's
+`model.tflite` on the LiteRT runtime, with the Python tokenizer.
+
+    from modeling.tasks import lite
+
+    model = lite.LiteClassifier("/tmp/reviews_export")
+    model.predict(["a fine film", "a dull plot"])
+    # [{"label": "positive", "probabilities": {"negative": 0.02, ...}}, ...]
+
+The export is run_classifier.py's `--export_dir` written with
+`--predict_runtime=tflite` (float32) or `tflite_int8`. Its `model.tflite` is
+the serving signature from the features: the task kind's probabilities
+(a regression's score) and decisions, converted with the model. Its
+`bert_export.json` gives the labels, the tokenization and the sequence
+length. The features are the original's (`convert_single_example`, as
+`--do_predict` makes them). They go through the one predictor: length-sorted
+batches, each cut to its longest row, outputs back in input order.
+
+This module and everything it imports (numpy, absl, ai-edge-litert, the
+project's TF-free modules) never import TensorFlow or Keras:
+tests/layering_test.py checks it, and tests/lite_test.py runs it with
+`import tensorflow` failing. Install without TensorFlow: see the README's
+"Serving without TensorFlow".
+"""
+
+import itertools
+import json
+import os
+
+import numpy as np
+from absl import logging
+
+from modeling.data import classifier_data
+from modeling.data import file_io
+from modeling.tasks import predictions
+from modeling.text import tokenization
+from modeling.training import predictor
+
+INFO_FILE = os.path.join("assets.extra", "bert_export.json")
+# The outputs a classifier export's model.tflite has, per task type.
+_OUTPUTS = {
+    "classification": ("probabilities", "predictions"),
+    "multi_label": ("probabilities", "predictions"),
+    "regression": ("score",),
+}
+
+
+class LiteClassifier:
+    """A classifier export (see the module doc), ready to predict.
+
+    Args:
+      export_dir: the export folder.
+      batch_size: rows per batch.
+      num_threads: CPU threads (default: the machine's cores).
+
+    Attributes:
+      labels: the labels in id order (None for regression).
+      task_type: "classification", "regression" or "multi_label".
+      has_text_b: whether the model takes sentence pairs.
+      max_seq_length: the pieces a row is cut to.
+
+    Raises:
+      FileNotFoundError: no export there.
+      ValueError: an export without the TF Lite model this needs (export
+        again with --predict_runtime=tflite or tflite_int8), or not a
+        classifier's.
+    """
+
+    def __init__(self, export_dir, batch_size=32, num_threads=None):
+        self.export_dir = os.fspath(export_dir)
+        info_path = os.path.join(self.export_dir, INFO_FILE)
+        info = json.loads(file_io.read_text(info_path))
+        self.task_type = info.get("task_type")
+        tflite_info = info.get("tflite") or {}
+        outputs = tflite_info.get("outputs")
+        if self.task_type not in _OUTPUTS:
+            raise ValueError(
+                f"{info_path}: not a classifier export (task_type "
+                f"{self.task_type!r})"
+            )
+        if not isinstance(outputs, dict) or not set(
+            _OUTPUTS[self.task_type]
+        ) <= set(outputs):
+            raise ValueError(
+                f"{self.export_dir} has no TF Lite model of the serving "
+                "outputs: export it with --predict_runtime=tflite (float32) "
+                "or --predict_runtime=tflite_int8"
+            )
+        self.labels = info["labels"]
+        self.has_text_b = info["has_text_b"]
+        self.max_seq_length = info["max_seq_length"]
+        self.precision = tflite_info.get("precision")
+        self.tokenizer = tokenization.FullTokenizer(
+            os.path.join(self.export_dir, info["vocab_file"]),
+            info["do_lower_case"],
+        )
+        with open(
+            os.path.join(self.export_dir, tflite_info["file"]), "rb"
+        ) as f:
+            content = f.read()
+        self.backend = predictor.TFLiteBackend(
+            content, outputs, num_threads=num_threads
+        )
+        self.predictor = predictor.Predictor(self.backend, batch_size)
+
+    def features(self, text_a, text_b=None):
+        """The original's features of the texts: dict of int32 [N, T]."""
+        if self.has_text_b and text_b is None:
+            raise ValueError(
+                "This model classifies sentence pairs: give text_b"
+            )
+        if text_b is not None and len(text_b) != len(text_a):
+            raise ValueError(
+                f"{len(text_a)} texts but {len(text_b)} second texts"
+            )
+        rows = {name: [] for name in predictor.MODEL_FEATURES}
+        for i, text in enumerate(text_a):
+            example = classifier_data.InputExample(
+                guid=str(i),
+                text_a=text,
+                text_b=None if text_b is None else text_b[i],
+                label="0",  # Unused: the features' label is not read.
+            )
+            feature = classifier_data.convert_single_example(
+                i, example, None, self.max_seq_length, self.tokenizer
+            )
+            for name in rows:
+                rows[name].append(getattr(feature, name))
+        return {
+            name: np.array(values, np.int32).reshape(
+                len(text_a), self.max_seq_length
+            )
+            for name, values in rows.items()
+        }
+
+    def predict(self, text_a, text_b=None):
+        """Predictions of each text (or pair), in input order: what a
+        predictions.jsonl line holds besides its id ({"label",
+        "probabilities": {label: p}}, {"score"}, or {"labels",
+        "probabilities"})."""
+        text_a = list(text_a)
+        text_b = None if text_b is None else list(text_b)
+        if not text_a:
+            return []
+        _, outputs = self.predictor.gather(
+            self.features(text_a, text_b), what="Predicting", unit="texts"
+        )
+        if self.task_type == "regression":
+            scores = outputs["score"].reshape(len(text_a), -1)[:, 0]
+            return [
+                predictions.classifier_record(self.task_type, None, [s], s)
+                for s in scores
+            ]
+        return [
+            predictions.classifier_record(
+                self.task_type, self.labels, probabilities, decision
+            )
+            for probabilities, decision in zip(
+                outputs["probabilities"], outputs["predictions"], strict=True
+            )
+        ]
+
+
+# Rows predicted at a time by `predict_file` (their features in memory).
+CHUNK_ROWS = 8192
+
+
+def _text_rows(path):
+    """(id, text) of each non-empty line of a .txt file (its line number as
+    the id)."""
+    for number, line in enumerate(file_io.read_lines(path), start=1):
+        if line.strip():
+            yield str(number), line, None
+
+
+def predict_file(
+    export_dir,
+    input_file,
+    output_file,
+    text_a_column=None,
+    text_b_column=None,
+    id_column=None,
+    batch_size=32,
+    num_threads=None,
+):
+    """predict_lite.py: the predictions of every row of `input_file` as
+    predictions.jsonl lines in `output_file` (written aside and renamed
+    when complete), CHUNK_ROWS rows at a time.
+
+    Returns:
+      The number of rows predicted.
+    """
+    from modeling.data import custom
+
+    model = LiteClassifier(export_dir, batch_size, num_threads)
+    if input_file.lower().endswith(".txt"):
+        if model.has_text_b:
+            raise ValueError(
+                f"{input_file}: this model classifies sentence pairs; give "
+                "a CSV, TSV or JSON Lines file with both texts"
+            )
+        rows = _text_rows(input_file)
+    else:
+        processor = custom.CustomProcessor(
+            model.task_type,
+            files={"test": input_file},
+            text_a_column=text_a_column,
+            text_b_column=text_b_column,
+            id_column=id_column,
+            labels=model.labels,
+        )
+        rows = (
+            (e.index, e.text_a, e.text_b)
+            for e in processor.iter_test_examples()
+        )
+    count = 0
+    with file_io.atomic_write(output_file) as f:
+        while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
+            ids, text_a, text_b = zip(*chunk, strict=True)
+            pairs = None if text_b[0] is None else text_b
+            if model.has_text_b and pairs is None:
+                raise ValueError(
+                    f"{input_file}: this model classifies sentence pairs; "
+                    "name the second text's column with --text_b_column"
+                )
+            for row_id, record in zip(
+                ids, model.predict(text_a, pairs), strict=True
+            ):
+                f.write(predictions.line({"id": row_id, **record}))
+            count += len(chunk)
+    logging.info("Predicted %d rows: %s", count, output_file)
+    return count

@@ -1,0 +1,67 @@
+"""Predict a file with a classifier export, without TensorFlow (LiteRT).
+
+    python predict_lite.py --export_dir=/tmp/reviews_export \
+      --input_file=reviews_new.jsonl --output_file=/tmp/predictions.jsonl
+
+The export is run_classifier.py's --export_dir written with
+--predict_runtime=tflite (or tflite_int8): its model.tflite runs on the
+standalone LiteRT runtime (modeling/tasks/lite.py). The input is CSV, TSV or JSON
+Lines read as run_classifier.py's --test_file (the same columns and ids), or
+a .txt file of one text per line. The output is predictions.jsonl's format:
+one JSON object per row, its id and its prediction by name. Neither this
+script nor what it imports loads TensorFlow or Keras.
+"""
+
+from absl import flags
+
+from modeling import flags as shared_flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string(
+    "export_dir", None, "The classifier export (with its model.tflite)."
+)
+flags.DEFINE_string(
+    "input_file",
+    None,
+    "The texts: .csv, .tsv, .jsonl / .json (columns as run_classifier.py's "
+    "--test_file), or .txt (one text per line).",
+)
+flags.DEFINE_string(
+    "output_file", None, "Where to write the predictions (JSON Lines)."
+)
+flags.DEFINE_string(
+    "text_a_column", None, "The text column (default as run_classifier.py)."
+)
+flags.DEFINE_string("text_b_column", None, "A pair model's second text column.")
+flags.DEFINE_string("id_column", None, "The id column (default: id, idx, ...).")
+flags.DEFINE_integer("batch_size", 32, "Rows per batch.")
+flags.DEFINE_integer(
+    "num_threads", None, "CPU threads (default: the machine's cores)."
+)
+
+
+def main(_):
+    from modeling.tasks import lite
+
+    lite.predict_file(
+        FLAGS.export_dir,
+        FLAGS.input_file,
+        FLAGS.output_file,
+        text_a_column=FLAGS.text_a_column,
+        text_b_column=FLAGS.text_b_column,
+        id_column=FLAGS.id_column,
+        batch_size=FLAGS.batch_size,
+        num_threads=FLAGS.num_threads,
+    )
+
+
+def run():
+    """Console entry point (setup.py: bert-predict-lite)."""
+    shared_flags.run_script(
+        main, required=("export_dir", "input_file", "output_file")
+    )
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,159 @@
+"""Serving without TensorFlow (modeling/tasks/lite.py, predict_lite.py): a
+classifier export's model.tflite on LiteRT gives the TensorFlow
+SavedModel's probabilities within float32 rounding and its labels, in a
+process where `import tensorflow` fails."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import script_runner
+import tensorflow as tf
+import tolerance
+
+from modeling.tasks import classifier as classifier_lib
+from modeling.training import trainer
+
+pytest.importorskip("ai_edge_litert")
+
+# Runs argv[1:] as a script, or the code in LITE_CODE, with TensorFlow,
+# Keras and TensorFlow Text unimportable.
+BLOCKED = """
+import runpy, sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "keras", "tensorflow_text"):
+            raise ImportError("blocked for this test: " + name)
+sys.meta_path.insert(0, Block())
+"""
+
+LABELS = ["bad", "fine", "good"]
+TEXTS = [
+    "a good film",
+    "a bad film with a long and winding plot that goes nowhere at all",
+    "fine",
+    "good acting, bad script",
+    "nothing to say",
+    "the best film of the year, good in every way",
+]
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory, tiny_config_dict_module, uncased_vocab_file):
+    folder = tmp_path_factory.mktemp("lite")
+    config = folder / "bert_config.json"
+    config.write_text(json.dumps(tiny_config_dict_module))
+    train = folder / "train.csv"
+    rows = [(t, LABELS[i % 3]) for i, t in enumerate(TEXTS * 4)]
+    train.write_text("text,label\n" + "".join(f'"{t}",{y}\n' for t, y in rows))
+    out = folder / "out"
+    classifier_lib.run(
+        classifier_lib.Settings(
+            data_dir=None,
+            task_name="custom",
+            train_file=str(train),
+            bert_config_file=str(config),
+            vocab_file=uncased_vocab_file,
+            output_dir=str(out),
+            max_seq_length=16,
+            train_batch_size=8,
+            num_train_epochs=1.0,
+            do_train=True,
+            export_dir=str(folder / "export"),
+            run_config=trainer.RunConfig(str(out), 0, predict_runtime="tflite"),
+        )
+    )
+    return folder / "export"
+
+
+@pytest.fixture(scope="module")
+def tiny_config_dict_module():
+    from constants import TINY_CONFIG
+
+    return {**TINY_CONFIG, "vocab_size": 30522}
+
+
+def _saved_model(export, texts):
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    out = serve(text_a=tf.constant(texts))
+    return out["probabilities"].numpy(), out["predictions"].numpy()
+
+
+def _without_tensorflow(args, code=None):
+    prelude = BLOCKED + (
+        code
+        if code is not None
+        else "sys.argv = sys.argv[1:]\n"
+        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", prelude, *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=script_runner.REPO,
+        timeout=300,
+    )
+
+
+def test_lite_classifier_equals_the_saved_model(export, tmp_path):
+    want_p, want_ids = _saved_model(export, TEXTS)
+    code = (
+        "import json\n"
+        "from modeling.tasks import lite\n"
+        "model = lite.LiteClassifier(sys.argv[1], batch_size=4)\n"
+        "rows = model.predict(json.loads(sys.argv[2]))\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+        "print(json.dumps(rows))\n"
+    )
+    proc = _without_tensorflow([str(export), json.dumps(TEXTS)], code)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [r["label"] for r in rows] == [LABELS[i] for i in want_ids]
+    got = np.array([[r["probabilities"][n] for n in LABELS] for r in rows])
+    # predictions.jsonl numbers: float32 values as their shortest decimal.
+    tolerance.assert_float32_close(got, want_p)
+
+
+def test_predict_lite_script(export, tmp_path):
+    data = tmp_path / "new.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"r{i}", "text": t}) + "\n"
+            for i, t in enumerate(TEXTS)
+        )
+    )
+    out = tmp_path / "predictions.jsonl"
+    proc = _without_tensorflow(
+        [
+            "predict_lite.py",
+            f"--export_dir={export}",
+            f"--input_file={data}",
+            f"--output_file={out}",
+            "--batch_size=4",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    _, want_ids = _saved_model(export, TEXTS)
+    assert [r["id"] for r in rows] == [f"r{i}" for i in range(len(TEXTS))]
+    assert [r["label"] for r in rows] == [LABELS[i] for i in want_ids]
+
+
+def test_an_export_without_its_tflite_model_says_how_to_get_one(
+    export, tmp_path
+):
+    import shutil
+
+    from modeling.tasks import lite
+
+    copy = tmp_path / "export"
+    shutil.copytree(export, copy)
+    info_path = copy / "assets.extra" / "bert_export.json"
+    info = json.loads(info_path.read_text())
+    del info["tflite"]
+    info_path.write_text(json.dumps(info))
+    with pytest.raises(ValueError, match="--predict_runtime=tflite"):
+        lite.LiteClassifier(str(copy))
