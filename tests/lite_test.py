@@ -157,3 +157,98 @@ def test_an_export_without_its_tflite_model_says_how_to_get_one(
     info_path.write_text(json.dumps(info))
     with pytest.raises(ValueError, match="--predict_runtime=tflite"):
         lite.LiteClassifier(str(copy))
+
+
+SENTENCES = [
+    "Peter lives in Paris",
+    "Maria works for Acme in London today",
+    "nothing here",
+    "",
+    "Paris",
+]
+
+
+@pytest.fixture(scope="module")
+def tagger_export(
+    tmp_path_factory, tiny_config_dict_module, uncased_vocab_file
+):
+    from modeling.tasks import ner
+
+    folder = tmp_path_factory.mktemp("lite_tagger")
+    config = folder / "bert_config.json"
+    config.write_text(json.dumps(tiny_config_dict_module))
+    train = folder / "train.jsonl"
+    rows = [
+        {
+            "tokens": ["Peter", "lives", "in", "Paris"],
+            "tags": ["B-PER", "O", "O", "B-LOC"],
+        },
+        {
+            "tokens": ["Acme", "is", "in", "London"],
+            "tags": ["B-ORG", "O", "O", "B-LOC"],
+        },
+    ] * 4
+    train.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = folder / "out"
+    ner.run(
+        ner.Settings(
+            train_file=str(train),
+            bert_config_file=str(config),
+            vocab_file=uncased_vocab_file,
+            output_dir=str(out),
+            max_seq_length=8,
+            train_batch_size=4,
+            num_train_epochs=1.0,
+            do_train=True,
+            export_dir=str(folder / "export"),
+            run_config=trainer.RunConfig(str(out), 0, predict_runtime="tflite"),
+        )
+    )
+    return folder / "export"
+
+
+def test_lite_tagger_equals_the_saved_model(tagger_export, tmp_path):
+    """Windows included: max_seq_length 8 splits the longer sentences."""
+    serve = tf.saved_model.load(str(tagger_export)).signatures[
+        "serving_default"
+    ]
+    out = serve(text=tf.constant(SENTENCES))
+    want = [
+        [t.decode() for t in row[:n]]
+        for row, n in zip(out["tags"].numpy(), out["num_words"].numpy())
+    ]
+    data = tmp_path / "new.jsonl"
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"s{i}", "tokens": s.split()}) + "\n"
+            for i, s in enumerate(SENTENCES)
+            if s
+        )
+    )
+    result = tmp_path / "predictions.jsonl"
+    proc = _without_tensorflow(
+        [
+            "predict_lite.py",
+            f"--export_dir={tagger_export}",
+            f"--input_file={data}",
+            f"--output_file={result}",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(x) for x in result.read_text().splitlines()]
+    assert [r["tags"] for r in rows] == [
+        w for w, s in zip(want, SENTENCES) if s
+    ]
+    assert [r["id"] for r in rows] == ["s0", "s1", "s2", "s4"]
+    code = (
+        "import json\n"
+        "from modeling.tasks import lite\n"
+        "model = lite.load(sys.argv[1])\n"
+        "print(json.dumps(model.predict(json.loads(sys.argv[2]))))\n"
+    )
+    proc = _without_tensorflow(
+        [str(tagger_export), json.dumps(SENTENCES)], code
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert [r["tags"] for r in rows] == want

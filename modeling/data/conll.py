@@ -547,6 +547,34 @@ def convert_sentences(sentences, label_list, max_seq_length, tokenizer):
     return features
 
 
+# The arrays of a tagger's features (`sentence_arrays`).
+FEATURE_NAMES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "label_ids",
+    "label_mask",
+)
+
+
+def sentence_arrays(sentences, label_list, max_seq_length, tokenizer):
+    """Windowed features of the sentences (`convert_sentences`) as int32
+    numpy arrays [W, T] by FEATURE_NAMES, and the Feature list (for mapping
+    predictions back with `word_predictions`)."""
+    import numpy as np
+
+    features = convert_sentences(
+        sentences, label_list, max_seq_length, tokenizer
+    )
+    arrays = {
+        name: np.array([getattr(f, name) for f in features], np.int32).reshape(
+            len(features), max_seq_length
+        )
+        for name in FEATURE_NAMES
+    }
+    return arrays, features
+
+
 def word_predictions(features, predicted_ids, sentences, label_list):
     """Per-position predicted label ids -> one tag per word of each sentence.
 

@@ -206,13 +206,10 @@ def export_classifier(
             if regression
             else ["probabilities", "logits", "predictions"]
         ),
-        # The tokenization, for a server without the graph's tokenizer
-        # (modeling/tasks/lite.py): its copy of the vocabulary is VOCAB_FILE.
-        "do_lower_case": preprocessor.do_lower_case,
-        "vocab_file": VOCAB_FILE,
     }
-    tokens = vocabulary.read_vocab_lines(preprocessor.vocab_file)
-    files = {VOCAB_FILE: "".join(t + "\n" for t in tokens).encode()}
+    files = tokenization_files(
+        info, preprocessor.vocab_file, preprocessor.do_lower_case
+    )
     if tflite_quantize is not None:
         from modeling.export import tflite
 
@@ -226,6 +223,21 @@ def export_classifier(
     return save_export(
         server, export_dir, server.signatures(), info, (files, None)
     )
+
+
+def tokenization_files(info, vocab, do_lower_case):
+    """The tokenization, for a server without the graph's tokenizer
+    (modeling/tasks/lite.py): records `do_lower_case` and "vocab_file" in
+    `info` and returns {VOCAB_FILE: the vocabulary's bytes}, for
+    save_export's files.
+
+    Args:
+      vocab: a vocab.txt path, or its tokens.
+    """
+    info["do_lower_case"] = bool(do_lower_case)
+    info["vocab_file"] = VOCAB_FILE
+    tokens = vocabulary.read_vocab_lines(vocab)
+    return {VOCAB_FILE: "".join(t + "\n" for t in tokens).encode()}
 
 
 def save_export(server, export_dir, signatures, info, extra_files=None):

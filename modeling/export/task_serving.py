@@ -211,7 +211,12 @@ def export_tagger(
         "inputs": ["text"],
         "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
     }
-    return _save(server, export_dir, info, extra_files)
+    files = serving.tokenization_files(info, vocab_file, do_lower_case)
+    tflite_info = None
+    if extra_files is not None:
+        more, tflite_info = extra_files
+        files.update(more)
+    return _save(server, export_dir, info, (files, tflite_info))
 
 
 def export_multiple_choice(

@@ -1,5 +1,6 @@
-"""A fine-tuned classifier served without TensorFlow: an export's
-`model.tflite` on the LiteRT runtime, with the Python tokenizer.
+"""A fine-tuned classifier or tagger served without TensorFlow: an
+export's `model.tflite` on the LiteRT runtime, with the Python tokenizer
+(LiteClassifier, LiteTagger; `load` picks by the export).
 
     from modeling.tasks import lite
 
@@ -31,6 +32,7 @@ import numpy as np
 from absl import logging
 
 from modeling.data import classifier_data
+from modeling.data import conll
 from modeling.data import file_io
 from modeling.tasks import predictions
 from modeling.text import tokenization
@@ -71,35 +73,22 @@ class LiteClassifier:
         info_path = os.path.join(self.export_dir, INFO_FILE)
         info = json.loads(file_io.read_text(info_path))
         self.task_type = info.get("task_type")
-        tflite_info = info.get("tflite") or {}
-        outputs = tflite_info.get("outputs")
         if self.task_type not in _OUTPUTS:
             raise ValueError(
                 f"{info_path}: not a classifier export (task_type "
                 f"{self.task_type!r})"
             )
+        outputs = (info.get("tflite") or {}).get("outputs")
         if not isinstance(outputs, dict) or not set(
             _OUTPUTS[self.task_type]
         ) <= set(outputs):
-            raise ValueError(
-                f"{self.export_dir} has no TF Lite model of the serving "
-                "outputs: export it with --predict_runtime=tflite (float32) "
-                "or --predict_runtime=tflite_int8"
-            )
+            raise ValueError(_NO_TFLITE.format(export_dir=self.export_dir))
         self.labels = info["labels"]
         self.has_text_b = info["has_text_b"]
         self.max_seq_length = info["max_seq_length"]
-        self.precision = tflite_info.get("precision")
-        self.tokenizer = tokenization.FullTokenizer(
-            os.path.join(self.export_dir, info["vocab_file"]),
-            info["do_lower_case"],
-        )
-        with open(
-            os.path.join(self.export_dir, tflite_info["file"]), "rb"
-        ) as f:
-            content = f.read()
-        self.backend = predictor.TFLiteBackend(
-            content, outputs, num_threads=num_threads
+        self.precision = info["tflite"].get("precision")
+        self.tokenizer, self.backend = _tokenizer_and_backend(
+            self.export_dir, info, num_threads
         )
         self.predictor = predictor.Predictor(self.backend, batch_size)
 
@@ -161,6 +150,116 @@ class LiteClassifier:
         ]
 
 
+class LiteTagger:
+    """A tagger export (run_ner.py's --export_dir written with
+    --predict_runtime=tflite or tflite_int8), ready to predict: its
+    model.tflite gives each window's logits per position, the Python
+    tokenizer and run_ner's windows (conll.sentence_arrays) the features,
+    and each word gets the tag of its first piece, as --do_predict does.
+
+    Args, Raises: as LiteClassifier's.
+    """
+
+    def __init__(self, export_dir, batch_size=32, num_threads=None):
+        self.export_dir = os.fspath(export_dir)
+        info = _read_info(self.export_dir, "token_classification", "logits")
+        self.labels = info["labels"]
+        self.max_seq_length = info["max_seq_length"]
+        self.tokenizer, self.backend = _tokenizer_and_backend(
+            self.export_dir, info, num_threads
+        )
+        self.predictor = predictor.Predictor(self.backend, batch_size)
+
+    def predict(self, texts):
+        """Tags of each text (words split at white space), or of each list
+        of words: [{"tokens": [...], "tags": [...]}], as run_ner's
+        predictions.jsonl lines without their id."""
+        sentences = [
+            conll.Sentence(
+                list(t.split() if isinstance(t, str) else t),
+                None,
+                [],
+            )
+            for t in texts
+        ]
+        return [
+            {"tokens": s.words, "tags": tags}
+            for s, tags in zip(
+                sentences, self.tag_sentences(sentences), strict=True
+            )
+        ]
+
+    def tag_sentences(self, sentences):
+        """One tag per word of each conll.Sentence (an empty one: none)."""
+        words = [s for s in sentences if s.words]
+        arrays, features = conll.sentence_arrays(
+            words, self.labels, self.max_seq_length, self.tokenizer
+        )
+        tags = iter([])
+        if features:
+            _, outputs = self.predictor.gather(
+                {k: arrays[k] for k in predictor.MODEL_FEATURES},
+                width=self.max_seq_length,
+                seq_outputs=("logits",),
+                what="Tagging",
+                unit="windows",
+            )
+            predicted = np.argmax(outputs["logits"], axis=-1)
+            tags = iter(
+                conll.word_predictions(features, predicted, words, self.labels)
+            )
+        return [next(tags) if s.words else [] for s in sentences]
+
+
+def load(export_dir, batch_size=32, num_threads=None):
+    """The LiteClassifier or LiteTagger of an export folder."""
+    info = json.loads(
+        file_io.read_text(os.path.join(os.fspath(export_dir), INFO_FILE))
+    )
+    if info.get("task") == "token_classification":
+        return LiteTagger(export_dir, batch_size, num_threads)
+    return LiteClassifier(export_dir, batch_size, num_threads)
+
+
+def _read_info(export_dir, task, output):
+    """bert_export.json of an export of `task` whose TF Lite model has
+    `output`.
+
+    Raises:
+      ValueError: another task's export, or no such TF Lite model.
+    """
+    info_path = os.path.join(export_dir, INFO_FILE)
+    info = json.loads(file_io.read_text(info_path))
+    if info.get("task") != task:
+        raise ValueError(f"{info_path}: not a {task} export")
+    outputs = (info.get("tflite") or {}).get("outputs")
+    if not isinstance(outputs, dict) or output not in outputs:
+        raise ValueError(_NO_TFLITE.format(export_dir=export_dir))
+    return info
+
+
+def _tokenizer_and_backend(export_dir, info, num_threads):
+    if "vocab_file" not in info:
+        raise ValueError(_NO_TFLITE.format(export_dir=export_dir))
+    tokenizer = tokenization.FullTokenizer(
+        os.path.join(export_dir, info["vocab_file"]), info["do_lower_case"]
+    )
+    tflite_info = info["tflite"]
+    with open(os.path.join(export_dir, tflite_info["file"]), "rb") as f:
+        content = f.read()
+    backend = predictor.TFLiteBackend(
+        content, tflite_info["outputs"], num_threads=num_threads
+    )
+    return tokenizer, backend
+
+
+_NO_TFLITE = (
+    "{export_dir} has no TF Lite model of this version's serving outputs: "
+    "export it with --predict_runtime=tflite (float32) or "
+    "--predict_runtime=tflite_int8"
+)
+
+
 # Rows predicted at a time by `predict_file` (their features in memory).
 CHUNK_ROWS = 8192
 
@@ -192,7 +291,9 @@ def predict_file(
     """
     from modeling.data import custom
 
-    model = LiteClassifier(export_dir, batch_size, num_threads)
+    model = load(export_dir, batch_size, num_threads)
+    if isinstance(model, LiteTagger):
+        return _tag_file(model, input_file, output_file)
     if input_file.lower().endswith(".txt"):
         if model.has_text_b:
             raise ValueError(
@@ -229,4 +330,30 @@ def predict_file(
                 f.write(predictions.line({"id": row_id, **record}))
             count += len(chunk)
     logging.info("Predicted %d rows: %s", count, output_file)
+    return count
+
+
+def _tag_file(model, input_file, output_file):
+    """predict_file of a tagger: a CoNLL-style or JSON Lines file read as
+    run_ner.py's --predict_file, its sentences' tags as run_ner's
+    predictions.jsonl lines."""
+    data = conll.read_tagged_file(input_file, require_tags=False)
+    count = 0
+    with file_io.atomic_write(output_file) as f:
+        for begin in range(0, len(data.sentences), CHUNK_ROWS):
+            block = data.sentences[begin : begin + CHUNK_ROWS]
+            for sentence, tags in zip(
+                block, model.tag_sentences(block), strict=True
+            ):
+                f.write(
+                    predictions.line(
+                        {
+                            "id": sentence.id,
+                            "tokens": sentence.words,
+                            "tags": tags,
+                        }
+                    )
+                )
+            count += len(block)
+    logging.info("Tagged %d sentences: %s", count, output_file)
     return count

@@ -95,17 +95,12 @@ class NerTask(fine_tuning.ArrayTask):
     def features(self, sentences):
         """Windowed features of the sentences as numpy arrays, and the
         conll.Feature list (for mapping predictions back)."""
-        feats = conll.convert_sentences(
+        return conll.sentence_arrays(
             sentences,
             self.label_list,
             self.settings.max_seq_length,
             self.tokenizer,
         )
-        arrays = {
-            name: np.array([getattr(f, name) for f in feats], np.int32)
-            for name in SEQ_FEATURES + (LABEL_IDS, LABEL_MASK)
-        }
-        return arrays, feats
 
 
 def prepare(settings):
