@@ -252,3 +252,58 @@ def test_lite_tagger_equals_the_saved_model(tagger_export, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r["tags"] for r in rows] == want
+
+
+def test_lite_chooser_equals_the_saved_model(
+    tmp_path, tiny_config_dict_module, uncased_vocab_file
+):
+    import run_multiple_choice_test as mc_test
+
+    from modeling.tasks import multiple_choice
+
+    config = tmp_path / "bert_config.json"
+    config.write_text(json.dumps(tiny_config_dict_module))
+    train = mc_test.write_swag(tmp_path / "train.csv", 8, 1)
+    test = mc_test.write_swag(tmp_path / "test.csv", 6, 2, with_label=False)
+    out = tmp_path / "out"
+    multiple_choice.run(
+        multiple_choice.Settings(
+            train_file=str(train),
+            bert_config_file=str(config),
+            vocab_file=uncased_vocab_file,
+            output_dir=str(out),
+            max_seq_length=16,
+            train_batch_size=4,
+            num_train_epochs=1.0,
+            do_train=True,
+            export_dir=str(tmp_path / "export"),
+            run_config=trainer.RunConfig(str(out), 0, predict_runtime="tflite"),
+        )
+    )
+    from modeling.data import swag
+
+    examples = swag.read_swag(str(test), "test", require_label=False)
+    serve = tf.saved_model.load(str(tmp_path / "export")).signatures[
+        "serving_default"
+    ]
+    want = serve(
+        sent1=tf.constant([e.context for e in examples]),
+        sent2=tf.constant([e.start for e in examples]),
+        endings=tf.constant([e.endings for e in examples]),
+    )["probabilities"].numpy()
+    result = tmp_path / "predictions.jsonl"
+    proc = _without_tensorflow(
+        [
+            "predict_lite.py",
+            f"--export_dir={tmp_path / 'export'}",
+            f"--input_file={test}",
+            f"--output_file={result}",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(x) for x in result.read_text().splitlines()]
+    assert [r["id"] for r in rows] == [e.id for e in examples]
+    tolerance.assert_float32_close(
+        np.array([r["probabilities"] for r in rows]), want
+    )
+    assert [r["label"] for r in rows] == np.argmax(want, -1).tolist()

@@ -16,6 +16,7 @@ the longer side truncated first), so the model sees C classifier inputs.
 import dataclasses
 import re
 
+from modeling.data import classifier_data
 from modeling.data import table_files
 
 _ENDING = re.compile(r"^ending(\d+)$")
@@ -143,9 +144,6 @@ def convert_examples(examples, max_seq_length, tokenizer):
       dict "input_ids", "input_mask", "segment_ids" -> lists [N][C][T], and
       "label_ids" -> list [N] (0 for a test example).
     """
-    # classifier_data loads TensorFlow: reading a file does not need it.
-    from modeling.data import classifier_data
-
     out = {"input_ids": [], "input_mask": [], "segment_ids": []}
     labels = []
     truncated = 0

@@ -211,12 +211,12 @@ def export_tagger(
         "inputs": ["text"],
         "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
     }
-    files = serving.tokenization_files(info, vocab_file, do_lower_case)
-    tflite_info = None
-    if extra_files is not None:
-        more, tflite_info = extra_files
-        files.update(more)
-    return _save(server, export_dir, info, (files, tflite_info))
+    return _save(
+        server,
+        export_dir,
+        info,
+        _with_tokenization(info, vocab_file, do_lower_case, extra_files),
+    )
 
 
 def export_multiple_choice(
@@ -236,4 +236,21 @@ def export_multiple_choice(
         "inputs": ["sent1", "sent2", "endings"],
         "outputs": ["probabilities", "logits"],
     }
-    return _save(server, export_dir, info, extra_files)
+    return _save(
+        server,
+        export_dir,
+        info,
+        _with_tokenization(info, vocab_file, do_lower_case, extra_files),
+    )
+
+
+def _with_tokenization(info, vocab_file, do_lower_case, extra_files):
+    """save_export's extra files: the TF Lite model's, if any, and the
+    vocabulary a server without TensorFlow reads (serving.
+    tokenization_files, which records the tokenization in `info`)."""
+    files = serving.tokenization_files(info, vocab_file, do_lower_case)
+    tflite_info = None
+    if extra_files is not None:
+        more, tflite_info = extra_files
+        files.update(more)
+    return files, tflite_info

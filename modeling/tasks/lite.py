@@ -1,6 +1,7 @@
-"""A fine-tuned classifier or tagger served without TensorFlow: an
-export's `model.tflite` on the LiteRT runtime, with the Python tokenizer
-(LiteClassifier, LiteTagger; `load` picks by the export).
+"""A fine-tuned classifier, tagger or multiple-choice model served without
+TensorFlow: an export's `model.tflite` on the LiteRT runtime, with the
+Python tokenizer (LiteClassifier, LiteTagger, LiteChooser; `load` picks by
+the export).
 
     from modeling.tasks import lite
 
@@ -211,14 +212,73 @@ class LiteTagger:
         return [next(tags) if s.words else [] for s in sentences]
 
 
+class LiteChooser:
+    """A multiple-choice export (run_multiple_choice.py's --export_dir
+    written with --predict_runtime=tflite or tflite_int8), ready to
+    predict: each example's choices packed as swag.convert_examples packs
+    them, its model.tflite giving a logit per choice.
+
+    Args, Raises: as LiteClassifier's.
+    """
+
+    def __init__(self, export_dir, batch_size=32, num_threads=None):
+        self.export_dir = os.fspath(export_dir)
+        info = _read_info(self.export_dir, "multiple_choice", "logits")
+        self.max_seq_length = info["max_seq_length"]
+        self.tokenizer, self.backend = _tokenizer_and_backend(
+            self.export_dir, info, num_threads
+        )
+        self.predictor = predictor.Predictor(self.backend, batch_size)
+
+    def predict(self, examples):
+        """examples: dicts with "sent1", "sent2" and "endings" (a list), or
+        swag.SwagExamples -> [{"label": the chosen ending's index,
+        "probabilities": [p per ending]}], as run_multiple_choice's
+        predictions.jsonl lines without their id."""
+        from modeling.data import swag
+
+        examples = [
+            e
+            if isinstance(e, swag.SwagExample)
+            else swag.SwagExample(
+                str(i), e["sent1"], e.get("sent2", ""), list(e["endings"]), None
+            )
+            for i, e in enumerate(examples)
+        ]
+        if not examples:
+            return []
+        lists = swag.convert_examples(
+            examples, self.max_seq_length, self.tokenizer
+        )
+        _, outputs = self.predictor.gather(
+            {k: np.array(lists[k], np.int32) for k in predictor.MODEL_FEATURES},
+            what="Predicting",
+            unit="examples",
+        )
+        logits = outputs["logits"].astype(np.float64)
+        exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        probabilities = exp / exp.sum(axis=-1, keepdims=True)
+        return [
+            {
+                "label": int(np.argmax(row)),
+                "probabilities": [predictions.number(p) for p in row],
+            }
+            for row in probabilities
+        ]
+
+
 def load(export_dir, batch_size=32, num_threads=None):
-    """The LiteClassifier or LiteTagger of an export folder."""
+    """The LiteClassifier, LiteTagger or LiteChooser of an export folder."""
     info = json.loads(
         file_io.read_text(os.path.join(os.fspath(export_dir), INFO_FILE))
     )
-    if info.get("task") == "token_classification":
-        return LiteTagger(export_dir, batch_size, num_threads)
-    return LiteClassifier(export_dir, batch_size, num_threads)
+    kinds = {
+        "token_classification": LiteTagger,
+        "multiple_choice": LiteChooser,
+    }
+    return kinds.get(info.get("task"), LiteClassifier)(
+        export_dir, batch_size, num_threads
+    )
 
 
 def _read_info(export_dir, task, output):
@@ -294,6 +354,8 @@ def predict_file(
     model = load(export_dir, batch_size, num_threads)
     if isinstance(model, LiteTagger):
         return _tag_file(model, input_file, output_file)
+    if isinstance(model, LiteChooser):
+        return _choose_file(model, input_file, output_file)
     if input_file.lower().endswith(".txt"):
         if model.has_text_b:
             raise ValueError(
@@ -357,3 +419,20 @@ def _tag_file(model, input_file, output_file):
             count += len(block)
     logging.info("Tagged %d sentences: %s", count, output_file)
     return count
+
+
+def _choose_file(model, input_file, output_file):
+    """predict_file of a multiple-choice model: SWAG's columns read as
+    run_multiple_choice.py's --predict_file, its predictions.jsonl lines."""
+    from modeling.data import swag
+
+    examples = swag.read_swag(input_file, "test", require_label=False)
+    with file_io.atomic_write(output_file) as f:
+        for begin in range(0, len(examples), CHUNK_ROWS):
+            block = examples[begin : begin + CHUNK_ROWS]
+            for example, record in zip(
+                block, model.predict(block), strict=True
+            ):
+                f.write(predictions.line({"id": example.id, **record}))
+    logging.info("Predicted %d examples: %s", len(examples), output_file)
+    return len(examples)
