@@ -4,8 +4,6 @@ SavedModel's probabilities within float32 rounding and its labels, in a
 process where `import tensorflow` fails."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,17 +15,6 @@ from modeling.tasks import classifier as classifier_lib
 from modeling.training import trainer
 
 pytest.importorskip("ai_edge_litert")
-
-# Runs argv[1:] as a script, or the code in LITE_CODE, with TensorFlow,
-# Keras and TensorFlow Text unimportable.
-BLOCKED = """
-import runpy, sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("tensorflow", "keras", "tensorflow_text"):
-            raise ImportError("blocked for this test: " + name)
-sys.meta_path.insert(0, Block())
-"""
 
 LABELS = ["bad", "fine", "good"]
 TEXTS = [
@@ -81,23 +68,6 @@ def _saved_model(export, texts):
     return out["probabilities"].numpy(), out["predictions"].numpy()
 
 
-def _without_tensorflow(args, code=None):
-    prelude = BLOCKED + (
-        code
-        if code is not None
-        else "sys.argv = sys.argv[1:]\n"
-        "runpy.run_path(sys.argv[0], run_name='__main__')\n"
-    )
-    return subprocess.run(
-        [sys.executable, "-c", prelude, *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=script_runner.REPO,
-        timeout=300,
-    )
-
-
 def test_lite_classifier_equals_the_saved_model(export, tmp_path):
     want_p, want_ids = _saved_model(export, TEXTS)
     code = (
@@ -108,7 +78,9 @@ def test_lite_classifier_equals_the_saved_model(export, tmp_path):
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
         "print(json.dumps(rows))\n"
     )
-    proc = _without_tensorflow([str(export), json.dumps(TEXTS)], code)
+    proc = script_runner.run_without_tensorflow(
+        [str(export), json.dumps(TEXTS)], code
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r["label"] for r in rows] == [LABELS[i] for i in want_ids]
@@ -126,7 +98,7 @@ def test_predict_lite_script(export, tmp_path):
         )
     )
     out = tmp_path / "predictions.jsonl"
-    proc = _without_tensorflow(
+    proc = script_runner.run_without_tensorflow(
         [
             "predict_lite.py",
             f"--export_dir={export}",
@@ -226,7 +198,7 @@ def test_lite_tagger_equals_the_saved_model(tagger_export, tmp_path):
         )
     )
     result = tmp_path / "predictions.jsonl"
-    proc = _without_tensorflow(
+    proc = script_runner.run_without_tensorflow(
         [
             "predict_lite.py",
             f"--export_dir={tagger_export}",
@@ -246,7 +218,7 @@ def test_lite_tagger_equals_the_saved_model(tagger_export, tmp_path):
         "model = lite.load(sys.argv[1])\n"
         "print(json.dumps(model.predict(json.loads(sys.argv[2]))))\n"
     )
-    proc = _without_tensorflow(
+    proc = script_runner.run_without_tensorflow(
         [str(tagger_export), json.dumps(SENTENCES)], code
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -292,7 +264,7 @@ def test_lite_chooser_equals_the_saved_model(
         endings=tf.constant([e.endings for e in examples]),
     )["probabilities"].numpy()
     result = tmp_path / "predictions.jsonl"
-    proc = _without_tensorflow(
+    proc = script_runner.run_without_tensorflow(
         [
             "predict_lite.py",
             f"--export_dir={tmp_path / 'export'}",
