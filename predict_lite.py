@@ -1,16 +1,19 @@
-"""Predict a file with a classifier, tagger or multiple-choice export,
-without TensorFlow.
+"""Predict a file with a classifier, tagger, multiple-choice or
+question-answering export, without TensorFlow.
 
     python predict_lite.py --export_dir=/tmp/reviews_export \
       --input_file=reviews_new.jsonl --output_file=/tmp/predictions.jsonl
 
-The export is run_classifier.py's, run_ner.py's or run_multiple_choice.py's
---export_dir written with --predict_runtime=tflite (or tflite_int8): its
+The export is run_classifier.py's, run_ner.py's, run_multiple_choice.py's
+or run_squad.py's --export_dir written with --predict_runtime=tflite (or
+tflite_int8): its
 model.tflite runs on the standalone LiteRT runtime (modeling/tasks/lite.py). A classifier's input is
 CSV, TSV or JSON Lines read as run_classifier.py's --test_file (the same
 columns and ids), or a .txt file of one text per line; a tagger's is read as
 run_ner.py's --predict_file (CoNLL-style, or JSON Lines with "tokens"); a
-multiple-choice model's as run_multiple_choice.py's (SWAG's columns). The
+multiple-choice model's as run_multiple_choice.py's (SWAG's columns); a
+question-answering model's as run_squad.py's (SQuAD JSON, or CSV / TSV /
+JSON Lines with question and context columns). The
 output is the script's predictions.jsonl format: one JSON object per row,
 its id and its prediction by name. Neither this script nor what it imports
 loads TensorFlow or Keras.
@@ -25,14 +28,16 @@ FLAGS = flags.FLAGS
 flags.DEFINE_string(
     "export_dir",
     None,
-    "The classifier, tagger or multiple-choice export (with its model.tflite).",
+    "The classifier, tagger, multiple-choice or question-answering export "
+    "(with its model.tflite).",
 )
 flags.DEFINE_string(
     "input_file",
     None,
     "The texts: for a classifier .csv, .tsv, .jsonl / .json (columns as "
     "run_classifier.py's --test_file) or .txt (one text per line); for a "
-    "tagger or a multiple-choice model, as its script's --predict_file.",
+    "tagger, a multiple-choice or a question-answering model, as its "
+    "script's --predict_file.",
 )
 flags.DEFINE_string(
     "output_file", None, "Where to write the predictions (JSON Lines)."

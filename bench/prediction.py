@@ -50,6 +50,23 @@ speed: times prediction on real dev files (../shared/data: MRPC and SST-2
   weights; task heads random, seeded) and a BERT-base-shaped model (12
   layers, 768 wide, random weights).
 
+coldstart: what a server pays before its first answer, and its memory:
+  for each model, a fresh process (--repeats of them, the median) that
+  loads a classifier and predicts one SST-2 sentence:
+    litert_fp32 / litert_int8  this project's serving path without
+                     TensorFlow: lite.LiteClassifier on a classifier
+                     export (run_classifier.py --export_dir with
+                     --predict_runtime=tflite / tflite_int8): LiteRT, the
+                     Python tokenizer, the one predictor;
+    ort_fp32 / ort_int8  ONNX Runtime on the same ONNX models as the speed
+                     rows, with the `tokenizers` (Rust) tokenizer of the
+                     model's tokenizer.json;
+    hf_fp32          HF transformers on PyTorch, the same tokenizer.
+  Seconds from the parent's clock just before it spawns the process to
+  the first prediction (imports, model load, tokenization, one batch), and
+  the process tree's peak RSS. The speed rows' peak RSS of tflite_* is
+  that path's too (their worker imports no TensorFlow).
+
 accuracy: fine-tunes the converted MiniLM with the scripts (MRPC 3 epochs,
   SST-2 1 epoch on its first 8000 rows, CoNLL-2003 1 epoch at seq 64, SQuAD
   v1.1 1 epoch on dev articles 10-47, as bench/squad.py), then evaluates
@@ -61,6 +78,7 @@ Usage:
   .venv/bin/python bench/prediction.py --parts=speed [--models=minilm,
       bert_base] [--systems=...] [--datasets=mrpc,sst2,conll,squad]
       [--threads=2] [--squad_questions=1000] [--peer_batching=both]
+  .venv/bin/python bench/prediction.py --parts=coldstart [--models=...]
   .venv/bin/python bench/prediction.py --parts=accuracy
   The peers need `pip install .[peers]` (torch, transformers,
   onnxruntime, onnx); a system whose package is missing is skipped with a
@@ -366,16 +384,15 @@ def _plan_path(root, dataset):
 
 def record_plan(args):
     """--plan: the batches the scripts' predictor makes of a file (its rows
-    and width per batch), recorded in this process (TensorFlow) for the
-    peers to replay in numpy without it."""
+    and width per batch), recorded for the peers to replay."""
     from modeling.training import predictor
 
     class Recorder:
         """A backend that runs nothing: the batches' rows and widths."""
 
-        def run(self, dataset):
-            for batch in dataset:
-                features = {k: v.numpy() for k, v in batch.items()}
+        def run(self, batches, static_shapes=False):
+            del static_shapes
+            for features in batches:
                 ids = features["input_ids"]
                 yield features, {"width": np.full(len(ids), ids.shape[-1])}
 
@@ -418,17 +435,19 @@ def make_system(system, model_folder, kind, threads, length_sorted):
     the peers' batches)."""
     first = "start_logits" if kind == "span" else "logits"
     if system in ("tf_fp32", "tflite_fp32", "tflite_int8"):
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
         from modeling.training import predictor
 
         if system == "tf_fp32":
+            import tensorflow as tf
+
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
             backend = predictor.TensorFlowBackend(
                 project_model(model_folder, kind)
             )
         else:
+            # The TF-free path: LiteRT and the predictor, no TensorFlow in
+            # this process (its peak memory is the serving path's).
             # Converted beforehand, in its own process (`convert_tflite`).
             path = _tflite_path(model_folder, kind, system)
             backend = predictor.TFLiteBackend(
@@ -738,6 +757,163 @@ def _compare_outputs(root, model, dataset, records):
         record["max_abs_diff_vs_fp32"] = float(np.max(np.abs(a - b)[finite]))
 
 
+# === Cold start: process start to the first prediction ===
+
+COLD_SYSTEMS = ("litert_fp32", "litert_int8", "ort_fp32", "ort_int8", "hf_fp32")
+COLD_TEXT = "a gorgeous , witty , seductive movie ."
+
+
+def prepare_export(root, model, quantize):
+    """root/exports/<model>_<precision>: a classifier export of the model
+    (run_classifier.py --export_dir with --predict_runtime=tflite or
+    tflite_int8): what lite.LiteClassifier serves without TensorFlow."""
+    folder = root / "exports" / f"{model}_{'int8' if quantize else 'fp32'}"
+    if folder.exists():
+        return folder
+    from modeling import task_kinds
+    from modeling.export import serving
+
+    model_folder = root / "models" / model
+    serving.export_classifier(
+        project_model(model_folder, "classify"),
+        serving.make_preprocessor(str(model_folder / "vocab.txt"), True, 128),
+        str(folder),
+        kind=task_kinds.get(task_kinds.CLASSIFICATION),
+        has_text_b=False,
+        label_list=["0", "1"],
+        max_seq_length=128,
+        tflite_quantize=quantize,
+    )
+    return folder
+
+
+def cold_worker(args):
+    """--cold: load a system as a server does and predict one text; prints
+    the seconds from the process's start (`--started`, the parent's clock
+    just before it spawned this process) to the first prediction."""
+    root = pathlib.Path(args.output_root)
+    system, threads = args.system, args.threads
+    if system.startswith("litert"):
+        from modeling.tasks import lite
+
+        precision = system.split("_")[1]
+        server = lite.LiteClassifier(
+            root / "exports" / f"{args.model}_{precision}",
+            num_threads=threads,
+        )
+        out = server.predict([COLD_TEXT])[0]["probabilities"]
+    else:
+        import tokenizers
+
+        folder = root / "models" / args.model
+        tokenizer = tokenizers.Tokenizer.from_file(
+            str(_vocab().parent / "tokenizer.json")
+        )
+        encoding = tokenizer.encode(COLD_TEXT)
+        batch = {
+            "input_ids": np.array([encoding.ids], np.int64),
+            "attention_mask": np.array([encoding.attention_mask], np.int64),
+            "token_type_ids": np.array([encoding.type_ids], np.int64),
+        }
+        if system.startswith("ort"):
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            fp32, int8 = _onnx_paths(folder, "classify")
+            session = onnxruntime.InferenceSession(
+                str(int8 if system == "ort_int8" else fp32),
+                options,
+                providers=["CPUExecutionProvider"],
+            )
+            out = session.run(None, batch)[0]
+        else:
+            import torch
+
+            torch.set_num_threads(threads)
+            model = hf_model(folder, "classify")
+            with torch.inference_mode():
+                out = model(
+                    **{k: torch.from_numpy(v) for k, v in batch.items()}
+                )
+            out = out[0].numpy()
+    seconds = time.time() - args.started
+    record = {"cold_start_s": round(seconds, 3), "first_output": str(out)}
+    print("RESULT " + json.dumps(record), file=sys.stderr, flush=True)
+
+
+def cold_start(args, root):
+    """Each COLD_SYSTEMS system of each model, --repeats fresh processes:
+    the median seconds from process start to the first prediction, and the
+    process tree's peak RSS (import, load, tokenize, one prediction)."""
+    records = []
+    for model in args.models.split(","):
+        folder = prepare_model(root, model)
+        for system in COLD_SYSTEMS:
+            missing = _available(system)
+            if missing:
+                print(f"skipping {system}: {missing}", flush=True)
+                continue
+            if system.startswith("litert"):
+                path = root / "exports" / f"{model}_{system.split('_')[1]}"
+                if not path.exists():
+                    _run_mode(
+                        args,
+                        root,
+                        "--export",
+                        model=model,
+                        system=system,
+                    )
+            if (
+                system.startswith("ort")
+                and not _onnx_paths(folder, "classify")[1].exists()
+            ):
+                _run_mode(args, root, "--onnx", model=model, dataset="sst2")
+            runs = []
+            for _ in range(args.repeats):
+                command = [
+                    sys.executable,
+                    str(pathlib.Path(__file__).resolve()),
+                    "--cold",
+                    f"--system={system}",
+                    f"--model={model}",
+                    f"--threads={args.threads}",
+                    f"--output_root={root}",
+                    f"--started={time.time()!r}",
+                ]
+                env = dict(
+                    os.environ,
+                    PYTHONPATH=str(REPO_ROOT),
+                    TF_CPP_MIN_LOG_LEVEL="2",
+                    OMP_NUM_THREADS=str(args.threads),
+                )
+                peak, _, _, status, log = memory.measure(command, env)
+                lines = [x for x in log.splitlines() if x.startswith("RESULT ")]
+                if status or not lines:
+                    print(log[-3000:], file=sys.stderr)
+                    runs.append({"error": f"exit {status}"})
+                    break
+                run = json.loads(lines[-1][len("RESULT ") :])
+                run["peak_rss_mb"] = round(peak, 1)
+                runs.append(run)
+            ok = [r for r in runs if "error" not in r]
+            record = {"model": model, "system": system}
+            if ok:
+                record["cold_start_s"] = float(
+                    np.median([r["cold_start_s"] for r in ok])
+                )
+                record["peak_rss_mb"] = float(
+                    np.median([r["peak_rss_mb"] for r in ok])
+                )
+                record["runs"] = ok
+            else:
+                record.update(runs[-1])
+            records.append(record)
+            print(json.dumps(record), flush=True)
+    return records
+
+
 # === Accuracy: float32 against TF Lite float32 and int8 ===
 
 
@@ -985,6 +1161,9 @@ def main():
     parser.add_argument("--convert", action="store_true")
     parser.add_argument("--plan", action="store_true")
     parser.add_argument("--onnx", action="store_true")
+    parser.add_argument("--cold", action="store_true")
+    parser.add_argument("--export", action="store_true")
+    parser.add_argument("--started", type=float)
     parser.add_argument(
         "--table",
         action="store_true",
@@ -1007,6 +1186,16 @@ def main():
     if args.plan:
         record_plan(args)
         return
+    if args.cold:
+        cold_worker(args)
+        return
+    if args.export:
+        prepare_export(
+            pathlib.Path(args.output_root),
+            args.model,
+            args.system.endswith("int8"),
+        )
+        return
     if args.onnx:
         folder = pathlib.Path(args.output_root) / "models" / args.model
         prepare_onnx(folder, DATASETS[args.dataset][0])
@@ -1016,6 +1205,8 @@ def main():
     results = {"machine": machine.describe(), "date": time.strftime("%F")}
     if "speed" in args.parts:
         results["speed"] = speed(args, root)
+    if "coldstart" in args.parts:
+        results["coldstart"] = cold_start(args, root)
     if "accuracy" in args.parts:
         results["accuracy"] = accuracy(args, root)
     path = root / "results.json"

@@ -471,8 +471,12 @@ class BertTextClassifier(keras.Model):
             backend,
             batch_size,
             length_sorted=self.dynamic_padding,
-            multiple=input_pipeline.padding_multiple(
-                self.preprocessor.sequence_length, bool(self.jit_compile)
+            multiple=(
+                input_pipeline.padding_multiple(
+                    self.preprocessor.sequence_length, True
+                )
+                if self.jit_compile
+                else 1
             ),
         )
         del verbose  # Progress goes to the absl log (INFO).

@@ -23,6 +23,7 @@ from modeling import models
 from modeling.data import squad as squad_data
 from modeling.export import squad_serving
 from modeling.tasks import squad as squad_lib
+from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
 
 # run_squad_test's sizes: its python_predictions is the reference.
@@ -263,3 +264,123 @@ def test_an_empty_batch_gets_empty_answers(
     assert out["answer"].shape[0] == 0
     for name, value in out.items():
         assert value.shape[0] == 0, name
+
+
+@pytest.mark.parametrize("v2, fast_nbest", [(True, False), (False, True)])
+def test_served_without_tensorflow(
+    model, uncased_vocab_file, tmp_path, v2, fast_nbest
+):
+    """An export of a --predict_runtime=tflite run answers on LiteRT with
+    the Python tokenizer, in a process where TensorFlow cannot be imported
+    (lite.LiteSquad, and predict_lite.py on a SQuAD JSON file): the Python
+    path's answers, their probabilities within float32 rounding (XNNPACK's
+    kernels against TensorFlow's)."""
+    import script_runner
+
+    from modeling.export import tflite
+
+    pytest.importorskip("ai_edge_litert")
+    export = tmp_path / "export"
+    content, names = tflite.convert(model)
+    squad_serving.export_squad(
+        model,
+        _settings(uncased_vocab_file, 20, v2, fast_nbest),
+        str(export),
+        extra_files=tflite.export_files(content, names, False),
+    )
+    examples = _examples()
+    contexts = [CONTEXTS[int(e.qas_id.split("-")[0])] for e in examples]
+    squad_json = tmp_path / "dev.json"
+    squad_json.write_text(
+        json.dumps(
+            {
+                "data": [
+                    {
+                        "title": "t",
+                        "paragraphs": [
+                            {
+                                "context": context,
+                                "qas": [
+                                    {"id": f"{c}-{q}", "question": question}
+                                    for q, question in enumerate(QUESTIONS)
+                                ],
+                            }
+                            for c, context in enumerate(CONTEXTS)
+                        ],
+                    }
+                ]
+            }
+        )
+    )
+    out = tmp_path / "predictions.jsonl"
+    code = (
+        "import json\n"
+        "from modeling.tasks import lite\n"
+        "model = lite.load(sys.argv[1], batch_size=4)\n"
+        "rows = model.predict(*json.loads(sys.argv[2]))\n"
+        "sys.argv = ['predict_lite.py', '--export_dir=' + sys.argv[1],\n"
+        "            '--input_file=' + sys.argv[3],\n"
+        "            '--output_file=' + sys.argv[4], '--batch_size=3']\n"
+        "try:\n"
+        "    runpy.run_path('predict_lite.py', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+        "print(json.dumps(rows))\n"
+    )
+    questions = [e.question_text for e in examples]
+    proc = script_runner.run_without_tensorflow(
+        [
+            str(export),
+            json.dumps([questions, contexts]),
+            str(squad_json),
+            str(out),
+        ],
+        code,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    # The Python path: TensorFlow's logits, the original's post-processing
+    # (the --fast_nbest export ranks each window's own positions only).
+    features = []
+    squad_data.convert_examples_to_features(
+        examples,
+        tokenization.FullTokenizer(uncased_vocab_file, True),
+        SEQ,
+        STRIDE,
+        QUERY,
+        False,
+        features.append,
+    )
+    inputs = {
+        name: np.array([getattr(f, name) for f in features], np.int32)
+        for name in ("input_ids", "input_mask", "segment_ids")
+    }
+    logits = model(inputs, training=False)
+    start, end = (logits[k].numpy() for k in ("start_logits", "end_logits"))
+    if fast_nbest:
+        start = np.where(inputs["input_mask"] == 0, -np.inf, start)
+        end = np.where(inputs["input_mask"] == 0, -np.inf, end)
+    expected = squad_postprocess.records(
+        squad_postprocess.compute_predictions(
+            examples,
+            features,
+            [f.unique_id for f in features],
+            start,
+            end,
+            version_2_with_negative=v2,
+        )
+    )
+    written = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["id"] for r in written] == [e.qas_id for e in examples]
+    for got in (rows, written):
+        assert [r["answer"] for r in got] == [r["answer"] for r in expected]
+        if v2:  # Some questions are answered, some are not.
+            assert 0 < sum(r["answer"] == "" for r in got) < len(got)
+        probabilities = [
+            (r["probability"], e["probability"])
+            for r, e in zip(got, expected, strict=True)
+            if e["probability"] is not None
+        ]
+        assert probabilities
+        tolerance.assert_float32_close(*np.array(probabilities).T)

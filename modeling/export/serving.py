@@ -240,6 +240,18 @@ def tokenization_files(info, vocab, do_lower_case):
     return {VOCAB_FILE: "".join(t + "\n" for t in tokens).encode()}
 
 
+def with_tokenization(info, vocab_file, do_lower_case, extra_files):
+    """save_export's extra files: the TF Lite model's, if any, and the
+    vocabulary a server without TensorFlow reads (tokenization_files, which
+    records the tokenization in `info`)."""
+    files = tokenization_files(info, vocab_file, do_lower_case)
+    tflite_info = None
+    if extra_files is not None:
+        more, tflite_info = extra_files
+        files.update(more)
+    return files, tflite_info
+
+
 def save_export(server, export_dir, signatures, info, extra_files=None):
     """Writes `server` as a SavedModel with `info` in
     assets.extra/bert_export.json, atomically: under a temporary name beside

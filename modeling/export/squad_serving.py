@@ -388,5 +388,11 @@ def export_squad(model, settings, export_dir, extra_files=None):
     }
     signatures = {SERVING_DEFAULT: server.serve_text.get_concrete_function()}
     return serving.save_export(
-        server, export_dir, signatures, info, extra_files
+        server,
+        export_dir,
+        signatures,
+        info,
+        serving.with_tokenization(
+            info, s.vocab_file, s.do_lower_case, extra_files
+        ),
     )

@@ -215,7 +215,7 @@ def export_tagger(
         server,
         export_dir,
         info,
-        _with_tokenization(info, vocab_file, do_lower_case, extra_files),
+        serving.with_tokenization(info, vocab_file, do_lower_case, extra_files),
     )
 
 
@@ -240,17 +240,5 @@ def export_multiple_choice(
         server,
         export_dir,
         info,
-        _with_tokenization(info, vocab_file, do_lower_case, extra_files),
+        serving.with_tokenization(info, vocab_file, do_lower_case, extra_files),
     )
-
-
-def _with_tokenization(info, vocab_file, do_lower_case, extra_files):
-    """save_export's extra files: the TF Lite model's, if any, and the
-    vocabulary a server without TensorFlow reads (serving.
-    tokenization_files, which records the tokenization in `info`)."""
-    files = serving.tokenization_files(info, vocab_file, do_lower_case)
-    tflite_info = None
-    if extra_files is not None:
-        more, tflite_info = extra_files
-        files.update(more)
-    return files, tflite_info

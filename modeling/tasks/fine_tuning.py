@@ -180,7 +180,8 @@ def make_predictor(
     """The predictor of a fine-tuning run's evaluation and prediction
     (modeling/training/predictor.py): the --predict_runtime backend,
     length-sorted batches (fixed shapes on TPU or without
-    `length_sorted`), with XLA a few batch lengths only.
+    `length_sorted`), each cut to its longest row (with XLA, a few batch
+    lengths only).
 
     Args:
       rank: of the features (3: multiple choice), for TF Lite.
@@ -193,8 +194,10 @@ def make_predictor(
         backend,
         batch_size,
         length_sorted=length_sorted and not common.uses_tpu(s),
-        multiple=input_pipeline.padding_multiple(
-            s.max_seq_length, s.run_config.use_xla
+        multiple=(
+            input_pipeline.padding_multiple(s.max_seq_length, True)
+            if s.run_config.use_xla
+            else 1
         ),
     )
 

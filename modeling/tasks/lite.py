@@ -1,7 +1,7 @@
-"""A fine-tuned classifier, tagger or multiple-choice model served without
-TensorFlow: an export's `model.tflite` on the LiteRT runtime, with the
-Python tokenizer (LiteClassifier, LiteTagger, LiteChooser; `load` picks by
-the export).
+"""A fine-tuned classifier, tagger, multiple-choice or question-answering
+model served without TensorFlow: an export's `model.tflite` on the LiteRT
+runtime, with the Python tokenizer (LiteClassifier, LiteTagger, LiteChooser,
+LiteSquad; `load` picks by the export).
 
     from modeling.tasks import lite
 
@@ -36,6 +36,7 @@ from modeling.data import classifier_data
 from modeling.data import conll
 from modeling.data import file_io
 from modeling.tasks import predictions
+from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
 from modeling.training import predictor
 
@@ -267,14 +268,125 @@ class LiteChooser:
         ]
 
 
+class LiteSquad:
+    """A question-answering export (run_squad.py's --export_dir written
+    with --predict_runtime=tflite or tflite_int8), ready to predict: the
+    original's windows (squad.convert_examples_to_features), each window's
+    start and end logits from its model.tflite through the one predictor
+    (at full length as run_squad predicts, or each at its own length for an
+    export of a --fast_nbest run: squad_postprocess.answer_logits), and
+    run_squad's n-best answers (squad_postprocess.compute_predictions),
+    with the export's settings (doc_stride, n_best_size, the SQuAD 2.0
+    threshold, ...).
+
+    Args, Raises: as LiteClassifier's.
+    """
+
+    SETTINGS = (
+        "max_seq_length",
+        "doc_stride",
+        "max_query_length",
+        "n_best_size",
+        "max_answer_length",
+        "version_2_with_negative",
+        "null_score_diff_threshold",
+        "fast_nbest",
+    )
+
+    def __init__(self, export_dir, batch_size=32, num_threads=None):
+        self.export_dir = os.fspath(export_dir)
+        info = _read_info(self.export_dir, "question_answering", "start_logits")
+        for name in self.SETTINGS:
+            setattr(self, name, info[name])
+        self.do_lower_case = info["do_lower_case"]
+        self.tokenizer, self.backend = _tokenizer_and_backend(
+            self.export_dir, info, num_threads
+        )
+        self.predictor = predictor.Predictor(
+            self.backend, batch_size, length_sorted=self.fast_nbest
+        )
+
+    def predict(self, questions, contexts):
+        """The answer to each question about its context, in input order:
+        [{"answer": text ("" for none), "probability": its share of the
+        n best}], as run_squad's predictions.jsonl lines without their
+        id."""
+        from modeling.data import squad as squad_data
+
+        questions, contexts = list(questions), list(contexts)
+        if len(questions) != len(contexts):
+            raise ValueError(
+                f"{len(questions)} questions but {len(contexts)} contexts"
+            )
+        examples = [
+            squad_data.SquadExample(
+                qas_id=str(i),
+                question_text=question,
+                doc_tokens=squad_data.split_paragraph(context)[0],
+            )
+            for i, (question, context) in enumerate(
+                zip(questions, contexts, strict=True)
+            )
+        ]
+        records = squad_postprocess.records(self.predict_examples(examples))
+        return [{k: r[k] for k in ("answer", "probability")} for r in records]
+
+    def predict_examples(self, examples):
+        """squad_postprocess.Predictions of squad.SquadExamples (answers,
+        n best, and SQuAD 2.0's null odds), as run_squad.py makes them."""
+        from modeling.data import feature_names
+        from modeling.data import squad as squad_data
+
+        if not examples:
+            return squad_postprocess.Predictions({}, {}, None, None)
+        features = []
+        squad_data.convert_examples_to_features(
+            examples,
+            self.tokenizer,
+            self.max_seq_length,
+            self.doc_stride,
+            self.max_query_length,
+            False,
+            features.append,
+        )
+        rows = {
+            name: np.array([getattr(f, name) for f in features], np.int32)
+            for name in predictor.MODEL_FEATURES
+        }
+        rows[feature_names.UNIQUE_IDS] = np.array(
+            [f.unique_id for f in features], np.int64
+        )
+        unique_ids, start, end = squad_postprocess.answer_logits(
+            self.predictor,
+            rows,
+            self.max_seq_length,
+            self.fast_nbest,
+            total=len(features),
+        )
+        return squad_postprocess.compute_predictions(
+            examples,
+            features,
+            unique_ids,
+            start,
+            end,
+            n_best_size=self.n_best_size,
+            max_answer_length=self.max_answer_length,
+            do_lower_case=self.do_lower_case,
+            version_2_with_negative=self.version_2_with_negative,
+            null_score_diff_threshold=self.null_score_diff_threshold,
+        )
+
+
 def load(export_dir, batch_size=32, num_threads=None):
-    """The LiteClassifier, LiteTagger or LiteChooser of an export folder."""
+    """The LiteClassifier, LiteTagger, LiteChooser or LiteSquad of an
+    export folder."""
     info = json.loads(
         file_io.read_text(os.path.join(os.fspath(export_dir), INFO_FILE))
     )
     kinds = {
         "token_classification": LiteTagger,
         "multiple_choice": LiteChooser,
+        "question_answering": LiteSquad,
     }
     return kinds.get(info.get("task"), LiteClassifier)(
         export_dir, batch_size, num_threads
@@ -356,6 +468,8 @@ def predict_file(
         return _tag_file(model, input_file, output_file)
     if isinstance(model, LiteChooser):
         return _choose_file(model, input_file, output_file)
+    if isinstance(model, LiteSquad):
+        return _answer_file(model, input_file, output_file)
     if input_file.lower().endswith(".txt"):
         if model.has_text_b:
             raise ValueError(
@@ -435,4 +549,24 @@ def _choose_file(model, input_file, output_file):
             ):
                 f.write(predictions.line({"id": example.id, **record}))
     logging.info("Predicted %d examples: %s", len(examples), output_file)
+    return len(examples)
+
+
+def _answer_file(model, input_file, output_file):
+    """predict_file of a question-answering model: SQuAD JSON, or question
+    rows (CSV / TSV / JSON Lines with `question` and `context`), read as
+    run_squad.py's --predict_file; run_squad's predictions.jsonl lines."""
+    from modeling.data import squad as squad_data
+
+    if squad_data.is_question_rows(input_file):
+        examples = squad_data.read_question_rows(input_file)
+    else:
+        examples, _ = squad_data.read_squad_examples(input_file, False)
+        if not examples:
+            raise ValueError(f"{input_file}: no questions")
+    with file_io.atomic_write(output_file) as f:
+        for begin in range(0, len(examples), CHUNK_ROWS):
+            block = examples[begin : begin + CHUNK_ROWS]
+            f.write(squad_postprocess.json_lines(model.predict_examples(block)))
+    logging.info("Answered %d questions: %s", len(examples), output_file)
     return len(examples)

@@ -29,7 +29,6 @@ import dataclasses
 import os
 import random
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -396,21 +395,9 @@ class AnswerPredictor:
         self.gold = gold_answers(self.examples, s.version_2_with_negative)
 
     def logits(self):
-        """(unique_ids [N], start_logits [N, T], end_logits [N, T]).
-
-        The original ranks the n best starts and ends over every position
-        of a window's row, its padding included: a padding position is
-        never an answer, but its logit may take one of the n_best_size
-        places. So by default every window is predicted at its full
-        max_seq_length (fixed-shape batches in input order), which gives
-        the original's n-best lists and answers whatever the batch size or
-        the order. --fast_nbest predicts each window at its own length
-        (length-sorted batches) and ranks its real positions only: faster
-        where windows are shorter than max_seq_length, still independent
-        of the batch-mates (every position past a window's own end is
-        -inf), but its n-best lists, and rarely its answers, differ from
-        the original's where padding logits would have taken places.
-        """
+        """(unique_ids [N], start_logits [N, T], end_logits [N, T]):
+        squad_postprocess.answer_logits (full-length windows, the
+        original's n best; --fast_nbest: each at its own length)."""
         s = self.task.settings
         predictor = fine_tuning.make_predictor(
             s,
@@ -419,19 +406,13 @@ class AnswerPredictor:
             s.predict_batch_size,
             length_sorted=s.fast_nbest,
         )
-        features, outputs = predictor.gather(
+        return squad_postprocess.answer_logits(
+            predictor,
             read_rows(self.task, self.task.path(EVAL_RECORD_FILE)),
-            width=s.max_seq_length,
-            seq_outputs=("start_logits", "end_logits"),
-            fill=-np.inf,
+            s.max_seq_length,
+            s.fast_nbest,
             total=len(self.features),
         )
-        start, end = outputs["start_logits"], outputs["end_logits"]
-        if s.fast_nbest:
-            padding = features["input_mask"] == 0
-            start = np.where(padding, -np.inf, start)
-            end = np.where(padding, -np.inf, end)
-        return features[input_pipeline.UNIQUE_IDS], start, end
 
     def predict(self, threshold=None):
         """The answers (squad_postprocess.Predictions) of the model now."""

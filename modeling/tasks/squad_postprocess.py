@@ -37,6 +37,7 @@ import os
 
 import numpy as np
 
+from modeling.data import feature_names
 from modeling.data import file_io
 from modeling.tasks import predictions as predictions_jsonl
 from modeling.text import tokenization
@@ -349,7 +350,13 @@ def write_predictions(predictions, output_dir):
 def json_lines(predictions):
     """predictions.jsonl: per question, its id, the answer ("" for none)
     and the answer's probability among the n best."""
-    lines = []
+    return "".join(predictions_jsonl.line(r) for r in records(predictions))
+
+
+def records(predictions):
+    """predictions.jsonl's records ({"id", "answer", "probability"}), one
+    per question in order."""
+    out = []
     for qid, answer in predictions.answers.items():
         probability = next(
             (
@@ -365,5 +372,45 @@ def json_lines(predictions):
             if probability is None
             else predictions_jsonl.number(probability)
         )
-        lines.append(predictions_jsonl.line(record))
-    return "".join(lines)
+        out.append(record)
+    return out
+
+
+def answer_logits(predictor, rows, max_seq_length, fast_nbest, total=None):
+    """Every window's start and end logits at full max_seq_length, through
+    the one predictor (modeling/training/predictor.py), in input order.
+
+    The original ranks the n best starts and ends over every position of a
+    window's row, its padding included: a padding position is never an
+    answer, but its logit may take one of the n_best_size places. So by
+    default every window is predicted at its full max_seq_length (a
+    predictor with fixed-shape batches in input order), which gives the
+    original's n-best lists and answers whatever the batch size or the
+    order. With `fast_nbest` (a length-sorted predictor) each window is
+    predicted at its own length and only its real positions are ranked:
+    faster where windows are shorter than max_seq_length, still
+    independent of the batch-mates (every position past a window's own end
+    is -inf), but its n-best lists, and rarely its answers, differ from the
+    original's where padding logits would have taken places.
+
+    Args:
+      predictor: a predictor.Predictor, length-sorted iff fast_nbest.
+      rows: the windows' features with their unique ids (predictor rows).
+      total: the number of windows (progress).
+
+    Returns:
+      (unique_ids [N], start_logits [N, T], end_logits [N, T]).
+    """
+    features, outputs = predictor.gather(
+        rows,
+        width=max_seq_length,
+        seq_outputs=("start_logits", "end_logits"),
+        fill=-np.inf,
+        total=total,
+    )
+    start, end = outputs["start_logits"], outputs["end_logits"]
+    if fast_nbest:
+        padding = features["input_mask"] == 0
+        start = np.where(padding, -np.inf, start)
+        end = np.where(padding, -np.inf, end)
+    return features[feature_names.UNIQUE_IDS], start, end
