@@ -13,6 +13,7 @@ SCRIPTS = [
     "run_classifier_with_tfhub",
     "export_hub",
     "predict_lite",
+    "run_embeddings",
 ]
 
 setuptools.setup(

@@ -125,6 +125,11 @@ def _tree(pid):
     return out
 
 
+def own_hwm_mb():
+    """This process's peak RSS so far (VmHWM), MB."""
+    return _hwm_kb(os.getpid()) / 1024
+
+
 def measure(command, env):
     """Runs the command; returns (peak tree MB, parent VmHWM MB, phase
     peaks MB, exit status, log)."""

@@ -451,7 +451,7 @@ def make_system(system, model_folder, kind, threads, length_sorted):
             # Converted beforehand, in its own process (`convert_tflite`).
             path = _tflite_path(model_folder, kind, system)
             backend = predictor.TFLiteBackend(
-                path.read_bytes(),
+                path,
                 json.loads(path.with_suffix(".json").read_text()),
                 num_threads=threads,
             )
@@ -839,7 +839,11 @@ def cold_worker(args):
                 )
             out = out[0].numpy()
     seconds = time.time() - args.started
-    record = {"cold_start_s": round(seconds, 3), "first_output": str(out)}
+    record = {
+        "cold_start_s": round(seconds, 3),
+        "first_output": str(out),
+        "vmhwm_mb": memory.own_hwm_mb(),
+    }
     print("RESULT " + json.dumps(record), file=sys.stderr, flush=True)
 
 
@@ -895,7 +899,9 @@ def cold_start(args, root):
                     runs.append({"error": f"exit {status}"})
                     break
                 run = json.loads(lines[-1][len("RESULT ") :])
-                run["peak_rss_mb"] = round(peak, 1)
+                # A process this short can end between two samples: its own
+                # high-water mark (one process, no children) is the peak.
+                run["peak_rss_mb"] = round(max(peak, run.pop("vmhwm_mb")), 1)
                 runs.append(run)
             ok = [r for r in runs if "error" not in r]
             record = {"model": model, "system": system}

@@ -335,7 +335,9 @@ def load_weights(model_or_variables, path, ignore_missing=()):
     Args:
         model_or_variables: a Keras layer/model (its `weights`) or an
             iterable of variables.
-        path: checkpoint prefix or directory, see `resolve_checkpoint`.
+        path: checkpoint prefix or directory, see `resolve_checkpoint`; or
+            a dict {original name: array} (weights read from elsewhere, as
+            convert.read_hf_folder gives them).
         ignore_missing: iterable of regular expressions (re.search); model
             variables matching one may be absent from the checkpoint (e.g.
             `^output_` or `^cls/squad/` for heads being fine-tuned).
@@ -349,16 +351,27 @@ def load_weights(model_or_variables, path, ignore_missing=()):
             needed variable is missing, or the files are unreadable. Nothing
             is assigned when the names or shapes do not match.
     """
-    prefix = resolve_checkpoint(path)
-    reader = _reader(prefix)
-    shapes = {
-        n: tuple(s) for n, s in reader.get_variable_to_shape_map().items()
-    }
+    if isinstance(path, dict):
+        prefix = "the weights given"
+        shapes = {n: tuple(np.shape(a)) for n, a in path.items()}
+
+        def tensor(name):
+            return path[name]
+    else:
+        prefix = resolve_checkpoint(path)
+        reader = _reader(prefix)
+        shapes = {
+            n: tuple(s) for n, s in reader.get_variable_to_shape_map().items()
+        }
+
+        def tensor(name):
+            return _get_tensor(reader, prefix, name)
+
     variables = _variables_of(model_or_variables)
     to_restore, missing = _check_names_and_shapes(
         variables, shapes, prefix, tuple(ignore_missing)
     )
-    values = [(v, _get_tensor(reader, prefix, name)) for name, v in to_restore]
+    values = [(v, tensor(name)) for name, v in to_restore]
     for variable, value in values:
         variable.assign(np.asarray(value).astype(variable.dtype))
     restored = [name for name, _ in to_restore]

@@ -34,7 +34,9 @@ KNOWN_EXTRA_KEYS = frozenset(
 
 # Activation names the original `get_activation` accepts (case-insensitive);
 # "" and "linear" mean no activation. "gelu" is the tanh approximation.
-ACTIVATIONS = frozenset({"gelu", "relu", "tanh", "linear", ""})
+# "gelu_exact" (not the original's) is the erf form, HF's "gelu": a model
+# read from an HF or sentence-transformers folder gives their numbers with it.
+ACTIVATIONS = frozenset({"gelu", "gelu_exact", "relu", "tanh", "linear", ""})
 
 _POSITIVE_INT_FIELDS = (
     "vocab_size",
@@ -58,8 +60,8 @@ class BertConfig:
         num_attention_heads: int, heads per block; must divide hidden_size.
         intermediate_size: int, width of the feed-forward layer.
         hidden_act: str, feed-forward activation: "gelu" (tanh
-            approximation, as the original at HEAD), "relu", "tanh" or
-            "linear".
+            approximation, as the original at HEAD), "gelu_exact" (the erf
+            form: HF's "gelu"), "relu", "tanh" or "linear".
         hidden_dropout_prob: float in [0, 1), dropout after embeddings and
             after each dense output.
         attention_probs_dropout_prob: float in [0, 1), dropout on attention
@@ -134,7 +136,8 @@ class BertConfig:
         if not isinstance(act, str) or act.lower() not in ACTIVATIONS:
             raise ValueError(
                 f"BertConfig.hidden_act {act!r} is not supported; use one of "
-                "'gelu' (tanh approximation), 'relu', 'tanh', 'linear'"
+                "'gelu' (tanh approximation), 'gelu_exact' (erf), 'relu', "
+                "'tanh', 'linear'"
             )
         for field in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             value = getattr(self, field)

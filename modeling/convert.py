@@ -123,12 +123,18 @@ def original_name_to_hf(name, prefix):
     return scope + ".".join(parts + [mapped.get(leaf, leaf)]), leaf == "kernel"
 
 
-def hf_config_to_original(hf_config):
-    """HF config.json dict -> BertConfig (original keys only)."""
+def hf_config_to_original(hf_config, exact_gelu=False):
+    """HF config.json dict -> BertConfig (original keys only).
+
+    Args:
+      exact_gelu: HF "gelu" (erf) becomes "gelu_exact", HF's numbers;
+        otherwise the original's "gelu" (tanh), which the original scripts
+        read (see the module doc).
+    """
     act = str(hf_config.get("hidden_act", "gelu")).lower()
     if act not in _HF_ACT_TO_ORIGINAL:
         raise ValueError(f"HF hidden_act {act!r} has no original equivalent")
-    if act == "gelu":
+    if act == "gelu" and not exact_gelu:
         _LOG.warning(
             "HF hidden_act 'gelu' is the exact erf GELU; the original BERT "
             "uses the tanh approximation. Outputs will differ slightly."
@@ -141,7 +147,11 @@ def hf_config_to_original(hf_config):
             "HF layer_norm_eps %g differs from the original 1e-12", eps
         )
     values = {k: hf_config[k] for k in config_lib.FIELDS if k in hf_config}
-    values["hidden_act"] = _HF_ACT_TO_ORIGINAL[act]
+    values["hidden_act"] = (
+        "gelu_exact"
+        if act == "gelu" and exact_gelu
+        else _HF_ACT_TO_ORIGINAL[act]
+    )
     return config_lib.BertConfig.from_dict(values)
 
 
@@ -224,12 +234,36 @@ def hf_to_original(hf_dir, out_dir):
         ValueError: a tensor is missing, has the wrong shape, or the config
             has no original equivalent.
     """
+    out_dir = os.fspath(out_dir)
+    config, arrays, vocab = read_hf_folder(hf_dir)
+    with _new_files_removed_on_error(out_dir):
+        config.to_json_file(os.path.join(out_dir, BERT_CONFIG))
+        _copy_atomically(vocab, os.path.join(out_dir, VOCAB))
+        return checkpoints.write_checkpoint(
+            os.path.join(out_dir, CKPT_PREFIX), arrays
+        )
+
+
+def read_hf_folder(hf_dir, exact_gelu=False):
+    """An HF BERT folder's model in the original's terms, in memory.
+
+    Args:
+        hf_dir: folder with config.json, model.safetensors, vocab.txt.
+        exact_gelu: see hf_config_to_original.
+
+    Returns:
+        (BertConfig, {original variable name: float32 array}, the path of
+        its vocab.txt).
+
+    Raises:
+        as hf_to_original.
+    """
     from safetensors import numpy as safetensors_numpy
 
-    hf_dir, out_dir = os.fspath(hf_dir), os.fspath(out_dir)
+    hf_dir = os.fspath(hf_dir)
     _require_files(hf_dir, (HF_CONFIG, HF_WEIGHTS, VOCAB))
     with open(os.path.join(hf_dir, HF_CONFIG), encoding="utf-8") as f:
-        config = hf_config_to_original(json.load(f))
+        config = hf_config_to_original(json.load(f), exact_gelu)
     weights_file = os.path.join(hf_dir, HF_WEIGHTS)
     arrays, skipped = {}, []
     try:
@@ -259,12 +293,7 @@ def hf_to_original(hf_dir, out_dir):
     _check_encoder_arrays(arrays, config, weights_file)
     vocab = os.path.join(hf_dir, VOCAB)
     config_lib.check_vocab_size(vocab, config)
-    with _new_files_removed_on_error(out_dir):
-        config.to_json_file(os.path.join(out_dir, BERT_CONFIG))
-        _copy_atomically(vocab, os.path.join(out_dir, VOCAB))
-        return checkpoints.write_checkpoint(
-            os.path.join(out_dir, CKPT_PREFIX), arrays
-        )
+    return config, arrays, vocab
 
 
 def original_to_hf(ckpt_dir, out_dir):

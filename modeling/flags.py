@@ -200,6 +200,24 @@ _SHARED.update(
         ),
     }
 )
+# What runs evaluation and prediction (the fine-tuning scripts, and
+# run_embeddings.py, which trains nothing).
+_SHARED.update(
+    {
+        "predict_runtime": lambda: flags.DEFINE_enum(
+            "predict_runtime",
+            None,
+            list(PREDICT_RUNTIMES),
+            "What runs --do_eval / --do_predict (fine-tuning scripts): "
+            "tensorflow (the default); tflite: TF Lite with XNNPACK on this "
+            "host's CPU, outputs within float32 rounding of TensorFlow's, "
+            "faster on CPU; tflite_int8: the same with dynamic-range int8 "
+            "matmuls, about 2-3x float32's speed, labels within int8's "
+            "rounding. TF Lite runs the float32 model on one CPU host: not with "
+            "a mixed --precision, --use_tpu or another --strategy.",
+        ),
+    }
+)
 # What define_common_flags defines: the flags every training script has.
 _TRAINING_SCRIPTS = (
     "bert_config_file",
@@ -249,18 +267,7 @@ def _define_training_flags():
         "of --predict_runtime=tflite_int8 (training, if any, in float32). "
         "Checkpoints stay float32.",
     )
-    flags.DEFINE_enum(
-        "predict_runtime",
-        None,
-        list(PREDICT_RUNTIMES),
-        "What runs --do_eval / --do_predict (fine-tuning scripts): "
-        "tensorflow (the default); tflite: TF Lite with XNNPACK on this "
-        "host's CPU, outputs within float32 rounding of TensorFlow's, "
-        "faster on CPU; tflite_int8: the same with dynamic-range int8 "
-        "matmuls, about 2-3x float32's speed, labels within int8's "
-        "rounding. TF Lite runs the float32 model on one CPU host: not with "
-        "a mixed --precision, --use_tpu or another --strategy.",
-    )
+    define_flags("predict_runtime")
     flags.DEFINE_bool(
         "use_xla",
         False,

@@ -394,3 +394,56 @@ class MultipleChoiceHead(ClassifierHead):
     def call(self, pooled_output, training=False):
         """pooled_output: [B, C, H] (C choices) -> float32 logits [B, C]."""
         return super().call(pooled_output, training=training)[..., 0]
+
+
+# The sentence-embedding pooling modes (sentence-transformers' Pooling
+# module's names: pooling_mode_<mode>_tokens).
+POOLING_MODES = ("mean", "cls", "max")
+
+
+@keras.saving.register_keras_serializable(package="bert")
+class SentencePooling(keras.layers.Layer):
+    """A sentence's vector from the encoder's token vectors (no weights),
+    as sentence-transformers' Pooling and Normalize modules compute it.
+
+    Args:
+        mode: "mean" (the mean of the real tokens' vectors, [CLS] and
+            [SEP] included), "cls" (the [CLS] token's) or "max" (the
+            largest value of each dimension over the real tokens).
+        normalize: scale each vector to unit length (cosine similarity is
+            then a dot product).
+
+    Call: (sequence_output [B, T, H], input_mask [B, T]) -> [B, H].
+    """
+
+    def __init__(self, mode="mean", normalize=True, **kwargs):
+        super().__init__(**kwargs)
+        if mode not in POOLING_MODES:
+            raise ValueError(
+                f"Unknown pooling {mode!r}; expected one of {POOLING_MODES}"
+            )
+        self.mode = mode
+        self.normalize = normalize
+
+    def call(self, sequence_output, input_mask):
+        x = ops.cast(sequence_output, "float32")
+        mask = ops.expand_dims(ops.cast(input_mask, "float32"), -1)
+        if self.mode == "cls":
+            pooled = x[:, 0]
+        elif self.mode == "mean":
+            # sentence-transformers' clamp: a row without tokens gives 0.
+            pooled = ops.sum(x * mask, axis=1) / ops.maximum(
+                ops.sum(mask, axis=1), 1e-9
+            )
+        else:  # Padding set to -1e9, as sentence-transformers does.
+            pooled = ops.max(ops.where(mask > 0, x, -1e9), axis=1)
+        if self.normalize:
+            # torch.nn.functional.normalize's eps.
+            norm = ops.sqrt(ops.sum(pooled * pooled, axis=-1, keepdims=True))
+            pooled = pooled / ops.maximum(norm, 1e-12)
+        return pooled
+
+    def get_config(self):
+        return dict(
+            super().get_config(), mode=self.mode, normalize=self.normalize
+        )

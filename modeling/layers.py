@@ -74,6 +74,13 @@ def gelu(x):
     return ops.gelu(x, approximate=True), grad
 
 
+def gelu_exact(x):
+    """GELU in its exact form, x * Phi(x) with the normal CDF by erf: HF's
+    "gelu" (BertConfig.hidden_act "gelu_exact"), what models trained in HF
+    transformers and sentence-transformers compute."""
+    return ops.gelu(x, approximate=False)
+
+
 @keras.saving.register_keras_serializable(package="bert")
 class Dropout(keras.layers.Dropout):
     """keras.layers.Dropout whose seed can be drawn before the call.
@@ -114,7 +121,13 @@ class Dropout(keras.layers.Dropout):
 def get_activation(name):
     """Maps an original `hidden_act` string to a function (None = linear)."""
     key = (name or "linear").lower()
-    table = {"gelu": gelu, "relu": ops.relu, "tanh": ops.tanh, "linear": None}
+    table = {
+        "gelu": gelu,
+        "gelu_exact": gelu_exact,
+        "relu": ops.relu,
+        "tanh": ops.tanh,
+        "linear": None,
+    }
     if key not in table:
         raise ValueError(f"Unsupported activation: {name!r}")
     return table[key]

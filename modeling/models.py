@@ -311,6 +311,60 @@ class BertMultipleChoice(_TaskModel):
         return self.classifier(pooled, training=training)
 
 
+@keras.saving.register_keras_serializable(package="bert")
+class BertEmbedder(_TaskModel):
+    """BERT as a sentence embedder (run_embeddings.py): the encoder's token
+    vectors pooled into one vector per text (heads.SentencePooling), the
+    vectors of sentence-transformers for the same weights and settings.
+
+    Args:
+        config: BertConfig.
+        pooling: "mean", "cls" or "max".
+        normalize: unit-length vectors.
+        use_one_hot_embeddings: bool, see `encoder.BertModel`.
+
+    Attributes:
+        bert: encoder.BertModel (variables `bert/...`; no head: the pooling
+            has no weights, so any BERT checkpoint loads as it is).
+    """
+
+    def __init__(
+        self,
+        config,
+        pooling="mean",
+        normalize=True,
+        use_one_hot_embeddings=False,
+        **kwargs,
+    ):
+        kwargs.setdefault("name", "bert_embedder")
+        super().__init__(**kwargs)
+        self.config = config
+        self.use_one_hot_embeddings = use_one_hot_embeddings
+        self.pooling = heads.SentencePooling(pooling, normalize, name="pooling")
+        self.bert = encoder.BertModel(
+            config, use_one_hot_embeddings=use_one_hot_embeddings, name="bert"
+        )
+        self.bert.build()
+        self.built = True
+
+    def call(self, features, training=False):
+        """features: dict with "input_ids", "input_mask", "segment_ids" int
+        [B, T] -> {"embeddings": float32 [B, H]}."""
+        outputs = self.bert(features, training=training)
+        return {
+            "embeddings": self.pooling(
+                outputs["sequence_output"], features["input_mask"]
+            )
+        }
+
+    def get_config(self):
+        return dict(
+            super().get_config(),
+            pooling=self.pooling.mode,
+            normalize=self.pooling.normalize,
+        )
+
+
 def named_outputs(model, features, select=None):
     """A model's outputs for prediction: a dict of float32 tensors by name
     (the model's own dict, a span labeler's "start_logits" and

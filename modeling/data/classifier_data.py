@@ -9,6 +9,7 @@ Regression tasks (STS-B) carry a float label and write it as a float feature.
 
 import os
 
+import numpy as np
 from absl import logging
 
 from modeling import progress
@@ -168,6 +169,42 @@ def convert_single_example(
     # log by the converters).
     feature.truncated = truncated
     return feature
+
+
+def text_arrays(text_a, max_seq_length, tokenizer, text_b=None):
+    """The original's features of texts (or pairs) for prediction, as
+    numpy arrays (convert_single_example's, without labels).
+
+    Args:
+      text_a: list of str; text_b: None, or a list of second texts.
+
+    Returns:
+      ({"input_ids", "input_mask", "segment_ids": int32 [N, max_seq_length]},
+      the number of rows cut to max_seq_length).
+    """
+    if text_b is not None and len(text_b) != len(text_a):
+        raise ValueError(f"{len(text_a)} texts but {len(text_b)} second texts")
+    names = ("input_ids", "input_mask", "segment_ids")
+    rows = {name: [] for name in names}
+    truncated = 0
+    for i, text in enumerate(text_a):
+        example = InputExample(
+            guid=str(i),
+            text_a=text,
+            text_b=None if text_b is None else text_b[i],
+            label="0",  # Unused: the features' label is not read.
+        )
+        feature = convert_single_example(
+            i, example, None, max_seq_length, tokenizer
+        )
+        truncated += feature.truncated
+        for name in names:
+            rows[name].append(getattr(feature, name))
+    arrays = {
+        name: np.array(values, np.int32).reshape(len(text_a), max_seq_length)
+        for name, values in rows.items()
+    }
+    return arrays, truncated
 
 
 def log_truncated(count, total, max_seq_length, what="examples"):

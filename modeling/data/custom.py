@@ -56,7 +56,7 @@ PAIR_COLUMNS = (
     ("premise", "hypothesis"),
 )
 LABEL_COLUMN = "label"
-ID_COLUMNS = ("id", "idx", "index", "guid")
+ID_COLUMNS = table_files.ID_COLUMNS
 LABELS_FILE = "labels.json"
 # Looked for in --data_dir when a file flag is not given.
 EXTENSIONS = (".csv", ".tsv", ".jsonl", ".json")

@@ -345,3 +345,65 @@ def find_column(table, flag, value, defaults=(), required=True):
     else:
         wanted = f"none of the columns {names} (set --{flag})"
     raise ValueError(f"{table.path} has {wanted}; its columns are {columns}")
+
+
+# Column names TextFile looks for, in order, when no text or id column is
+# given.
+TEXT_COLUMNS = ("text", "sentence", "text_a", "sentence1", "query")
+ID_COLUMNS = ("id", "idx", "index", "guid")
+
+
+class TextFile:
+    """The texts of a file: .txt (one per line, its line number the id) or
+    CSV / TSV / JSON Lines (--text_column, else the first of TEXT_COLUMNS;
+    --id_column, else the first of ID_COLUMNS, else the row's line number).
+
+    Raises (when read):
+      ValueError: naming the file and line: an empty text, a missing
+        column, no text at all.
+    """
+
+    def __init__(self, path, text_column=None, id_column=None):
+        self.path = path
+        self.text_column = text_column
+        self.id_column = id_column
+        self.is_text = path.lower().endswith(".txt")
+        if not self.is_text:
+            self.table = TableFile(path)
+            self.text_column = find_column(
+                self.table, "text_column", text_column, TEXT_COLUMNS
+            )
+            self.id_column = find_column(
+                self.table,
+                "id_column",
+                id_column,
+                ID_COLUMNS,
+                required=bool(id_column),
+            )
+
+    def rows(self):
+        """Yields (id, text)."""
+        if self.is_text:
+            for number, line in enumerate(file_io.read_lines(self.path), 1):
+                text = line.rstrip("\r\n")
+                if not text.strip():
+                    raise ValueError(f"{self.path}:{number}: empty text")
+                yield str(number), text
+            return
+        for line, row in self.table.rows():
+            text = row.get(self.text_column)
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError(
+                    f"{self.table.where(line)}: empty or missing "
+                    f"{self.text_column!r}"
+                )
+            row_id = row.get(self.id_column) if self.id_column else None
+            yield str(line if row_id is None else row_id), text
+
+    def count(self):
+        """The number of texts (a first pass over the file: the .npy's
+        shape is known before any is embedded)."""
+        total = sum(1 for _ in self.rows())
+        if not total:
+            raise ValueError(f"{self.path}: no texts")
+        return total

@@ -225,6 +225,59 @@ def export_classifier(
     )
 
 
+class EmbedderServer(tf.Module):
+    """run_embeddings' serving model: raw strings [batch] -> "embeddings"
+    float32 [batch, H] (models.BertEmbedder's pooled, and normalized,
+    vectors), each batch cut to its longest tokenized row."""
+
+    def __init__(self, model, preprocessor):
+        super().__init__(name="embedder_server")
+        self.model = model
+        self.preprocessor = preprocessor
+
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name="text")]
+    )
+    def serve_text(self, text):
+        features = to_longest_row(self.preprocessor(text))
+        outputs = self.model(features, training=False)
+        return {"embeddings": tf.cast(outputs["embeddings"], tf.float32)}
+
+
+def export_embedder(model, preprocessor, export_dir, description, extra_files):
+    """Writes run_embeddings' serving SavedModel to export_dir (atomically),
+    `description` (the pooling, normalization, sequence length, casing and
+    source) in bert_export.json.
+
+        loaded = tf.saved_model.load(export_dir)
+        loaded.signatures["serving_default"](text=tf.constant(["..."]))
+        # {"embeddings": float32 [1, H]}
+
+    Args:
+      extra_files: see save_export (a TF Lite model), or None.
+    """
+    server = EmbedderServer(model, preprocessor)
+    info = {
+        "task": "embeddings",
+        **description,
+        "dimensions": int(model.config.hidden_size),
+        "inputs": ["text"],
+        "outputs": ["embeddings"],
+    }
+    return save_export(
+        server,
+        export_dir,
+        {SERVING_DEFAULT: server.serve_text.get_concrete_function()},
+        info,
+        with_tokenization(
+            info,
+            preprocessor.vocab_file,
+            preprocessor.do_lower_case,
+            extra_files,
+        ),
+    )
+
+
 def tokenization_files(info, vocab, do_lower_case):
     """The tokenization, for a server without the graph's tokenizer
     (modeling/tasks/lite.py): records `do_lower_case` and "vocab_file" in

@@ -100,29 +100,10 @@ class LiteClassifier:
             raise ValueError(
                 "This model classifies sentence pairs: give text_b"
             )
-        if text_b is not None and len(text_b) != len(text_a):
-            raise ValueError(
-                f"{len(text_a)} texts but {len(text_b)} second texts"
-            )
-        rows = {name: [] for name in predictor.MODEL_FEATURES}
-        for i, text in enumerate(text_a):
-            example = classifier_data.InputExample(
-                guid=str(i),
-                text_a=text,
-                text_b=None if text_b is None else text_b[i],
-                label="0",  # Unused: the features' label is not read.
-            )
-            feature = classifier_data.convert_single_example(
-                i, example, None, self.max_seq_length, self.tokenizer
-            )
-            for name in rows:
-                rows[name].append(getattr(feature, name))
-        return {
-            name: np.array(values, np.int32).reshape(
-                len(text_a), self.max_seq_length
-            )
-            for name, values in rows.items()
-        }
+        arrays, _ = classifier_data.text_arrays(
+            text_a, self.max_seq_length, self.tokenizer, text_b
+        )
+        return arrays
 
     def predict(self, text_a, text_b=None):
         """Predictions of each text (or pair), in input order: what a
@@ -377,9 +358,53 @@ class LiteSquad:
         )
 
 
+class LiteEmbedder:
+    """A sentence-embedding export (run_embeddings.py's --export_dir written
+    with --predict_runtime=tflite or tflite_int8), ready to embed: the
+    original's single-text features, its model.tflite's pooled vectors
+    through the one predictor.
+
+    Args, Raises: as LiteClassifier's.
+    """
+
+    def __init__(self, export_dir, batch_size=32, num_threads=None):
+        self.export_dir = os.fspath(export_dir)
+        info = _read_info(self.export_dir, "embeddings", "embeddings")
+        self.max_seq_length = info["max_seq_length"]
+        self.dimensions = info["dimensions"]
+        self.tokenizer, self.backend = _tokenizer_and_backend(
+            self.export_dir, info, num_threads
+        )
+        self.predictor = predictor.Predictor(self.backend, batch_size)
+
+    def encode(self, texts):
+        """float32 [N, dimensions]: each text's vector, in input order."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dimensions), np.float32)
+        arrays, truncated = classifier_data.text_arrays(
+            texts, self.max_seq_length, self.tokenizer
+        )
+        classifier_data.log_truncated(
+            truncated, len(texts), self.max_seq_length, "texts"
+        )
+        _, outputs = self.predictor.gather(
+            arrays, what="Embedding", unit="texts"
+        )
+        return outputs["embeddings"]
+
+    def predict(self, texts):
+        """[{"embedding": [floats]}] per text: predictions.jsonl records
+        without their id."""
+        return [
+            {"embedding": [predictions.number(v) for v in row]}
+            for row in self.encode(texts)
+        ]
+
+
 def load(export_dir, batch_size=32, num_threads=None):
-    """The LiteClassifier, LiteTagger, LiteChooser or LiteSquad of an
-    export folder."""
+    """The LiteClassifier, LiteTagger, LiteChooser, LiteSquad or
+    LiteEmbedder of an export folder."""
     info = json.loads(
         file_io.read_text(os.path.join(os.fspath(export_dir), INFO_FILE))
     )
@@ -387,6 +412,7 @@ def load(export_dir, batch_size=32, num_threads=None):
         "token_classification": LiteTagger,
         "multiple_choice": LiteChooser,
         "question_answering": LiteSquad,
+        "embeddings": LiteEmbedder,
     }
     return kinds.get(info.get("task"), LiteClassifier)(
         export_dir, batch_size, num_threads
@@ -417,10 +443,10 @@ def _tokenizer_and_backend(export_dir, info, num_threads):
         os.path.join(export_dir, info["vocab_file"]), info["do_lower_case"]
     )
     tflite_info = info["tflite"]
-    with open(os.path.join(export_dir, tflite_info["file"]), "rb") as f:
-        content = f.read()
     backend = predictor.TFLiteBackend(
-        content, tflite_info["outputs"], num_threads=num_threads
+        os.path.join(export_dir, tflite_info["file"]),
+        tflite_info["outputs"],
+        num_threads=num_threads,
     )
     return tokenizer, backend
 
@@ -470,6 +496,10 @@ def predict_file(
         return _choose_file(model, input_file, output_file)
     if isinstance(model, LiteSquad):
         return _answer_file(model, input_file, output_file)
+    if isinstance(model, LiteEmbedder):
+        return _embed_file(
+            model, input_file, output_file, text_a_column, id_column
+        )
     if input_file.lower().endswith(".txt"):
         if model.has_text_b:
             raise ValueError(
@@ -570,3 +600,21 @@ def _answer_file(model, input_file, output_file):
             f.write(squad_postprocess.json_lines(model.predict_examples(block)))
     logging.info("Answered %d questions: %s", len(examples), output_file)
     return len(examples)
+
+
+def _embed_file(model, input_file, output_file, text_column, id_column):
+    """predict_file of an embedding model: texts read as run_embeddings.py
+    reads them (.txt, or CSV / TSV / JSON Lines with a text column), one
+    {"id", "embedding"} line each."""
+    from modeling.data import table_files
+
+    rows = table_files.TextFile(input_file, text_column, id_column).rows()
+    count = 0
+    with file_io.atomic_write(output_file) as f:
+        while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
+            ids, texts = zip(*chunk, strict=True)
+            for row_id, record in zip(ids, model.predict(texts), strict=True):
+                f.write(predictions.line({"id": row_id, **record}))
+            count += len(chunk)
+    logging.info("Embedded %d texts: %s", count, output_file)
+    return count

@@ -1,0 +1,713 @@
+"""What run_embeddings.py does: a vector per text, semantic search, and the
+scores of a model's vectors, with sentence-transformers' numbers.
+
+The model (`read_model`) is one of:
+- a sentence-transformers folder (modules.json: a BERT Transformer module,
+  then Pooling, optionally Normalize), read as it is: its config.json and
+  model.safetensors, its pooling mode, normalization, max_seq_length
+  (sentence_bert_config.json) and casing (tokenizer_config.json), and its
+  activation: HF's "gelu" is the exact (erf) GELU ("gelu_exact" here), not
+  the original's tanh form;
+- an HF BERT folder (config.json, model.safetensors, vocab.txt);
+- an original checkpoint (with --vocab_file and --bert_config_file, or the
+  files beside it).
+--pooling, --normalize, --max_seq_length and --do_lower_case, when given,
+override what the folder says; without a folder's word the defaults are
+mean pooling, normalized, 128 pieces, lower-cased.
+
+The vectors come from models.BertEmbedder (the encoder, then
+heads.SentencePooling) through the one predictor (length-sorted batches,
+outputs back in input order; --predict_runtime=tflite / tflite_int8 as the
+fine-tuning scripts). A text is the original's single-text features,
+`[CLS] text [SEP]` cut to max_seq_length pieces, as sentence-transformers
+cuts it; how many texts were cut is logged.
+
+Modes:
+- --do_predict: embeddings.npy (float32 [N, H], input order), written as
+  it goes into a file published when complete; ids.txt beside it.
+- --do_search: the corpus embedded once (or --corpus_embeddings, a previous
+  embeddings.npy, memory-mapped), the queries scored against it in chunks
+  with a running top-k (cosine similarity: the dot product of normalized
+  vectors): search_results.jsonl.
+- --do_eval: scored pairs (sentence1, sentence2, score) give the Spearman
+  and Pearson correlations of the cosine similarities with the scores
+  (STS-B's dev file as it is); query / positive pairs give MRR@10 and
+  recall@1 / @10 with every distinct positive as the corpus.
+- --export_dir: a serving SavedModel from raw strings to vectors (each batch
+  padded to its longest row), with model.tflite when --predict_runtime is
+  a TF Lite one.
+"""
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+from absl import logging
+
+from modeling import progress
+from modeling.data import classifier_data
+from modeling.data import file_io
+from modeling.data import table_files
+from modeling.tasks import common
+from modeling.tasks import predictions
+
+EMBEDDINGS_FILE = "embeddings.npy"
+IDS_FILE = "ids.txt"
+CORPUS_EMBEDDINGS_FILE = "corpus_embeddings.npy"
+CORPUS_IDS_FILE = "corpus_ids.txt"
+SEARCH_RESULTS_FILE = "search_results.jsonl"
+# Written beside a folder's outputs: what the vectors were made with.
+EMBEDDING_CONFIG_FILE = "embedding_config.json"
+# Texts featurized and embedded at a time (their features in memory).
+CHUNK_ROWS = 8192
+# Corpus rows scored against the queries at a time.
+SEARCH_CHUNK_ROWS = 65536
+DEFAULT_MAX_SEQ_LENGTH = 128
+
+
+@dataclasses.dataclass(kw_only=True)
+class Settings(common.CommonSettings):
+    """run_embeddings' flags."""
+
+    bert_config_file: str | None = None
+    vocab_file: str | None = None
+    do_lower_case: bool | None = None
+    pooling: str | None = None
+    normalize: bool | None = None
+    max_seq_length: int | None = None
+    do_predict: bool = False
+    predict_file: str | None = None
+    text_column: str | None = None
+    id_column: str | None = None
+    eval_file: str | None = None
+    do_search: bool = False
+    corpus_file: str | None = None
+    query_file: str | None = None
+    corpus_embeddings: str | None = None
+    top_k: int = 10
+    predict_batch_size: int = 32
+    export_dir: str | None = None
+    predict_runtime: str | None = None
+
+    def __post_init__(self):
+        s = self
+        if not s.init_checkpoint:
+            raise ValueError(
+                "--init_checkpoint is required: a sentence-transformers or "
+                "HF BERT folder, or an original checkpoint"
+            )
+        if not (s.do_predict or s.do_eval or s.do_search or s.export_dir):
+            raise ValueError(
+                "At least one of --do_predict, --do_eval, --do_search or "
+                "--export_dir is needed"
+            )
+        if (s.do_predict or s.do_eval or s.do_search) and not s.output_dir:
+            raise ValueError("--output_dir is required")
+        for flag, needed in (
+            ("predict_file", s.do_predict),
+            ("eval_file", s.do_eval),
+            ("query_file", s.do_search),
+        ):
+            if needed and not getattr(s, flag):
+                raise ValueError(f"--{flag} is required")
+        if s.do_search and not (s.corpus_file or s.corpus_embeddings):
+            raise ValueError(
+                "--do_search needs --corpus_file (or --corpus_embeddings, "
+                "an embeddings.npy of it)"
+            )
+        if s.top_k < 1:
+            raise ValueError(f"--top_k must be at least 1, got {s.top_k}")
+        if s.predict_batch_size < 1:
+            raise ValueError(
+                f"--predict_batch_size must be at least 1, got "
+                f"{s.predict_batch_size}"
+            )
+        if s.run_config is None:
+            from modeling.training import trainer  # TensorFlow.
+
+            s.run_config = trainer.RunConfig(
+                s.output_dir or "", 0, predict_runtime=s.predict_runtime
+            )
+        common.check_predict_runtime(s)
+
+
+# === The model ===
+
+
+@dataclasses.dataclass
+class ModelSource:
+    """What read_model found: the encoder's config and weights (arrays by
+    original name, or a checkpoint prefix), the tokenization and the
+    pooling."""
+
+    kind: str
+    config: object
+    weights: object
+    vocab_file: str
+    do_lower_case: bool
+    pooling: str
+    normalize: bool
+    max_seq_length: int
+
+    def describe(self):
+        return {
+            "source": self.kind,
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "max_seq_length": self.max_seq_length,
+            "do_lower_case": self.do_lower_case,
+            "hidden_act": self.config.hidden_act,
+        }
+
+
+def _json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _sentence_transformers_folder(folder):
+    """(transformer folder, pooling, normalize, max_seq_length or None) of a
+    sentence-transformers folder.
+
+    Raises:
+      ValueError: a module this reader does not compute (Dense, ...), a
+        pooling mode other than one of mean / cls / max.
+    """
+    modules = _json(os.path.join(folder, "modules.json"))
+    transformer = pooling = None
+    normalize = False
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        path = os.path.join(folder, module.get("path", ""))
+        if kind == "Transformer" and transformer is None:
+            transformer = path
+        elif kind == "Pooling" and pooling is None:
+            pooling = _pooling_mode(os.path.join(path, "config.json"))
+        elif kind == "Normalize":
+            normalize = True
+        else:
+            raise ValueError(
+                f"{folder}/modules.json: module {module.get('type')!r} is "
+                "not supported (a BERT Transformer, then Pooling, then "
+                "optionally Normalize)"
+            )
+    if transformer is None or pooling is None:
+        raise ValueError(
+            f"{folder}/modules.json has no Transformer and Pooling modules"
+        )
+    max_seq_length = None
+    config_path = os.path.join(transformer, "sentence_bert_config.json")
+    if os.path.exists(config_path):
+        max_seq_length = _json(config_path).get("max_seq_length")
+    return transformer, pooling, normalize, max_seq_length
+
+
+def _pooling_mode(path):
+    config = _json(path)
+    modes = [
+        mode
+        for mode, key in (
+            ("cls", "pooling_mode_cls_token"),
+            ("mean", "pooling_mode_mean_tokens"),
+            ("max", "pooling_mode_max_tokens"),
+        )
+        if config.get(key)
+    ]
+    others = [
+        k
+        for k, v in config.items()
+        if k.startswith("pooling_mode_")
+        and v
+        and k
+        not in (
+            "pooling_mode_cls_token",
+            "pooling_mode_mean_tokens",
+            "pooling_mode_max_tokens",
+        )
+    ]
+    if len(modes) != 1 or others:
+        raise ValueError(
+            f"{path}: pooling {modes + others} is not supported (one of "
+            "mean, cls, max)"
+        )
+    return modes[0]
+
+
+def _tokenizer_lower_case(folder):
+    """An HF folder's casing: tokenizer_config.json's do_lower_case (HF's
+    BertTokenizer lower-cases by default)."""
+    path = os.path.join(folder, "tokenizer_config.json")
+    if os.path.exists(path):
+        return bool(_json(path).get("do_lower_case", True))
+    return True
+
+
+def read_model(settings):
+    """The ModelSource of --init_checkpoint (see the module doc).
+
+    Raises:
+      FileNotFoundError, ValueError: naming the folder or file.
+    """
+    from modeling import checkpoints
+    from modeling import config as config_lib
+    from modeling import convert
+
+    s = settings
+    path = s.init_checkpoint
+    pooling, normalize, length = "mean", True, None
+    if os.path.isdir(path) and os.path.exists(
+        os.path.join(path, "modules.json")
+    ):
+        kind = "sentence-transformers"
+        folder, pooling, normalize, length = _sentence_transformers_folder(path)
+    elif os.path.isdir(path) and os.path.exists(
+        os.path.join(path, convert.HF_CONFIG)
+    ):
+        kind, folder = "hf", path
+    else:
+        kind = "original"
+    if kind == "original":
+        files = checkpoints.checkpoint_files(path, s.bert_config_file)
+        config = config_lib.BertConfig.from_json_file(files.config_file)
+        weights = files.prefix
+        vocab = s.vocab_file or os.path.join(
+            os.path.dirname(files.config_file), checkpoints.VOCAB_FILE
+        )
+        lower = True
+    else:
+        model_type = _json(os.path.join(folder, convert.HF_CONFIG)).get(
+            "model_type", "bert"
+        )
+        if model_type != "bert":
+            raise ValueError(
+                f"{folder}/config.json: model_type {model_type!r}; only "
+                "BERT models are read"
+            )
+        config, weights, vocab = convert.read_hf_folder(folder, exact_gelu=True)
+        vocab = s.vocab_file or vocab
+        lower = _tokenizer_lower_case(folder)
+    if not os.path.exists(vocab):
+        raise FileNotFoundError(f"No vocabulary at {vocab}: give --vocab_file")
+    config_lib.check_vocab_size(vocab, config)
+    max_seq_length = s.max_seq_length or length or DEFAULT_MAX_SEQ_LENGTH
+    max_seq_length = min(max_seq_length, config.max_position_embeddings)
+    config_lib.check_max_seq_length(max_seq_length, config)
+    return ModelSource(
+        kind=kind,
+        config=config,
+        weights=weights,
+        vocab_file=vocab,
+        do_lower_case=lower if s.do_lower_case is None else s.do_lower_case,
+        pooling=s.pooling or pooling,
+        normalize=normalize if s.normalize is None else s.normalize,
+        max_seq_length=max_seq_length,
+    )
+
+
+def build_model(source):
+    """models.BertEmbedder with the source's weights."""
+    from modeling import checkpoints
+    from modeling import models
+
+    model = models.BertEmbedder(
+        source.config, pooling=source.pooling, normalize=source.normalize
+    )
+    checkpoints.load_weights(model, source.weights)
+    return model
+
+
+@dataclasses.dataclass
+class Embedder:
+    """A model ready to embed texts: the source, the tokenizer and the
+    predictor (the --predict_runtime backend, length-sorted batches)."""
+
+    source: ModelSource
+    model: object
+    tokenizer: object
+    predictor: object
+
+    @property
+    def dim(self):
+        return self.source.config.hidden_size
+
+    def embed(self, texts, what="Embedding"):
+        """float32 [N, H] of a list of texts, in order."""
+        from modeling.training import predictor as predictor_lib
+
+        arrays, truncated = classifier_data.text_arrays(
+            texts, self.source.max_seq_length, self.tokenizer
+        )
+        classifier_data.log_truncated(
+            truncated, len(texts), self.source.max_seq_length, "texts"
+        )
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        _, outputs = self.predictor.gather(
+            {k: arrays[k] for k in predictor_lib.MODEL_FEATURES},
+            what=what,
+            unit="texts",
+        )
+        return outputs["embeddings"]
+
+    def embed_to_file(self, rows, total, path, what="Embedding"):
+        """Embeds (id, text) rows, CHUNK_ROWS at a time, into the .npy file
+        `path` ([total, H], written aside and published when complete) and
+        the ids into `path`'s ids file; returns the ids."""
+        ids = []
+        counter = progress.Progress(what, total=total, unit="texts")
+        with file_io.atomic_path(path) as tmp:
+            out = np.lib.format.open_memmap(
+                tmp, mode="w+", dtype=np.float32, shape=(total, self.dim)
+            )
+            start = 0
+            for chunk in _chunks(rows, CHUNK_ROWS):
+                chunk_ids, texts = zip(*chunk, strict=True)
+                vectors = self.embed(list(texts), what=what)
+                out[start : start + len(texts)] = vectors
+                start += len(texts)
+                ids.extend(chunk_ids)
+                counter.add(len(texts))
+            out.flush()
+            del out
+        counter.finish()
+        return ids
+
+
+def make_embedder(settings, strategy=None):
+    from modeling.text import tokenization
+    from modeling.training import predictor as predictor_lib
+
+    s = settings
+    source = read_model(s)
+    logging.info("Embedding model: %s", source.describe())
+    model = build_model(source)
+    tokenizer = tokenization.FullTokenizer(
+        source.vocab_file, source.do_lower_case
+    )
+    backend = predictor_lib.make_backend(s.run_config.runtime, model, strategy)
+    predictor = predictor_lib.Predictor(backend, s.predict_batch_size)
+    return Embedder(source, model, tokenizer, predictor)
+
+
+def _chunks(rows, size):
+    chunk = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+# === The modes ===
+
+
+def predict(settings, embedder):
+    """--do_predict: embeddings.npy and ids.txt in output_dir."""
+    s = settings
+    texts = table_files.TextFile(s.predict_file, s.text_column, s.id_column)
+    path = os.path.join(s.output_dir, EMBEDDINGS_FILE)
+    ids = embedder.embed_to_file(texts.rows(), texts.count(), path)
+    file_io.write_text(
+        os.path.join(s.output_dir, IDS_FILE), "".join(i + "\n" for i in ids)
+    )
+    logging.info("Wrote %d embeddings: %s", len(ids), path)
+    return path
+
+
+def load_embeddings(path, dim):
+    """A saved embeddings.npy, memory-mapped.
+
+    Raises:
+      ValueError: not a float32 [N, dim] array (another model's vectors).
+    """
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable .npy file ({e})") from e
+    if array.ndim != 2 or array.shape[1] != dim:
+        raise ValueError(
+            f"{path}: embeddings of shape {list(array.shape)}, but this "
+            f"model's vectors have {dim} dimensions"
+        )
+    return array
+
+
+def top_k(queries, corpus, k, chunk_rows=SEARCH_CHUNK_ROWS):
+    """The k best corpus rows of each query by dot product (cosine of
+    normalized vectors), scoring `chunk_rows` corpus rows at a time.
+
+    Args:
+      queries: float32 [Q, H]; corpus: float32 [N, H] (a memory map is
+        read a chunk at a time).
+
+    Returns:
+      (indexes int64 [Q, k'], scores float32 [Q, k']), best first, k' =
+      min(k, N); ties by the lower index.
+    """
+    queries = np.asarray(queries, np.float32)
+    n = len(corpus)
+    k = min(k, n)
+    best_scores = np.full((len(queries), 0), -np.inf, np.float32)
+    best_index = np.zeros((len(queries), 0), np.int64)
+    for start in range(0, n, chunk_rows):
+        block = np.asarray(corpus[start : start + chunk_rows], np.float32)
+        scores = queries @ block.T
+        scores = np.concatenate([best_scores, scores], axis=1)
+        index = np.concatenate(
+            [
+                best_index,
+                np.broadcast_to(
+                    np.arange(start, start + len(block)),
+                    (len(queries), len(block)),
+                ),
+            ],
+            axis=1,
+        )
+        # Highest score first, then the lower index: a stable order.
+        order = np.lexsort((index, -scores), axis=1)[:, :k]
+        best_scores = np.take_along_axis(scores, order, axis=1)
+        best_index = np.take_along_axis(index, order, axis=1)
+    return best_index, best_scores
+
+
+def search(settings, embedder):
+    """--do_search: search_results.jsonl in output_dir."""
+    s = settings
+    if s.corpus_embeddings:
+        corpus = load_embeddings(s.corpus_embeddings, embedder.dim)
+        ids_path = os.path.join(
+            os.path.dirname(s.corpus_embeddings) or ".", IDS_FILE
+        )
+        corpus_ids = (
+            file_io.read_text(ids_path).splitlines()
+            if os.path.exists(ids_path)
+            else [str(i) for i in range(len(corpus))]
+        )
+        if len(corpus_ids) != len(corpus):
+            raise ValueError(
+                f"{ids_path}: {len(corpus_ids)} ids for {len(corpus)} "
+                f"embeddings in {s.corpus_embeddings}"
+            )
+    else:
+        texts = table_files.TextFile(s.corpus_file, s.text_column, s.id_column)
+        path = os.path.join(s.output_dir, CORPUS_EMBEDDINGS_FILE)
+        corpus_ids = embedder.embed_to_file(
+            texts.rows(), texts.count(), path, what="Embedding the corpus"
+        )
+        file_io.write_text(
+            os.path.join(s.output_dir, CORPUS_IDS_FILE),
+            "".join(i + "\n" for i in corpus_ids),
+        )
+        corpus = load_embeddings(path, embedder.dim)
+    queries = table_files.TextFile(s.query_file, s.text_column, s.id_column)
+    out = os.path.join(s.output_dir, SEARCH_RESULTS_FILE)
+    count = 0
+    with file_io.atomic_write(out) as f:
+        for chunk in _chunks(queries.rows(), CHUNK_ROWS):
+            query_ids, texts = zip(*chunk, strict=True)
+            vectors = embedder.embed(list(texts), what="Embedding queries")
+            index, scores = top_k(vectors, corpus, s.top_k)
+            for query_id, rows, values in zip(
+                query_ids, index, scores, strict=True
+            ):
+                f.write(
+                    predictions.line(
+                        {
+                            "id": query_id,
+                            "results": [
+                                {
+                                    "id": corpus_ids[i],
+                                    "score": predictions.number(v),
+                                }
+                                for i, v in zip(rows, values, strict=True)
+                            ],
+                        }
+                    )
+                )
+            count += len(chunk)
+    logging.info("Searched %d queries: %s", count, out)
+    return out
+
+
+def _ranks(values):
+    """Ranks from 1, ties given their mean rank (Spearman's convention)."""
+    values = np.asarray(values, np.float64)
+    order = np.argsort(values, kind="stable")
+    ranks = np.empty(len(values), np.float64)
+    sorted_values = values[order]
+    start = 0
+    while start < len(values):
+        end = start
+        while (
+            end + 1 < len(values)
+            and sorted_values[end + 1] == (sorted_values[start])
+        ):
+            end += 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
+        start = end + 1
+    return ranks
+
+
+def pearson(x, y):
+    x = np.asarray(x, np.float64) - np.mean(x)
+    y = np.asarray(y, np.float64) - np.mean(y)
+    denominator = np.sqrt(np.sum(x * x) * np.sum(y * y))
+    return float(np.sum(x * y) / denominator) if denominator else 0.0
+
+
+def spearman(x, y):
+    return pearson(_ranks(x), _ranks(y))
+
+
+def cosine(a, b):
+    """Row-wise cosine similarity of two float arrays [N, H]."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
+    return np.sum(a * b, axis=1) / np.maximum(norms, 1e-12)
+
+
+def retrieval_scores(query_vectors, positive_vectors, positive_of):
+    """MRR@10, recall@1 and recall@10 of queries against a corpus.
+
+    Args:
+      query_vectors: [Q, H]; positive_vectors: the corpus [N, H];
+      positive_of: int [Q], each query's corpus row.
+    """
+    index, _ = top_k(_unit(query_vectors), _unit(positive_vectors), 10)
+    hits = index == np.asarray(positive_of)[:, None]
+    first = np.where(hits.any(axis=1), hits.argmax(axis=1), -1)
+    reciprocal = np.where(first >= 0, 1.0 / (first + 1), 0.0)
+    return {
+        "eval_mrr_at_10": float(np.mean(reciprocal)),
+        "eval_recall_at_1": float(np.mean(first == 0)),
+        "eval_recall_at_10": float(np.mean(first >= 0)),
+    }
+
+
+def _unit(vectors):
+    vectors = np.asarray(vectors, np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+# The eval file's kinds, by their columns.
+_SCORED = ("sentence1", "sentence2", "score")
+_RETRIEVAL = ("query", "positive")
+
+
+def evaluate(settings, embedder):
+    """--do_eval: eval_results.txt in output_dir (see the module doc)."""
+    s = settings
+    table = table_files.TableFile(s.eval_file)
+    columns = set(table.columns)
+    if set(_SCORED) <= columns:
+        kind, names = "scored", _SCORED
+    elif set(_RETRIEVAL) <= columns:
+        kind, names = "retrieval", _RETRIEVAL
+    else:
+        raise ValueError(
+            f"{s.eval_file}: needs the columns {', '.join(_SCORED)} "
+            f"(scored pairs) or {', '.join(_RETRIEVAL)} (queries and their "
+            f"positives); it has {', '.join(table.columns) or 'none'}"
+        )
+    values = {name: [] for name in names}
+    for line, row in table.rows():
+        where = table.where(line)
+        for name in names:
+            value = row.get(name)
+            if name == "score":
+                try:
+                    value = float(value)
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"{where}: score {value!r} is not a number"
+                    ) from None
+                if not np.isfinite(value):
+                    raise ValueError(f"{where}: score {value!r}")
+            elif not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{where}: empty or missing {name!r}")
+            values[name].append(value)
+    count = len(values[names[0]])
+    if not count:
+        raise ValueError(f"{s.eval_file}: no rows to evaluate")
+    if kind == "scored":
+        a = embedder.embed(values["sentence1"])
+        b = embedder.embed(values["sentence2"])
+        similarity = cosine(a, b)
+        results = {
+            "eval_spearman_cosine": spearman(similarity, values["score"]),
+            "eval_pearson_cosine": pearson(similarity, values["score"]),
+        }
+    else:
+        corpus = list(dict.fromkeys(values["positive"]))
+        row_of = {text: i for i, text in enumerate(corpus)}
+        results = retrieval_scores(
+            embedder.embed(values["query"]),
+            embedder.embed(corpus),
+            [row_of[p] for p in values["positive"]],
+        )
+        results["eval_corpus_size"] = len(corpus)
+    results["eval_examples"] = count
+    return results
+
+
+def export(settings, embedder):
+    """--export_dir: the serving SavedModel (raw strings -> vectors), with
+    model.tflite under a TF Lite --predict_runtime."""
+    from modeling.export import serving
+
+    s = settings
+    source = embedder.source
+    extra = None
+    if s.run_config.runtime != "tensorflow":
+        from modeling.export import tflite
+
+        backend = embedder.predictor.backend
+        extra = tflite.export_files(
+            backend.content, backend.output_names, backend.quantized
+        )
+    serving.export_embedder(
+        embedder.model,
+        serving.make_preprocessor(
+            source.vocab_file, source.do_lower_case, source.max_seq_length
+        ),
+        s.export_dir,
+        source.describe(),
+        extra,
+    )
+    logging.info("Exported the serving SavedModel to %s", s.export_dir)
+
+
+def run(settings):
+    """run_embeddings' main().
+
+    Returns:
+      The eval results (dict) with --do_eval, else None.
+    """
+    s = settings
+    strategy = common.set_up(s)
+    embedder = make_embedder(s, strategy)
+    if s.output_dir:
+        file_io.write_text(
+            os.path.join(s.output_dir, EMBEDDING_CONFIG_FILE),
+            json.dumps(embedder.source.describe(), indent=2) + "\n",
+        )
+    results = None
+    if s.do_predict:
+        predict(s, embedder)
+    if s.do_search:
+        search(s, embedder)
+    if s.do_eval:
+        results = evaluate(s, embedder)
+        from modeling.tasks import fine_tuning
+
+        fine_tuning.write_eval_results(
+            os.path.join(s.output_dir, common.EVAL_RESULTS_FILE), results
+        )
+    if s.export_dir:
+        export(s, embedder)
+    return results

