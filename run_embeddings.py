@@ -11,10 +11,17 @@ sentence-transformers for the same folder.
     python run_embeddings.py --init_checkpoint=$ST_MODEL_DIR \
       --do_eval --eval_file=$GLUE_DIR/STS-B/dev.tsv --output_dir=/tmp/sts
 
+    python run_embeddings.py --init_checkpoint=$ST_MODEL_DIR \
+      --do_train --train_file=$GLUE_DIR/STS-B/train.tsv \
+      --do_eval --eval_file=$GLUE_DIR/STS-B/dev.tsv --output_dir=/tmp/sts_ft
+
 --init_checkpoint is a sentence-transformers folder (its pooling,
 normalization, sequence length and casing read from its own files), an HF
 BERT folder, or an original checkpoint (--vocab_file, --bert_config_file).
---do_predict writes embeddings.npy (float32 [N, H], input order) and
+--do_train fine-tunes on pairs: anchor / positive (/ negative) columns with
+in-batch negatives, or sentence1 / sentence2 / score with the CoSENT loss
+(checkpoints in the original layout in output_dir, resumable). --do_predict
+writes embeddings.npy (float32 [N, H], input order) and
 ids.txt; --do_search search_results.jsonl (each query's top_k corpus ids and
 scores); --do_eval eval_results.txt (Spearman / Pearson of cosine
 similarities for scored pairs, MRR@10 and recall for query / positive
@@ -50,6 +57,17 @@ flags.DEFINE_integer(
     "sentence_bert_config.json, else 128.",
 )
 flags.DEFINE_bool("do_predict", False, "Embed --predict_file.")
+flags.DEFINE_string(
+    "train_file",
+    None,
+    "--do_train's pairs (CSV / TSV / JSON Lines): anchor, positive and "
+    "optionally negative columns (in-batch negatives, scale 20), or "
+    "sentence1, sentence2, score (CoSENT, scale 20).",
+)
+flags.DEFINE_float("num_train_epochs", 1.0, "Passes over --train_file.")
+flags.DEFINE_float(
+    "learning_rate", 2e-5, "The initial learning rate (sentence-transformers')."
+)
 flags.DEFINE_string(
     "predict_file",
     None,
@@ -93,15 +111,8 @@ flags.DEFINE_string(
     "(tokenized in the graph; model.tflite too with a TF Lite "
     "--predict_runtime).",
 )
-shared_flags.define_flags(
-    "bert_config_file",
-    "output_dir",
-    "init_checkpoint",
-    "do_eval",
-    "vocab_file",
-    "do_lower_case",
-    "predict_runtime",
-)
+shared_flags.define_flags(*shared_flags.FINE_TUNING)
+shared_flags.define_common_flags()
 
 
 def main(_):

@@ -177,3 +177,67 @@ class ClassifierLoss(keras.losses.Loss):
 
     def get_config(self):
         return dict(super().get_config(), task_type=self.task_type)
+
+
+# Sentence-embedding losses (run_embeddings.py --do_train), with
+# sentence-transformers' default scale: cosine similarities times 20.
+EMBEDDING_LOSS_SCALE = 20.0
+
+
+def _cosine_matrix(a, b):
+    """Cosine similarity of every row of a [N, H] with every row of b
+    [M, H]: float32 [N, M]."""
+    a = ops.cast(a, "float32")
+    b = ops.cast(b, "float32")
+    a = a / ops.maximum(ops.norm(a, axis=-1, keepdims=True), 1e-12)
+    b = b / ops.maximum(ops.norm(b, axis=-1, keepdims=True), 1e-12)
+    return ops.matmul(a, ops.transpose(b))
+
+
+def multiple_negatives_ranking_loss(
+    anchors, candidates, scale=EMBEDDING_LOSS_SCALE
+):
+    """In-batch negatives (sentence-transformers'
+    MultipleNegativesRankingLoss): each anchor's positive must score above
+    every other candidate of the batch, the softmax cross-entropy of the
+    scaled cosine similarities.
+
+    Args:
+        anchors: float [B, H].
+        candidates: float [B * k, H]: the B positives (anchor i's is row
+            i), then any hard negatives.
+
+    Returns:
+        float32 scalar, the mean over the anchors.
+    """
+    logits = scale * _cosine_matrix(anchors, candidates)
+    labels = ops.arange(ops.shape(anchors)[0])
+    return ops.mean(softmax_cross_entropy(logits, labels))
+
+
+def cosent_loss(a, b, scores, scale=EMBEDDING_LOSS_SCALE):
+    """CoSENT (sentence-transformers' CoSentLoss) for scored pairs: every
+    pair (i, j) with score_i > score_j adds exp(scale * (cos_j - cos_i)),
+    loss = log(1 + sum of them); only the ranking of the similarities
+    counts, not their values.
+
+    Args:
+        a, b: float [B, H], the two sides of the pairs; scores: float [B].
+
+    Returns:
+        float32 scalar.
+    """
+    a = ops.cast(a, "float32")
+    b = ops.cast(b, "float32")
+    cosine = ops.sum(a * b, axis=-1) / ops.maximum(
+        ops.norm(a, axis=-1) * ops.norm(b, axis=-1), 1e-12
+    )
+    scores = ops.cast(scores, "float32")
+    differences = scale * (cosine[None, :] - cosine[:, None])
+    ordered = ops.cast(scores[:, None] > scores[None, :], "float32")
+    # Pairs out of order contribute; the others are pushed to -inf-ish.
+    differences = differences - (1.0 - ordered) * 1e12
+    flat = ops.concatenate(
+        [ops.zeros((1,), "float32"), ops.reshape(differences, (-1,))]
+    )
+    return ops.logsumexp(flat)

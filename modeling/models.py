@@ -347,15 +347,29 @@ class BertEmbedder(_TaskModel):
         self.bert.build()
         self.built = True
 
+    # Training batches (run_embeddings --do_train) hold the texts of each
+    # side of a pair under these prefixes: "anchor_input_ids", ...
+    SIDES = ("anchor", "positive", "negative", "sentence1", "sentence2")
+
     def call(self, features, training=False):
         """features: dict with "input_ids", "input_mask", "segment_ids" int
-        [B, T] -> {"embeddings": float32 [B, H]}."""
-        outputs = self.bert(features, training=training)
+        [B, T] -> {"embeddings": float32 [B, H]}; or the same features of
+        several SIDES ("anchor_input_ids", ...) -> {side: [B, H]}."""
+        if "input_ids" in features:
+            return {"embeddings": self._embed(features, "", training)}
         return {
-            "embeddings": self.pooling(
-                outputs["sequence_output"], features["input_mask"]
-            )
+            side: self._embed(features, side + "_", training)
+            for side in self.SIDES
+            if side + "_input_ids" in features
         }
+
+    def _embed(self, features, prefix, training):
+        inputs = {
+            name: features[prefix + name]
+            for name in ("input_ids", "input_mask", "segment_ids")
+        }
+        outputs = self.bert(inputs, training=training)
+        return self.pooling(outputs["sequence_output"], inputs["input_mask"])
 
     def get_config(self):
         return dict(

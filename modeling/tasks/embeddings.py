@@ -67,12 +67,14 @@ DEFAULT_MAX_SEQ_LENGTH = 128
 
 
 @dataclasses.dataclass(kw_only=True)
-class Settings(common.CommonSettings):
-    """run_embeddings' flags."""
+class Settings(common.FineTuningSettings):
+    """run_embeddings' flags (the fine-tuning scripts' shared ones too)."""
 
     bert_config_file: str | None = None
     vocab_file: str | None = None
     do_lower_case: bool | None = None
+    train_file: str | None = None
+    num_train_epochs: float = 1.0
     pooling: str | None = None
     normalize: bool | None = None
     max_seq_length: int | None = None
@@ -97,14 +99,16 @@ class Settings(common.CommonSettings):
                 "--init_checkpoint is required: a sentence-transformers or "
                 "HF BERT folder, or an original checkpoint"
             )
-        if not (s.do_predict or s.do_eval or s.do_search or s.export_dir):
+        modes = (s.do_train, s.do_predict, s.do_eval, s.do_search)
+        if not (any(modes) or s.export_dir):
             raise ValueError(
-                "At least one of --do_predict, --do_eval, --do_search or "
-                "--export_dir is needed"
+                "At least one of --do_train, --do_predict, --do_eval, "
+                "--do_search or --export_dir is needed"
             )
-        if (s.do_predict or s.do_eval or s.do_search) and not s.output_dir:
+        if any(modes) and not s.output_dir:
             raise ValueError("--output_dir is required")
         for flag, needed in (
+            ("train_file", s.do_train),
             ("predict_file", s.do_predict),
             ("eval_file", s.do_eval),
             ("query_file", s.do_search),
@@ -374,20 +378,42 @@ class Embedder:
         return ids
 
 
-def make_embedder(settings, strategy=None):
+def make_embedder(settings, strategy=None, source=None, model=None):
+    """The Embedder of --init_checkpoint (`source`, read_model's, if read
+    already), with `model` (default: its weights, or those of the newest
+    checkpoint in output_dir: a run trained there)."""
+    from modeling import checkpoints
     from modeling.text import tokenization
     from modeling.training import predictor as predictor_lib
 
     s = settings
-    source = read_model(s)
-    logging.info("Embedding model: %s", source.describe())
-    model = build_model(source)
+    if source is None:
+        source = read_model(s)
+        logging.info("Embedding model: %s", source.describe())
+    if model is None:
+        model = build_model(source)
+        trained = _trained_checkpoint(s.output_dir)
+        if trained:
+            logging.info("Using the checkpoint trained in %s", trained)
+            checkpoints.load_weights(model, trained)
     tokenizer = tokenization.FullTokenizer(
         source.vocab_file, source.do_lower_case
     )
     backend = predictor_lib.make_backend(s.run_config.runtime, model, strategy)
     predictor = predictor_lib.Predictor(backend, s.predict_batch_size)
     return Embedder(source, model, tokenizer, predictor)
+
+
+def _trained_checkpoint(output_dir):
+    """The newest checkpoint of an earlier --do_train in output_dir."""
+    from modeling import checkpoints
+
+    if not output_dir:
+        return None
+    try:
+        return checkpoints.resolve_checkpoint(output_dir)
+    except FileNotFoundError:
+        return None
 
 
 def _chunks(rows, size):
@@ -399,6 +425,141 @@ def _chunks(rows, size):
             chunk = []
     if chunk:
         yield chunk
+
+
+# === Training ===
+
+# The training file's kinds, by their columns.
+_PAIRS = ("anchor", "positive")
+_SCORED = ("sentence1", "sentence2", "score")
+
+
+def read_train_file(path, tokenizer, max_seq_length):
+    """The training pairs as feature arrays, each side's under its prefix
+    (models.BertEmbedder.SIDES): anchor / positive (/ negative) texts for
+    in-batch negatives, or sentence1 / sentence2 / score for CoSENT.
+
+    Returns:
+      (arrays, loss name "multiple_negatives" or "cosent", row count).
+
+    Raises:
+      ValueError: naming the file (and line): neither set of columns, an
+        empty text, a score that is not a number.
+    """
+    table = table_files.TableFile(path)
+    columns = set(table.columns)
+    if set(_PAIRS) <= columns:
+        loss = "multiple_negatives"
+        sides = list(_PAIRS) + (["negative"] if "negative" in columns else [])
+    elif set(_SCORED) <= columns:
+        loss, sides = "cosent", list(_SCORED[:2])
+    else:
+        raise ValueError(
+            f"{path}: needs the columns anchor, positive (and optionally "
+            f"negative), or sentence1, sentence2, score; it has "
+            f"{', '.join(table.columns) or 'none'}"
+        )
+    texts = {side: [] for side in sides}
+    scores = []
+    for line, row in table.rows():
+        where = table.where(line)
+        for side in sides:
+            value = row.get(side)
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{where}: empty or missing {side!r}")
+            texts[side].append(value)
+        if loss == "cosent":
+            scores.append(_score(row.get("score"), where))
+    count = len(texts[sides[0]])
+    if not count:
+        raise ValueError(f"{path}: no training pairs")
+    arrays = {}
+    for side in sides:
+        side_arrays, truncated = classifier_data.text_arrays(
+            texts[side], max_seq_length, tokenizer
+        )
+        classifier_data.log_truncated(
+            truncated, count, max_seq_length, f"{side} texts"
+        )
+        arrays.update({f"{side}_{k}": v for k, v in side_arrays.items()})
+    if loss == "cosent":
+        arrays["score"] = np.array(scores, np.float32)
+    return arrays, loss, count
+
+
+def _score(value, where):
+    try:
+        score = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: score {value!r} is not a number") from None
+    if not np.isfinite(score):
+        raise ValueError(f"{where}: score {value!r}")
+    return score
+
+
+def loss_fn(loss):
+    """The Trainer's loss function of a training file's kind."""
+    import keras
+
+    from modeling import losses
+
+    def multiple_negatives(features, outputs):
+        del features
+        candidates = [outputs["positive"]]
+        if "negative" in outputs:
+            candidates.append(outputs["negative"])
+        return {
+            "loss": losses.multiple_negatives_ranking_loss(
+                outputs["anchor"], keras.ops.concatenate(candidates, axis=0)
+            )
+        }
+
+    def cosent(features, outputs):
+        return {
+            "loss": losses.cosent_loss(
+                outputs["sentence1"], outputs["sentence2"], features["score"]
+            )
+        }
+
+    return {"multiple_negatives": multiple_negatives, "cosent": cosent}[loss]
+
+
+def train(settings, strategy, source, tokenizer):
+    """--do_train: fine-tunes the encoder on --train_file (the shared
+    Trainer: the original's optimizer arithmetic, checkpoints in the
+    original layout in output_dir, resume, SIGTERM, progress); returns the
+    trained models.BertEmbedder."""
+    from modeling import checkpoints
+    from modeling import models
+    from modeling.tasks import fine_tuning
+
+    s = settings
+    arrays, loss, count = read_train_file(
+        s.train_file, tokenizer, source.max_seq_length
+    )
+    num_train_steps, num_warmup_steps = common.fine_tuning_steps(
+        s, count, "training pairs"
+    )
+    logging.info(
+        "***** Training: %d pairs, %s loss, batch size %d, %d steps *****",
+        count,
+        loss,
+        s.train_batch_size,
+        num_train_steps,
+    )
+    trainer = common.make_trainer(
+        s,
+        strategy,
+        lambda: models.BertEmbedder(
+            source.config, pooling=source.pooling, normalize=source.normalize
+        ),
+        loss_fn(loss),
+        lambda model: checkpoints.load_weights(model, source.weights),
+        num_train_steps,
+        num_warmup_steps,
+    )
+    fine_tuning.train_on_arrays(trainer, arrays, s, None, None)
+    return trainer.model
 
 
 # === The modes ===
@@ -580,7 +741,7 @@ def retrieval_scores(query_vectors, positive_vectors, positive_of):
     index, _ = top_k(_unit(query_vectors), _unit(positive_vectors), 10)
     hits = index == np.asarray(positive_of)[:, None]
     first = np.where(hits.any(axis=1), hits.argmax(axis=1), -1)
-    reciprocal = np.where(first >= 0, 1.0 / (first + 1), 0.0)
+    reciprocal = np.where(first >= 0, 1.0 / np.maximum(first + 1, 1), 0.0)
     return {
         "eval_mrr_at_10": float(np.mean(reciprocal)),
         "eval_recall_at_1": float(np.mean(first == 0)),
@@ -594,8 +755,7 @@ def _unit(vectors):
     return vectors / np.maximum(norms, 1e-12)
 
 
-# The eval file's kinds, by their columns.
-_SCORED = ("sentence1", "sentence2", "score")
+# The eval file's kinds, by their columns (and _SCORED).
 _RETRIEVAL = ("query", "positive")
 
 
@@ -620,14 +780,7 @@ def evaluate(settings, embedder):
         for name in names:
             value = row.get(name)
             if name == "score":
-                try:
-                    value = float(value)
-                except (TypeError, ValueError):
-                    raise ValueError(
-                        f"{where}: score {value!r} is not a number"
-                    ) from None
-                if not np.isfinite(value):
-                    raise ValueError(f"{where}: score {value!r}")
+                value = _score(value, where)
             elif not isinstance(value, str) or not value.strip():
                 raise ValueError(f"{where}: empty or missing {name!r}")
             values[name].append(value)
@@ -690,7 +843,17 @@ def run(settings):
     """
     s = settings
     strategy = common.set_up(s)
-    embedder = make_embedder(s, strategy)
+    source = read_model(s)
+    logging.info("Embedding model: %s", source.describe())
+    model = None
+    if s.do_train:
+        from modeling.text import tokenization
+
+        tokenizer = tokenization.FullTokenizer(
+            source.vocab_file, source.do_lower_case
+        )
+        model = train(s, strategy, source, tokenizer)
+    embedder = make_embedder(s, strategy, source, model)
     if s.output_dir:
         file_io.write_text(
             os.path.join(s.output_dir, EMBEDDING_CONFIG_FILE),
