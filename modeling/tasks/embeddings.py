@@ -23,6 +23,10 @@ fine-tuning scripts). A text is the original's single-text features,
 cuts it; how many texts were cut is logged.
 
 Modes:
+- --do_train: fine-tunes on pairs (`train`): anchor / positive (/ negative)
+  with in-batch negatives, or sentence1 / sentence2 / score with CoSENT
+  (losses.py), on the shared Trainer; later modes use the trained weights,
+  and so does a later run with the same output_dir.
 - --do_predict: embeddings.npy (float32 [N, H], input order), written as
   it goes into a file published when complete; ids.txt beside it.
 - --do_search: the corpus embedded once (or --corpus_embeddings, a previous
