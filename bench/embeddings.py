@@ -29,7 +29,6 @@ Writes <output_root>/results.json and prints a markdown table.
 import argparse
 import csv
 import json
-import os
 import pathlib
 import subprocess
 import sys
@@ -138,19 +137,9 @@ def worker(args):
         "latency_p50_ms": round(1000 * float(np.percentile(times, 50)), 2),
         "latency_p99_ms": round(1000 * float(np.percentile(times, 99)), 2),
         "stsb_dev_spearman": round(embeddings.spearman(similarity, scores), 6),
-        "vmhwm_mb": round(memory.own_hwm_mb(), 1),
     }
     np.save(root / f"vectors_{args.system}.npy", vectors[:200])
-    print("RESULT " + json.dumps(record), file=sys.stderr, flush=True)
-
-
-def _env(args):
-    return dict(
-        os.environ,
-        PYTHONPATH=str(REPO_ROOT),
-        TF_CPP_MIN_LOG_LEVEL="2",
-        OMP_NUM_THREADS=str(args.threads),
-    )
+    memory.report(record)
 
 
 def prepare_export(args, root, system):
@@ -167,7 +156,7 @@ def prepare_export(args, root, system):
             f"--export_dir={folder}",
             f"--predict_runtime={runtime}",
         ],
-        env=_env(args),
+        env=memory.worker_env(args.threads),
         check=True,
     )
 
@@ -235,15 +224,12 @@ def main():
             f"--threads={args.threads}",
             f"--output_root={root}",
         ]
-        peak, _, _, status, log = memory.measure(command, _env(args))
-        lines = [x for x in log.splitlines() if x.startswith("RESULT ")]
-        if status or not lines:
-            print(log[-3000:], file=sys.stderr)
-            records.append({"system": system, "error": f"exit {status}"})
-            continue
-        record = json.loads(lines[-1][len("RESULT ") :])
-        record["peak_rss_mb"] = round(max(peak, record.pop("vmhwm_mb")), 1)
+        record, peak = memory.measure_worker(command, args.threads)
         record["system"] = system
+        if "error" in record:
+            records.append(record)
+            continue
+        record["peak_rss_mb"] = round(peak, 1)
         reference = root / "vectors_st_torch.npy"
         mine = root / f"vectors_{system}.npy"
         if reference.exists() and mine.exists() and system != "st_torch":

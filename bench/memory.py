@@ -125,6 +125,37 @@ def _tree(pid):
     return out
 
 
+def worker_env(threads):
+    """The environment of a bench worker process: this checkout on the
+    path, TensorFlow's C++ log quiet, `threads` OpenMP threads."""
+    return dict(
+        os.environ,
+        PYTHONPATH=str(REPO_ROOT),
+        TF_CPP_MIN_LOG_LEVEL="2",
+        OMP_NUM_THREADS=str(threads),
+    )
+
+
+def report(record):
+    """A worker's result, on stderr (`measure_worker` reads it), with the
+    worker's own peak RSS: a short process can end between two samples."""
+    record = dict(record, vmhwm_mb=own_hwm_mb())
+    print("RESULT " + json.dumps(record), file=sys.stderr, flush=True)
+
+
+def measure_worker(command, threads):
+    """Runs a worker that ends with `report`: (its record, or {"error":
+    "exit N"} with its log's end printed, and the peak RSS MB: the
+    process tree's sampled peak or the worker's own VmHWM, the larger)."""
+    peak, _, _, status, log = measure(command, worker_env(threads))
+    lines = [x for x in log.splitlines() if x.startswith("RESULT ")]
+    if status or not lines:
+        print(log[-3000:], file=sys.stderr)
+        return {"error": f"exit {status}"}, peak
+    record = json.loads(lines[-1][len("RESULT ") :])
+    return record, max(peak, record.pop("vmhwm_mb", 0.0))
+
+
 def own_hwm_mb():
     """This process's peak RSS so far (VmHWM), MB."""
     return _hwm_kb(os.getpid()) / 1024

@@ -540,7 +540,7 @@ def convert_tflite(args):
         "convert_seconds": round(time.perf_counter() - start, 1),
         "tflite_mb": round(len(content) / 2**20, 1),
     }
-    print("RESULT " + json.dumps(record), file=sys.stderr, flush=True)
+    memory.report(record)
 
 
 def worker(args):
@@ -608,8 +608,7 @@ def worker(args):
         record["latency_p99_ms"] = round(
             1000 * float(np.percentile(times, 99)), 3
         )
-    # memory.measure reads the worker's stderr.
-    print("RESULT " + json.dumps(record), file=sys.stderr, flush=True)
+    memory.report(record)
 
 
 def _available(system):
@@ -714,19 +713,7 @@ def _measured(args, root, mode, system, model, dataset):
         f"--repeats={args.repeats}",
         f"--output_root={root}",
     ]
-    env = dict(
-        os.environ,
-        PYTHONPATH=str(REPO_ROOT),
-        TF_CPP_MIN_LOG_LEVEL="2",
-        OMP_NUM_THREADS=str(args.threads),
-    )
-    peak, _, _, status, log = memory.measure(command, env)
-    lines = [x for x in log.splitlines() if x.startswith("RESULT ")]
-    if status or not lines:
-        print(log[-3000:], file=sys.stderr)
-        record = {"error": f"exit {status}"}
-    else:
-        record = json.loads(lines[-1][len("RESULT ") :])
+    record, peak = memory.measure_worker(command, args.threads)
     record["peak_rss_mb"] = round(peak, 1)
     return record, peak
 
@@ -839,12 +826,8 @@ def cold_worker(args):
                 )
             out = out[0].numpy()
     seconds = time.time() - args.started
-    record = {
-        "cold_start_s": round(seconds, 3),
-        "first_output": str(out),
-        "vmhwm_mb": memory.own_hwm_mb(),
-    }
-    print("RESULT " + json.dumps(record), file=sys.stderr, flush=True)
+    record = {"cold_start_s": round(seconds, 3), "first_output": str(out)}
+    memory.report(record)
 
 
 def cold_start(args, root):
@@ -886,22 +869,11 @@ def cold_start(args, root):
                     f"--output_root={root}",
                     f"--started={time.time()!r}",
                 ]
-                env = dict(
-                    os.environ,
-                    PYTHONPATH=str(REPO_ROOT),
-                    TF_CPP_MIN_LOG_LEVEL="2",
-                    OMP_NUM_THREADS=str(args.threads),
-                )
-                peak, _, _, status, log = memory.measure(command, env)
-                lines = [x for x in log.splitlines() if x.startswith("RESULT ")]
-                if status or not lines:
-                    print(log[-3000:], file=sys.stderr)
-                    runs.append({"error": f"exit {status}"})
+                run, peak = memory.measure_worker(command, args.threads)
+                if "error" in run:
+                    runs.append(run)
                     break
-                run = json.loads(lines[-1][len("RESULT ") :])
-                # A process this short can end between two samples: its own
-                # high-water mark (one process, no children) is the peak.
-                run["peak_rss_mb"] = round(max(peak, run.pop("vmhwm_mb")), 1)
+                run["peak_rss_mb"] = round(peak, 1)
                 runs.append(run)
             ok = [r for r in runs if "error" not in r]
             record = {"model": model, "system": system}
