@@ -364,6 +364,7 @@ def test_script_error_is_one_line(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # 14 s: MiniLM converted; lite_test covers the path.
 def test_served_without_tensorflow(minilm_dir, texts, tmp_path):
     """The sentence-transformers folder exported with
     --predict_runtime=tflite (the erf GELU converted too) embeds on LiteRT

@@ -123,12 +123,15 @@ SCOPES = {
     heads.PretrainingHeads: ("pretraining", ""),
     heads.SpanHead: ("squad", "cls/"),
     heads.SquadHeads: ("squad", ""),
+    # No variables.
+    heads.SentencePooling: ("embeddings", "bert_embedder/"),
 }
 
 
 def _checkpoint_tables(c):
     """{task: {name: shape}}, the variables of each task's original
-    checkpoint: run_pretraining's, run_classifier's and run_squad's."""
+    checkpoint: run_pretraining's, run_classifier's, run_squad's and
+    run_embeddings' (the encoder's alone)."""
     h = c.hidden_size
     encoder_names = checkpoints.original_variable_shapes(c, False)
     return {
@@ -136,6 +139,7 @@ def _checkpoint_tables(c):
         "classifier": dict(
             encoder_names, output_weights=(L, h), output_bias=(L,)
         ),
+        "embeddings": encoder_names,
         "multiple_choice": dict(
             encoder_names, output_weights=(1, h), output_bias=(1,)
         ),
@@ -327,6 +331,14 @@ def _layer_cases_without_names(c):
             output_shape=((B, T), (B, T)),
             mixed_dtype=F32,
         ),
+        # No weights: a sentence's vector from the token vectors.
+        heads.SentencePooling: Case(
+            heads.SentencePooling,
+            dict(mode="max", normalize=True, name="pooling"),
+            (x["hidden"], f["input_mask"]),
+            output_shape=(B, h),
+            mixed_dtype=F32,
+        ),
     }
 
 
@@ -384,6 +396,15 @@ def _model_cases(c):
             output_shape={"start_logits": (B, T), "end_logits": (B, T)},
             mixed_dtype=F32,
             variables=tables["squad"],
+        ),
+        # The encoder's variables only: any BERT checkpoint loads as it is.
+        models.BertEmbedder: Case(
+            models.BertEmbedder,
+            dict(config=c, pooling="mean", normalize=True),
+            (f,),
+            output_shape={"embeddings": (B, c.hidden_size)},
+            mixed_dtype=F32,
+            variables=tables["embeddings"],
         ),
         # Raw sentence pairs in, the classifier's logits out; its variables
         # are BertClassifier's, still under their checkpoint names.

@@ -266,7 +266,10 @@ def test_an_empty_batch_gets_empty_answers(
         assert value.shape[0] == 0, name
 
 
-@pytest.mark.parametrize("v2, fast_nbest", [(True, False), (False, True)])
+@pytest.mark.parametrize(
+    "v2, fast_nbest",
+    [(True, False), pytest.param(False, True, marks=pytest.mark.slow)],
+)
 def test_served_without_tensorflow(
     model, uncased_vocab_file, tmp_path, v2, fast_nbest
 ):
