@@ -360,8 +360,8 @@ class Embedder:
 
     def embed_to_file(self, rows, total, path, what="Embedding"):
         """Embeds (id, text) rows, CHUNK_ROWS at a time, into the .npy file
-        `path` ([total, H], written aside and published when complete) and
-        the ids into `path`'s ids file; returns the ids."""
+        `path` ([total, H], written aside and published when complete);
+        returns the rows' ids in order."""
         ids = []
         counter = progress.Progress(what, total=total, unit="texts")
         with file_io.atomic_path(path) as tmp:
