@@ -15,6 +15,7 @@ _EXPORTS = {
     "BertSpanLabeler": "modeling.models",
     "BertPreprocessor": "modeling.preprocessing",
     "BertTextClassifier": "modeling.text_classifier",
+    "BertTextEmbedder": "modeling.text_embedder",
     "pretraining_losses": "modeling.losses",
     "span_loss": "modeling.losses",
     "load_weights": "modeling.checkpoints",

@@ -24,6 +24,7 @@ from modeling import layers
 from modeling import models
 from modeling import preprocessing
 from modeling import text_classifier
+from modeling import text_embedder
 
 B, T, P, L = 2, 8, 3, 3  # batch, sequence, predictions, labels
 C = 4  # choices (multiple choice)
@@ -419,6 +420,18 @@ def _model_cases(c):
             mixed_dtype=F32,
             variables=tables["classifier"],
         ),
+        # Raw texts in, vectors out; BertEmbedder's variables.
+        text_embedder.BertTextEmbedder: Case(
+            text_embedder.BertTextEmbedder,
+            dict(
+                embedder=models.BertEmbedder(c),
+                preprocessor=_preprocessor(),
+            ),
+            (TEXT_PAIRS[0],),
+            output_shape=(B, c.hidden_size),
+            mixed_dtype=F32,
+            variables=tables["embeddings"],
+        ),
     }
 
 
@@ -531,6 +544,7 @@ def test_every_layer_class_has_a_case():
         hub,
         preprocessing,
         text_classifier,
+        text_embedder,
     )
     for module in modules:
         for _, obj in inspect.getmembers(module, inspect.isclass):

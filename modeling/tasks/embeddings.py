@@ -251,8 +251,18 @@ def _tokenizer_lower_case(folder):
     return True
 
 
-def read_model(settings):
-    """The ModelSource of --init_checkpoint (see the module doc).
+def read_model(
+    path,
+    bert_config_file=None,
+    vocab_file=None,
+    do_lower_case=None,
+    pooling=None,
+    normalize=None,
+    max_seq_length=None,
+):
+    """The ModelSource of a model folder or checkpoint (--init_checkpoint;
+    see the module doc); the other arguments, when not None, override what
+    the folder says (the flags of the same names).
 
     Raises:
       FileNotFoundError, ValueError: naming the folder or file.
@@ -261,14 +271,15 @@ def read_model(settings):
     from modeling import config as config_lib
     from modeling import convert
 
-    s = settings
-    path = s.init_checkpoint
-    pooling, normalize, length = "mean", True, None
+    # What the folder says (an original checkpoint says nothing).
+    said_pooling, said_normalize, length = "mean", True, None
     if os.path.isdir(path) and os.path.exists(
         os.path.join(path, "modules.json")
     ):
         kind = "sentence-transformers"
-        folder, pooling, normalize, length = _sentence_transformers_folder(path)
+        folder, said_pooling, said_normalize, length = (
+            _sentence_transformers_folder(path)
+        )
     elif os.path.isdir(path) and os.path.exists(
         os.path.join(path, convert.HF_CONFIG)
     ):
@@ -276,10 +287,10 @@ def read_model(settings):
     else:
         kind = "original"
     if kind == "original":
-        files = checkpoints.checkpoint_files(path, s.bert_config_file)
+        files = checkpoints.checkpoint_files(path, bert_config_file)
         config = config_lib.BertConfig.from_json_file(files.config_file)
         weights = files.prefix
-        vocab = s.vocab_file or os.path.join(
+        vocab = vocab_file or os.path.join(
             os.path.dirname(files.config_file), checkpoints.VOCAB_FILE
         )
         lower = True
@@ -293,12 +304,12 @@ def read_model(settings):
                 "BERT models are read"
             )
         config, weights, vocab = convert.read_hf_folder(folder, exact_gelu=True)
-        vocab = s.vocab_file or vocab
+        vocab = vocab_file or vocab
         lower = _tokenizer_lower_case(folder)
     if not os.path.exists(vocab):
         raise FileNotFoundError(f"No vocabulary at {vocab}: give --vocab_file")
     config_lib.check_vocab_size(vocab, config)
-    max_seq_length = s.max_seq_length or length or DEFAULT_MAX_SEQ_LENGTH
+    max_seq_length = max_seq_length or length or DEFAULT_MAX_SEQ_LENGTH
     max_seq_length = min(max_seq_length, config.max_position_embeddings)
     config_lib.check_max_seq_length(max_seq_length, config)
     return ModelSource(
@@ -306,10 +317,24 @@ def read_model(settings):
         config=config,
         weights=weights,
         vocab_file=vocab,
-        do_lower_case=lower if s.do_lower_case is None else s.do_lower_case,
-        pooling=s.pooling or pooling,
-        normalize=normalize if s.normalize is None else s.normalize,
+        do_lower_case=lower if do_lower_case is None else do_lower_case,
+        pooling=pooling or said_pooling,
+        normalize=said_normalize if normalize is None else normalize,
         max_seq_length=max_seq_length,
+    )
+
+
+def read_settings_model(settings):
+    """read_model of the flags."""
+    s = settings
+    return read_model(
+        s.init_checkpoint,
+        bert_config_file=s.bert_config_file,
+        vocab_file=s.vocab_file,
+        do_lower_case=s.do_lower_case,
+        pooling=s.pooling,
+        normalize=s.normalize,
+        max_seq_length=s.max_seq_length,
     )
 
 
@@ -392,7 +417,7 @@ def make_embedder(settings, strategy=None, source=None, model=None):
 
     s = settings
     if source is None:
-        source = read_model(s)
+        source = read_settings_model(s)
         logging.info("Embedding model: %s", source.describe())
     if model is None:
         model = build_model(source)
@@ -847,7 +872,7 @@ def run(settings):
     """
     s = settings
     strategy = common.set_up(s)
-    source = read_model(s)
+    source = read_settings_model(s)
     logging.info("Embedding model: %s", source.describe())
     model = None
     if s.do_train:

@@ -472,7 +472,13 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         if not self.built:
             with keras.name_scope(self.name, caller=self):
                 self.build(trainable_variables)
-        pairs = list(zip(grads, trainable_variables))
+        # A variable the loss does not reach (an embedder's unused pooler)
+        # has no gradient and no update, as in the original's loop.
+        pairs = [
+            (g, v)
+            for g, v in zip(grads, trainable_variables, strict=True)
+            if g is not None
+        ]
         # Keras divides each replica's loss by the number of replicas, so
         # the sum over replicas is the gradient of the global batch's mean.
         pairs = self._all_reduce_sum_gradients(
