@@ -20,10 +20,25 @@ pairs (the Spearman correlation of cosine similarity and the scores). The
 peak memory is the process tree's (bench/memory.py, and the process's own
 VmHWM). The exports are made beforehand in their own processes.
 
-    .venv/bin/pip install .[peers] sentence-transformers
+    .venv/bin/pip install .[peers]
     .venv/bin/python bench/embeddings.py [--systems=...] [--num_texts=10000]
 
 Writes <output_root>/results.json and prints a markdown table.
+
+`--part=training` compares fine-tuning instead: CoSENT on GLUE's STS-B
+train.tsv (5,749 pairs), one epoch, batch 16, learning rate 2e-5, warmup
+over 10% of the steps then linear decay, weight decay 0.01 (not on biases
+and LayerNorm), gradient norm clipped at 1.0, epsilon 1e-6, dropout 0.1,
+max_seq_length 256, the same folder, for each of --seeds:
+    train_tf  `run_embeddings.py --do_train --do_eval` as a user types it
+              (the original's AdamWeightDecay: no bias correction);
+    train_st  sentence-transformers' SentenceTransformerTrainer with its
+              CoSENTLoss (scale 20) and HF's AdamW (bias-corrected), the
+              last partial batch dropped as here.
+Each ends with the STS-B dev Spearman of its vectors (the same function,
+tasks.embeddings.spearman over the cosine similarities); the wall time and
+the process tree's peak memory beside it. The two sides shuffle with
+different generators, so the seeds give each side's noise.
 """
 
 import argparse
@@ -142,6 +157,129 @@ def worker(args):
     memory.report(record)
 
 
+TRAINING = ("train_tf", "train_st")
+TRAIN_BATCH_SIZE = 16
+TRAIN_LEARNING_RATE = 2e-5
+
+
+def train_worker(args):
+    """One fine-tuning run of --system with --seed (see the module doc)."""
+    root = pathlib.Path(args.output_root)
+    out = root / f"{args.system}_seed{args.seed}"
+    train_file = GLUE / "STS-B" / "train.tsv"
+    dev_file = GLUE / "STS-B" / "dev.tsv"
+    start = time.perf_counter()
+    if args.system == "train_tf":
+        subprocess.run(
+            [
+                sys.executable,
+                str(REPO_ROOT / "run_embeddings.py"),
+                f"--init_checkpoint={_model_dir()}",
+                "--do_train",
+                f"--train_file={train_file}",
+                f"--train_batch_size={TRAIN_BATCH_SIZE}",
+                f"--learning_rate={TRAIN_LEARNING_RATE}",
+                "--num_train_epochs=1",
+                f"--random_seed={args.seed}",
+                "--do_eval",
+                f"--eval_file={dev_file}",
+                f"--output_dir={out}",
+            ],
+            env=memory.worker_env(args.threads),
+            check=True,
+        )
+        seconds = time.perf_counter() - start
+        results = dict(
+            line.split(" = ")
+            for line in (out / "eval_results.txt").read_text().splitlines()
+        )
+        spearman = float(results["eval_spearman_cosine"])
+    else:
+        spearman, seconds = _train_st(args, out, train_file, dev_file)
+    memory.report(
+        {
+            "seed": args.seed,
+            "seconds": round(seconds, 1),
+            "stsb_dev_spearman": round(spearman, 6),
+        }
+    )
+
+
+def _train_st(args, out, train_file, dev_file):
+    import datasets
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformerTrainer
+    from sentence_transformers import SentenceTransformerTrainingArguments
+    from sentence_transformers import losses
+
+    from modeling.tasks import embeddings
+
+    torch.set_num_threads(args.threads)
+    rows = _tsv(train_file)
+    data = datasets.Dataset.from_dict(
+        {
+            "sentence1": [r["sentence1"] for r in rows],
+            "sentence2": [r["sentence2"] for r in rows],
+            "score": [float(r["score"]) for r in rows],
+        }
+    )
+    model = SentenceTransformer(_model_dir(), device="cpu")
+    training_args = SentenceTransformerTrainingArguments(
+        output_dir=str(out),
+        num_train_epochs=1,
+        per_device_train_batch_size=TRAIN_BATCH_SIZE,
+        learning_rate=TRAIN_LEARNING_RATE,
+        warmup_ratio=0.1,
+        lr_scheduler_type="linear",
+        weight_decay=0.01,
+        adam_epsilon=1e-6,
+        max_grad_norm=1.0,
+        seed=args.seed,
+        dataloader_drop_last=True,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        logging_steps=50,
+    )
+    start = time.perf_counter()
+    trainer = SentenceTransformerTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=data,
+        loss=losses.CoSENTLoss(model),
+    )
+    trainer.train()
+    dev = _tsv(dev_file)
+
+    def encode(texts):
+        return model.encode(texts, batch_size=BATCH_SIZE, convert_to_numpy=True)
+
+    similarity = embeddings.cosine(
+        encode([r["sentence1"] for r in dev]),
+        encode([r["sentence2"] for r in dev]),
+    )
+    seconds = time.perf_counter() - start
+    scores = [float(r["score"]) for r in dev]
+    return embeddings.spearman(similarity, scores), seconds
+
+
+def training_table(records):
+    lines = [
+        "| system | seed | STS-B dev Spearman | seconds | peak memory (MB) |",
+        "|---|---|---|---|---|",
+    ]
+    for r in records:
+        if "error" in r:
+            lines.append(f"| {r['system']} | | {r['error']} | | |")
+            continue
+        lines.append(
+            f"| {r['system']} | {r['seed']} | {r['stsb_dev_spearman']:.4f} | "
+            f"{r['seconds']} | {r['peak_rss_mb']} |"
+        )
+    return "\n".join(lines)
+
+
 def prepare_export(args, root, system):
     """root/export_<system>: run_embeddings.py --export_dir of the folder."""
     folder = root / f"export_{system}"
@@ -167,6 +305,12 @@ def _available(system):
     needs = {
         "st_torch": ("torch", "sentence_transformers"),
         "st_onnx": ("torch", "sentence_transformers", "onnxruntime", "optimum"),
+        "train_st": (
+            "torch",
+            "sentence_transformers",
+            "datasets",
+            "accelerate",
+        ),
     }.get(system, ())
     missing = [m for m in needs if importlib.util.find_spec(m) is None]
     return ", ".join(missing)
@@ -192,22 +336,38 @@ def table(records):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument(
+        "--part", choices=("encode", "training"), default="encode"
+    )
+    parser.add_argument("--systems")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--seed", type=int)
     parser.add_argument("--num_texts", type=int, default=10000)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output_root", default="/tmp/bench_embeddings")
     parser.add_argument("--worker", action="store_true")
     parser.add_argument("--system")
     args = parser.parse_args()
+    training = args.part == "training"
+    if args.systems is None:
+        args.systems = ",".join(TRAINING if training else SYSTEMS)
     if args.worker:
-        worker(args)
+        if training:
+            train_worker(args)
+        else:
+            worker(args)
         return
     if not (GLUE / "STS-B" / "dev.tsv").exists():
         sys.exit(f"{GLUE} is absent: the texts come from ../shared/data")
     root = pathlib.Path(args.output_root)
     root.mkdir(parents=True, exist_ok=True)
     records = []
-    for system in args.systems.split(","):
+    runs = [
+        (system, seed)
+        for system in args.systems.split(",")
+        for seed in (args.seeds.split(",") if training else [None])
+    ]
+    for system, seed in runs:
         missing = _available(system)
         if missing:
             print(f"skipping {system}: {missing} not installed", flush=True)
@@ -219,11 +379,12 @@ def main():
             sys.executable,
             str(pathlib.Path(__file__).resolve()),
             "--worker",
+            f"--part={args.part}",
             f"--system={system}",
             f"--num_texts={args.num_texts}",
             f"--threads={args.threads}",
             f"--output_root={root}",
-        ]
+        ] + ([f"--seed={seed}"] if seed is not None else [])
         record, peak = memory.measure_worker(command, args.threads)
         record["system"] = system
         if "error" in record:
@@ -243,8 +404,9 @@ def main():
         "date": time.strftime("%F"),
         "records": records,
     }
-    (root / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(table(records))
+    name = "training_results.json" if training else "results.json"
+    (root / name).write_text(json.dumps(results, indent=2) + "\n")
+    print(training_table(records) if training else table(records))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ Modes:
 """
 
 import dataclasses
+import functools
 import json
 import os
 
@@ -560,6 +561,7 @@ def train(settings, strategy, source, tokenizer):
     trained models.BertEmbedder."""
     from modeling import checkpoints
     from modeling import models
+    from modeling.data import input_pipeline
     from modeling.tasks import fine_tuning
 
     s = settings
@@ -587,8 +589,35 @@ def train(settings, strategy, source, tokenizer):
         num_train_steps,
         num_warmup_steps,
     )
-    fine_tuning.train_on_arrays(trainer, arrays, s, None, None)
+    map_batch = None
+    if not common.uses_tpu(s):
+        map_batch = functools.partial(
+            trim_sides,
+            multiple=input_pipeline.padding_multiple(
+                source.max_seq_length, s.run_config.use_xla
+            ),
+        )
+    fine_tuning.train_on_arrays(trainer, arrays, s, None, None, map_batch)
     return trainer.model
+
+
+def trim_sides(features, multiple):
+    """A training batch with each side's features (models.BertEmbedder.
+    SIDES) cut to that side's longest row (input_pipeline.trim_padding):
+    short sentences cost their own length, not max_seq_length."""
+    from modeling import models
+    from modeling.data import input_pipeline
+
+    out = dict(features)
+    for side in models.BertEmbedder.SIDES:
+        names = [n for n in features if n.startswith(side + "_")]
+        if not names:
+            continue
+        cut = input_pipeline.trim_padding(
+            {n[len(side) + 1 :]: features[n] for n in names}, multiple
+        )
+        out.update({f"{side}_{k}": v for k, v in cut.items()})
+    return out
 
 
 # === The modes ===

@@ -160,10 +160,11 @@ def init_from_checkpoint(model, path):
     return checkpoints.load_weights(model.bert, path)
 
 
-def train_dataset(arrays, batch_size, seed, start_step=0):
+def train_dataset(arrays, batch_size, seed, start_step=0, map_batch=None):
     """Training batches: every epoch a new seeded shuffle of all examples,
     repeated, remainder dropped, positioned after `start_step` batches (a
-    resumed run sees the batches an uninterrupted one would)."""
+    resumed run sees the batches an uninterrupted one would); `map_batch`,
+    if given, applied to each batch (e.g. cutting its padding)."""
     n = len(next(iter(arrays.values())))
     d = tf.data.Dataset.from_tensor_slices(arrays)
     seed = common.DEFAULT_DATA_SEED if seed is None else seed
@@ -171,6 +172,8 @@ def train_dataset(arrays, batch_size, seed, start_step=0):
     d = d.batch(batch_size, drop_remainder=True)
     if start_step:
         d = d.skip(start_step)
+    if map_batch is not None:
+        d = d.map(map_batch)
     return d.prefetch(2)
 
 
@@ -329,13 +332,19 @@ def train(trainer, dataset_fn, settings, metric, make_evaluate):
     return trainer
 
 
-def train_on_arrays(trainer, arrays, settings, metric, make_evaluate):
+def train_on_arrays(
+    trainer, arrays, settings, metric, make_evaluate, map_batch=None
+):
     """`train` on in-memory feature arrays (`train_dataset`: shuffled with
-    --random_seed, resumable at any step)."""
+    --random_seed, resumable at any step, each batch through `map_batch`)."""
 
     def dataset_fn(start_step):
         return train_dataset(
-            arrays, settings.train_batch_size, settings.random_seed, start_step
+            arrays,
+            settings.train_batch_size,
+            settings.random_seed,
+            start_step,
+            map_batch,
         )
 
     return train(trainer, dataset_fn, settings, metric, make_evaluate)
