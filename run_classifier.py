@@ -48,6 +48,7 @@ flags.DEFINE_string(
 )
 ## Other parameters
 shared_flags.define_flags(*shared_flags.FINE_TUNING)
+shared_flags.define_flags(*shared_flags.LONG_INPUTS)
 flags.DEFINE_integer(
     "max_seq_length",
     128,

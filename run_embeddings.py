@@ -112,6 +112,7 @@ flags.DEFINE_string(
     "--predict_runtime).",
 )
 shared_flags.define_flags(*shared_flags.FINE_TUNING)
+shared_flags.define_flags(*shared_flags.LONG_INPUTS)
 shared_flags.define_common_flags()
 
 

@@ -74,6 +74,9 @@ setuptools.setup(
             "transformers>=4.40",
             "onnxruntime>=1.20",
             "onnx>=1.16",
+            # bench/embeddings.py: sentence-transformers' encode and, with
+            # its [train] extra (datasets, accelerate), its trainer.
+            "sentence-transformers[train]>=3.0",
         ],
     },
     entry_points={

@@ -34,7 +34,11 @@ max_seq_length 256, the same folder, for each of --seeds:
               (the original's AdamWeightDecay: no bias correction);
     train_st  sentence-transformers' SentenceTransformerTrainer with its
               CoSENTLoss (scale 20) and HF's AdamW (bias-corrected), the
-              last partial batch dropped as here.
+              last partial batch dropped as here;
+    train_st_original_adam  the same trainer with the original's update
+              instead (AdamWeightDecay: Adam without bias correction, the
+              decay added to the update), written here in torch: whether
+              a difference between the first two is the optimizer's.
 Each ends with the STS-B dev Spearman of its vectors (the same function,
 tasks.embeddings.spearman over the cosine similarities); the wall time and
 the process tree's peak memory beside it. The two sides shuffle with
@@ -157,7 +161,7 @@ def worker(args):
     memory.report(record)
 
 
-TRAINING = ("train_tf", "train_st")
+TRAINING = ("train_tf", "train_st", "train_st_original_adam")
 TRAIN_BATCH_SIZE = 16
 TRAIN_LEARNING_RATE = 2e-5
 
@@ -242,12 +246,25 @@ def _train_st(args, out, train_file, dev_file):
         use_cpu=True,
         logging_steps=50,
     )
+    optimizers = (None, None)
+    if args.system == "train_st_original_adam":
+        import transformers
+
+        steps = len(rows) // TRAIN_BATCH_SIZE
+        optimizer = _original_adam(model, TRAIN_LEARNING_RATE)
+        optimizers = (
+            optimizer,
+            transformers.get_linear_schedule_with_warmup(
+                optimizer, int(steps * 0.1), steps
+            ),
+        )
     start = time.perf_counter()
     trainer = SentenceTransformerTrainer(
         model=model,
         args=training_args,
         train_dataset=data,
         loss=losses.CoSENTLoss(model),
+        optimizers=optimizers,
     )
     trainer.train()
     dev = _tsv(dev_file)
@@ -262,6 +279,46 @@ def _train_st(args, out, train_file, dev_file):
     seconds = time.perf_counter() - start
     scores = [float(r["score"]) for r in dev]
     return embeddings.spearman(similarity, scores), seconds
+
+
+def _original_adam(model, learning_rate):
+    """The original's AdamWeightDecay in torch: m and v without bias
+    correction, update m / (sqrt(v) + 1e-6) plus 0.01 x the weight (not
+    for LayerNorm and biases), times the scheduled rate."""
+    import torch
+
+    class AdamWeightDecay(torch.optim.Optimizer):
+        def __init__(self, groups):
+            super().__init__(groups, {"lr": learning_rate, "weight_decay": 0.0})
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    if not state:
+                        state["m"] = torch.zeros_like(p)
+                        state["v"] = torch.zeros_like(p)
+                    m, v = state["m"], state["v"]
+                    m.mul_(0.9).add_(p.grad, alpha=0.1)
+                    v.mul_(0.999).addcmul_(p.grad, p.grad, value=0.001)
+                    update = m / (v.sqrt() + 1e-6)
+                    if group["weight_decay"]:
+                        update = update + group["weight_decay"] * p
+                    p.add_(update, alpha=-group["lr"])
+
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        excluded = "LayerNorm" in name or "layer_norm" in name or "bias" in name
+        (no_decay if excluded else decay).append(param)
+    return AdamWeightDecay(
+        [
+            {"params": decay, "weight_decay": 0.01},
+            {"params": no_decay, "weight_decay": 0.0},
+        ]
+    )
 
 
 def training_table(records):

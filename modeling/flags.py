@@ -218,6 +218,42 @@ _SHARED.update(
         ),
     }
 )
+# Texts longer than max_seq_length (run_classifier, run_embeddings;
+# modeling/data/long_inputs.py). None: the training run's choice.
+_SHARED.update(
+    {
+        "long_inputs": lambda: flags.DEFINE_enum(
+            "long_inputs",
+            None,
+            ["truncate", "head_tail", "chunks"],
+            "Texts longer than max_seq_length: truncate (the original: the "
+            "first pieces; the default), head_tail (the first --head_tokens "
+            "pieces and the last ones), chunks (windows over the whole text, "
+            "outputs combined by --chunk_pooling). Default: what the run "
+            "that trained in output_dir used, else truncate.",
+        ),
+        "head_tokens": lambda: flags.DEFINE_integer(
+            "head_tokens",
+            None,
+            "--long_inputs=head_tail: pieces kept from the start (default "
+            "128; at most half of max_seq_length), the rest from the end.",
+        ),
+        "chunk_stride": lambda: flags.DEFINE_integer(
+            "chunk_stride",
+            None,
+            "--long_inputs=chunks: pieces of overlap between consecutive "
+            "windows, whole words (default 0).",
+        ),
+        "chunk_pooling": lambda: flags.DEFINE_enum(
+            "chunk_pooling",
+            None,
+            ["mean", "max"],
+            "--long_inputs=chunks: a text's windows combined by the mean "
+            "(default) or the maximum of their outputs.",
+        ),
+    }
+)
+LONG_INPUTS = ("long_inputs", "head_tokens", "chunk_stride", "chunk_pooling")
 # What define_common_flags defines: the flags every training script has.
 _TRAINING_SCRIPTS = (
     "bert_config_file",

@@ -9,7 +9,7 @@
 `BertTextEmbedder` is a `BertPreprocessor` (the in-graph tokenizer and
 packer) in front of a `models.BertEmbedder` (the encoder, then
 heads.SentencePooling), read from the folders run_embeddings.py reads
-(`tasks.embeddings.read_model`: a sentence-transformers folder with its
+(`sentence_models.read_model`: a sentence-transformers folder with its
 pooling, normalization, max_seq_length and casing; an HF BERT folder; an
 original checkpoint). `encode` runs the one predictor (length-sorted
 batches, each cut to its longest row) and gives run_embeddings.py's
@@ -102,9 +102,9 @@ class BertTextEmbedder(keras.Model):
         Raises:
           FileNotFoundError, ValueError: naming the folder or file.
         """
-        from modeling.tasks import embeddings
+        from modeling import sentence_models
 
-        source = embeddings.read_model(
+        source = sentence_models.read_model(
             os.fspath(path),
             bert_config_file=bert_config_file,
             vocab_file=vocab_file,
@@ -120,7 +120,7 @@ class BertTextEmbedder(keras.Model):
             sequence_length=source.max_seq_length,
         )
         return cls(
-            embeddings.build_model(source),
+            sentence_models.build_model(source),
             preprocessor,
             dynamic_padding=dynamic_padding,
         )

@@ -637,3 +637,28 @@ def test_keras_fit_bad_input(tmp_path):
         model.fit((["a b", "c d"], ["a", "b"]), batch_size=4)
     with pytest.raises(ValueError, match="compile takes no loss"):
         model.compile(loss="mse")
+
+
+@pytest.mark.parametrize("strategy", ["head_tail", "chunks"])
+def test_long_inputs_keep_the_vectors_of_texts_that_fit(
+    minilm_dir, texts, tmp_path, strategy
+):
+    """--long_inputs: the texts that fit in 256 pieces keep
+    sentence-transformers' vectors (within 1e-5); the one longer text gets
+    another unit vector (chunks: the mean of its windows', normalized)."""
+    from modeling.data import classifier_data
+
+    want = np.load(REFERENCE / "minilm_vectors.npy")
+    settings = _settings(
+        tmp_path, minilm_dir, export_dir="unused", long_inputs=strategy
+    )
+    embedder = embeddings.make_embedder(settings)
+    got = embedder.embed(texts)
+    _, cut = classifier_data.text_arrays(texts, 256, embedder.tokenizer)
+    lengths = [len(embedder.tokenizer.tokenize(t)) for t in texts]
+    long = [i for i, n in enumerate(lengths) if n > 254]
+    assert len(long) == cut == 1
+    fits = [i for i in range(len(texts)) if i not in long]
+    assert np.max(np.abs(got[fits] - want[fits])) <= 1e-5
+    assert np.max(np.abs(got[long] - want[long])) > 1e-3
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)

@@ -41,6 +41,7 @@ TF_FREE_MODULES = (
     "modeling.training.predictor",
     "modeling.task_kinds",
     "modeling.data.classifier_data",
+    "modeling.data.long_inputs",
     "modeling.data.custom",
 )
 

@@ -145,6 +145,22 @@ def convert_single_example(
         truncated = len(tokens_a) > max_seq_length - 2
         tokens_a = tokens_a[0 : (max_seq_length - 2)]
 
+    feature = pack(
+        tokens_a,
+        tokens_b,
+        max_seq_length,
+        tokenizer,
+        _label_id(example, label_list),
+    )
+    # Not in the original: whether tokens were cut to fit (counted in the
+    # log by the converters).
+    feature.truncated = truncated
+    return feature
+
+
+def pack(tokens_a, tokens_b, max_seq_length, tokenizer, label_id):
+    """The `InputFeatures` of pieces that fit: `[CLS] a [SEP] (b [SEP])`,
+    padded to max_seq_length."""
     # The convention in BERT: [CLS] A [SEP] with type 0, then B [SEP] with
     # type 1. [CLS]'s final vector is the "sentence vector" the classifier
     # reads; that only makes sense because the entire model is fine-tuned.
@@ -158,34 +174,84 @@ def convert_single_example(
     # tokens are attended to.
     input_mask = [1] * len(input_ids)
     padding = [0] * (max_seq_length - len(input_ids))
-    feature = InputFeatures(
+    return InputFeatures(
         input_ids=input_ids + padding,
         input_mask=input_mask + padding,
         segment_ids=segment_ids + padding,
-        label_id=_label_id(example, label_list),
+        label_id=label_id,
         is_real_example=True,
     )
-    # Not in the original: whether tokens were cut to fit (counted in the
-    # log by the converters).
-    feature.truncated = truncated
-    return feature
 
 
-def text_arrays(text_a, max_seq_length, tokenizer, text_b=None):
+def convert_example_windows(
+    ex_index,
+    example,
+    label_list,
+    max_seq_length,
+    tokenizer,
+    multi_label=False,
+    long_inputs=None,
+):
+    """The features of an example under --long_inputs (a
+    long_inputs.LongInputs; None: truncate): `convert_single_example`'s one
+    feature, or one per window (each with `example_index` = ex_index and
+    `num_windows`), made one at a time."""
+    from modeling.data import long_inputs as long_inputs_lib
+
+    if (
+        long_inputs is None
+        or long_inputs.strategy == long_inputs_lib.TRUNCATE
+        or isinstance(example, PaddingInputExample)
+    ):
+        feature = convert_single_example(
+            ex_index,
+            example,
+            label_list,
+            max_seq_length,
+            tokenizer,
+            multi_label,
+        )
+        feature.example_index, feature.num_windows = ex_index, 1
+        yield feature
+        return
+    words_b = (
+        tokenizer.tokenize_words(example.text_b) if example.text_b else None
+    )
+    windows = list(
+        long_inputs.windows(
+            tokenizer.tokenize_words(example.text_a), words_b, max_seq_length
+        )
+    )
+    label_id = _label_id(example, label_list)
+    for tokens_a, tokens_b in windows:
+        feature = pack(tokens_a, tokens_b, max_seq_length, tokenizer, label_id)
+        feature.example_index, feature.num_windows = ex_index, len(windows)
+        feature.truncated = False
+        yield feature
+
+
+def text_arrays(
+    text_a, max_seq_length, tokenizer, text_b=None, long_inputs=None
+):
     """The original's features of texts (or pairs) for prediction, as
     numpy arrays (convert_single_example's, without labels).
 
     Args:
       text_a: list of str; text_b: None, or a list of second texts.
+      long_inputs: long_inputs.LongInputs, or None (truncate). With chunks
+        each window is a row, and "example_index" [R] gives its text.
 
     Returns:
-      ({"input_ids", "input_mask", "segment_ids": int32 [N, max_seq_length]},
-      the number of rows cut to max_seq_length).
+      ({"input_ids", "input_mask", "segment_ids": int32 [R, max_seq_length]
+      (R = N but with chunks)}, the number of rows cut to max_seq_length).
     """
+    from modeling.data import feature_names
+
     if text_b is not None and len(text_b) != len(text_a):
         raise ValueError(f"{len(text_a)} texts but {len(text_b)} second texts")
     names = ("input_ids", "input_mask", "segment_ids")
     rows = {name: [] for name in names}
+    index = []
     truncated = 0
     for i, text in enumerate(text_a):
         example = InputExample(
@@ -194,16 +260,19 @@ def text_arrays(text_a, max_seq_length, tokenizer, text_b=None):
             text_b=None if text_b is None else text_b[i],
             label="0",  # Unused: the features' label is not read.
         )
-        feature = convert_single_example(
-            i, example, None, max_seq_length, tokenizer
-        )
-        truncated += feature.truncated
-        for name in names:
-            rows[name].append(getattr(feature, name))
+        for feature in convert_example_windows(
+            i, example, None, max_seq_length, tokenizer, long_inputs=long_inputs
+        ):
+            truncated += feature.truncated
+            index.append(i)
+            for name in names:
+                rows[name].append(getattr(feature, name))
     arrays = {
-        name: np.array(values, np.int32).reshape(len(text_a), max_seq_length)
+        name: np.array(values, np.int32).reshape(len(index), max_seq_length)
         for name, values in rows.items()
     }
+    if long_inputs is not None and long_inputs.windowed:
+        arrays[feature_names.EXAMPLE_INDEX] = np.array(index, np.int64)
     return arrays, truncated
 
 
@@ -254,8 +323,32 @@ def convert_examples_to_features(
     ]
 
 
-def features_to_example_bytes(feature):
-    """Serializes an `InputFeatures` as the original's tf.train.Example."""
+def count_records(examples, max_seq_length, tokenizer, long_inputs=None):
+    """The number of records `file_based_convert_examples_to_features`
+    writes for `examples` (a list): one per example, or with chunks one per
+    window (the training steps of an epoch)."""
+    if long_inputs is None or not long_inputs.windowed:
+        return len(examples)
+    count = 0
+    for example in examples:
+        words_b = (
+            tokenizer.tokenize_words(example.text_b) if example.text_b else None
+        )
+        count += sum(
+            1
+            for _ in long_inputs.windows(
+                tokenizer.tokenize_words(example.text_a),
+                words_b,
+                max_seq_length,
+            )
+        )
+    return count
+
+
+def features_to_example_bytes(feature, windowed=False):
+    """Serializes an `InputFeatures` as the original's tf.train.Example
+    (`windowed`: with its EXAMPLE_INDEX and NUM_WINDOWS, --long_inputs=
+    chunks)."""
     from modeling.data import input_pipeline  # TensorFlow: records only.
 
     if isinstance(feature.label_id, float):
@@ -276,6 +369,19 @@ def features_to_example_bytes(feature):
             input_pipeline.int_feature([int(feature.is_real_example)]),
         )
     )
+    if windowed:
+        features.append(
+            (
+                input_pipeline.EXAMPLE_INDEX,
+                input_pipeline.int_feature([feature.example_index]),
+            )
+        )
+        features.append(
+            (
+                input_pipeline.NUM_WINDOWS,
+                input_pipeline.int_feature([feature.num_windows]),
+            )
+        )
     return input_pipeline.serialize_example(features)
 
 
@@ -287,6 +393,7 @@ def file_based_convert_examples_to_features(
     output_file,
     multi_label=False,
     total=None,
+    long_inputs=None,
 ):
     """Converts a set of `InputExample`s to a TFRecord file (atomically).
 
@@ -294,6 +401,8 @@ def file_based_convert_examples_to_features(
     a crash never leaves a truncated `train.tf_record` behind. `examples`
     may be any iterable (a file streamed row by row); `total` is its
     expected length for the progress lines when it has no len().
+    `long_inputs` (long_inputs.LongInputs, not in the original): with
+    chunks, a record per window (`convert_example_windows`).
 
     Returns:
       The number of records written (not in the original).
@@ -304,26 +413,44 @@ def file_based_convert_examples_to_features(
     )
     import tensorflow as tf  # Records only: the conversion needs none.
 
-    truncated = 0
+    windowed = long_inputs is not None and long_inputs.windowed
+    truncated = windowed_examples = records = 0
     with (
         file_io.atomic_path(output_file) as tmp_file,
         tf.io.TFRecordWriter(tmp_file) as writer,
     ):
         for ex_index, example in enumerate(examples):
-            feature = convert_single_example(
+            records_of_example = 0
+            for feature in convert_example_windows(
                 ex_index,
                 example,
                 label_list,
                 max_seq_length,
                 tokenizer,
                 multi_label=multi_label,
-            )
-            truncated += getattr(feature, "truncated", False)
-            writer.write(features_to_example_bytes(feature))
+                long_inputs=long_inputs,
+            ):
+                truncated += getattr(feature, "truncated", False)
+                # Once per example, at its first window.
+                windowed_examples += (
+                    feature.num_windows > 1 and not records_of_example
+                )
+                records_of_example += 1
+                writer.write(features_to_example_bytes(feature, windowed))
+                records += 1
             counter.add()
     total = counter.finish()
     log_truncated(truncated, total, max_seq_length)
-    return total
+    if windowed:
+        logging.info(
+            "%d of %d examples were longer than max_seq_length=%d tokens: "
+            "%d records (--long_inputs=chunks)",
+            windowed_examples,
+            total,
+            max_seq_length,
+            records,
+        )
+    return records
 
 
 def padded_to_batch(examples, batch_size):

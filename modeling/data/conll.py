@@ -31,6 +31,7 @@ import os
 import re
 
 from modeling.data import file_io
+from modeling.data import long_inputs
 from modeling.text.vocabulary import CLS_TOKEN
 from modeling.text.vocabulary import SEP_TOKEN
 from modeling.text.vocabulary import UNK_TOKEN
@@ -472,27 +473,11 @@ def _word_pieces(tokenizer, word):
 
 
 def sentence_windows(piece_counts, max_pieces):
-    """Splits a sentence into consecutive windows of whole words.
-
-    Args:
-      piece_counts: the number of WordPieces of each word.
-      max_pieces: the most pieces a window holds (max_seq_length - 2).
-
-    Returns:
-      list of (first word, end word) pairs covering every word once; a word
-      longer than max_pieces gets a window of its own (it is cut).
-    """
-    windows = []
-    start, used = 0, 0
-    for i, count in enumerate(piece_counts):
-        count = min(count, max_pieces)
-        if used + count > max_pieces and i > start:
-            windows.append((start, i))
-            start, used = i, 0
-        used += count
-    if piece_counts:
-        windows.append((start, len(piece_counts)))
-    return windows
+    """Splits a sentence into consecutive windows of whole words, without
+    overlap (long_inputs.word_windows): a list of (first word, end word)
+    pairs covering every word once; a word longer than max_pieces gets a
+    window of its own (it is cut)."""
+    return long_inputs.word_windows(piece_counts, max_pieces)
 
 
 def convert_sentences(sentences, label_list, max_seq_length, tokenizer):

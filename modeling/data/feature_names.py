@@ -15,6 +15,10 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"
 CLASSIFIER_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
 LABEL_IDS = "label_ids"
 IS_REAL_EXAMPLE = "is_real_example"
+# Not in the original: with --long_inputs=chunks each window is a record,
+# carrying its text's position in the file and its text's window count.
+EXAMPLE_INDEX = "example_index"
+NUM_WINDOWS = "num_windows"
 
 # === SQuAD records (run_squad.py) ===
 UNIQUE_IDS = "unique_ids"

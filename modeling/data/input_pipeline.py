@@ -21,10 +21,12 @@ from modeling.data import tfrecord_io
 # readers and writers use them from here.
 from modeling.data.feature_names import CLASSIFIER_SEQ_FEATURES
 from modeling.data.feature_names import END_POSITIONS
+from modeling.data.feature_names import EXAMPLE_INDEX
 from modeling.data.feature_names import IS_IMPOSSIBLE  # noqa: F401 (re-export)
 from modeling.data.feature_names import IS_REAL_EXAMPLE
 from modeling.data.feature_names import LABEL_IDS
 from modeling.data.feature_names import NEXT_SENTENCE_LABELS
+from modeling.data.feature_names import NUM_WINDOWS
 from modeling.data.feature_names import PRETRAINING_PRED_FLOAT_FEATURES
 from modeling.data.feature_names import PRETRAINING_PRED_INT_FEATURES
 from modeling.data.feature_names import PRETRAINING_SEQ_FEATURES
@@ -48,13 +50,15 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
 
 
 def classifier_feature_spec(
-    max_seq_length, label_dtype=tf.int64, num_multi_labels=None
+    max_seq_length, label_dtype=tf.int64, num_multi_labels=None, windowed=False
 ):
     """The parsing spec of one classifier tf.train.Example.
 
     `label_dtype` is tf.float32 for regression tasks (STS-B); the original's
     four tasks are all classification and use int64. A multi-label task
-    (`num_multi_labels` L) has L int64 0/1 labels.
+    (`num_multi_labels` L) has L int64 0/1 labels. A window's record
+    (--long_inputs=chunks, `windowed`) also has EXAMPLE_INDEX and
+    NUM_WINDOWS.
     """
     spec = {
         name: tf.io.FixedLenFeature([max_seq_length], tf.int64)
@@ -63,6 +67,9 @@ def classifier_feature_spec(
     label_shape = [] if num_multi_labels is None else [num_multi_labels]
     spec[LABEL_IDS] = tf.io.FixedLenFeature(label_shape, label_dtype)
     spec[IS_REAL_EXAMPLE] = tf.io.FixedLenFeature([], tf.int64)
+    if windowed:
+        spec[EXAMPLE_INDEX] = tf.io.FixedLenFeature([], tf.int64)
+        spec[NUM_WINDOWS] = tf.io.FixedLenFeature([], tf.int64)
     return spec
 
 

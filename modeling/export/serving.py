@@ -23,6 +23,7 @@ import json
 import os
 
 import tensorflow as tf
+from absl import logging
 
 from modeling import task_kinds
 from modeling.data import file_io
@@ -167,6 +168,7 @@ def export_classifier(
     label_list=None,
     max_seq_length=None,
     tflite_quantize=None,
+    long_inputs=None,
 ):
     """Writes the serving SavedModel (atomically) to `export_dir`.
 
@@ -187,6 +189,9 @@ def export_classifier(
       tflite_quantize: None, or also write `model.tflite` (False: float32,
         True: dynamic-range int8): the serving signature's outputs from
         the features, which modeling/tasks/lite.py runs without TensorFlow.
+      long_inputs: long_inputs.LongInputs of the training run, recorded
+        for modeling/tasks/lite.py, which windows long texts as it did
+        (the SavedModel's in-graph signature truncates).
 
     Returns:
       export_dir.
@@ -207,6 +212,14 @@ def export_classifier(
             else ["probabilities", "logits", "predictions"]
         ),
     }
+    if long_inputs is not None and long_inputs.strategy != "truncate":
+        info.update(long_inputs.to_json())
+        logging.warning(
+            "--long_inputs=%s is recorded in the export for model.tflite's "
+            "servers (predict_lite.py, modeling/tasks/lite.py); the "
+            "SavedModel's serving_default cuts texts to max_seq_length",
+            long_inputs.strategy,
+        )
     files = tokenization_files(
         info, preprocessor.vocab_file, preprocessor.do_lower_case
     )

@@ -24,6 +24,7 @@ from modeling.data import classifier_data
 from modeling.data import custom
 from modeling.data import glue
 from modeling.data import input_pipeline
+from modeling.data import long_inputs as long_inputs_lib
 from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
@@ -34,7 +35,7 @@ HEAD_VARIABLES = models.BertClassifier.HEAD_VARIABLES
 
 
 @dataclasses.dataclass
-class Settings(common.FineTuningSettings):
+class Settings(common.FineTuningSettings, common.LongInputSettings):
     """run_classifier's flags (same names and defaults) plus the new ones;
     the shared ones (bert_config_file, output_dir, init_checkpoint, modes,
     random_seed, strategy, TPU, batch sizes, epochs, ...) are
@@ -95,6 +96,8 @@ class ClassifierTask:
     # Classification, regression or multi-label (with its threshold): how
     # the head's logits are trained on, reported and decided.
     kind: task_kinds.TaskKind = None
+    # --long_inputs (modeling/data/long_inputs.py): truncate by default.
+    long_inputs: long_inputs_lib.LongInputs = None
 
     @property
     def num_labels(self):
@@ -123,6 +126,7 @@ class ClassifierTask:
             path,
             multi_label=self.multi_label,
             total=total,
+            long_inputs=self.long_inputs,
         )
         return path, count
 
@@ -132,6 +136,7 @@ class ClassifierTask:
             self.settings.max_seq_length,
             label_dtype,
             self.num_labels if self.multi_label else None,
+            windowed=self.long_inputs is not None and self.long_inputs.windowed,
         )
         return records.map(
             lambda record: input_pipeline.decode_record(record, spec),
@@ -240,6 +245,10 @@ def prepare(settings):
         processor.task_type,
         None if threshold == custom.AUTO else threshold,
     )
+    long_inputs = long_inputs_lib.LongInputs.of(s, s.output_dir)
+    long_inputs.check(s.max_seq_length)
+    if long_inputs.strategy != long_inputs_lib.TRUNCATE:
+        logging.info("Long inputs: %s", long_inputs.to_json())
     return ClassifierTask(
         s,
         bert_config,
@@ -248,6 +257,7 @@ def prepare(settings):
         tokenizer,
         strategy,
         kind,
+        long_inputs,
     )
 
 
@@ -284,11 +294,21 @@ def loss_fn(kind):
     cross-entropy, or the squared error of a regression task's single
     output, or a multi-label task's sigmoid cross-entropies), averaged over
     the whole batch (is_real_example is not used, as in the original); and
-    the accuracy of its decisions (none for regression)."""
+    the accuracy of its decisions (none for regression). Windows of long
+    texts (--long_inputs=chunks) weigh 1 / their text's window count, so
+    that every text counts once."""
 
     def compute(features, logits):
         labels = features[input_pipeline.LABEL_IDS]
-        results = {"loss": tf.reduce_mean(kind.example_loss(logits, labels))}
+        losses = kind.example_loss(logits, labels)
+        if input_pipeline.NUM_WINDOWS in features:
+            weights = 1.0 / tf.cast(
+                features[input_pipeline.NUM_WINDOWS], losses.dtype
+            )
+            loss = tf.reduce_sum(weights * losses) / tf.reduce_sum(weights)
+        else:
+            loss = tf.reduce_mean(losses)
+        results = {"loss": loss}
         correct = kind.correct(logits, labels)
         if correct is not None:
             results["accuracy"] = tf.reduce_mean(correct)
@@ -433,6 +453,7 @@ def export(task, model):
         label_list=task.label_list,
         max_seq_length=s.max_seq_length,
         tflite_quantize=fine_tuning.tflite_quantize(s),
+        long_inputs=task.long_inputs,
     )
     logging.info("Exported the serving SavedModel to %s", s.export_dir)
 
@@ -451,9 +472,11 @@ def run(settings):
     train_examples = None
     if s.do_train:
         train_examples = task.processor.get_train_examples(s.data_dir)
-        trainer = make_trainer(
-            task, *common.fine_tuning_steps(s, len(train_examples))
+        # With chunks an epoch is every window of every text.
+        num_rows = classifier_data.count_records(
+            train_examples, s.max_seq_length, task.tokenizer, task.long_inputs
         )
+        trainer = make_trainer(task, *common.fine_tuning_steps(s, num_rows))
     else:
         trainer = make_trainer(task)
     trainer.check_output_dir(
@@ -461,6 +484,8 @@ def run(settings):
     )
     if trainer.is_chief and isinstance(task.processor, custom.CustomProcessor):
         custom.publish_spec(task.processor)
+    if s.do_train and trainer.is_chief:
+        task.long_inputs.save(s.output_dir)
     if s.do_train:
         train(task, trainer, train_examples)
     else:
@@ -504,4 +529,7 @@ def _element_spec(task, batch_size=None):
     label_shape[0] = batch_size
     spec[input_pipeline.LABEL_IDS] = tf.TensorSpec(label_shape, label)
     spec[input_pipeline.IS_REAL_EXAMPLE] = tf.TensorSpec([batch_size], tf.int32)
+    if task.long_inputs is not None and task.long_inputs.windowed:
+        for name in (input_pipeline.EXAMPLE_INDEX, input_pipeline.NUM_WINDOWS):
+            spec[name] = tf.TensorSpec([batch_size], tf.int32)
     return spec

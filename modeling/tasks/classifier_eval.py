@@ -7,6 +7,7 @@ Prediction streams: the test set's outputs are written batch by batch.
 """
 
 import contextlib
+import itertools
 import os
 
 import numpy as np
@@ -62,11 +63,18 @@ def dev_logits(task, model, eval_file):
         what="Evaluating",
         total=_count_records(eval_file),
     )
-    return (
-        outputs["logits"],
-        features[input_pipeline.LABEL_IDS],
-        features[input_pipeline.IS_REAL_EXAMPLE],
-    )
+    if not outputs:
+        raise ValueError(f"{eval_file}: no records to evaluate")
+    logits = outputs["logits"]
+    labels = features[input_pipeline.LABEL_IDS]
+    is_real = features[input_pipeline.IS_REAL_EXAMPLE]
+    if task.long_inputs is not None and task.long_inputs.windowed:
+        # One row per text: its windows' outputs combined.
+        starts, logits = task.long_inputs.per_example(
+            features[input_pipeline.EXAMPLE_INDEX], logits
+        )
+        labels, is_real = labels[starts], is_real[starts]
+    return logits, labels, is_real
 
 
 def evaluate(task, model, eval_file, global_step, logits=None):
@@ -153,16 +161,19 @@ def predict(task, model, write=True):
         writers = _PredictionWriters(task, files if write else None)
         count = 0
         for example in processor.iter_test_examples(s.data_dir):
-            output, prediction = next(rows, (None, None))
+            output, prediction, num_windows = next(rows, (None, None, None))
             if output is None:
                 raise RuntimeError(
                     "The test file has more rows than when it was read "
                     "first (did it change during the run?)"
                 )
-            writers.write(example, output, prediction)
+            writers.write(example, output, prediction, num_windows)
             count += 1
         rest = sum(1 for _ in rows)  # The TPU's padding records.
-        if count + rest != num_records or (rest and not s.use_tpu):
+        windowed = task.long_inputs is not None and task.long_inputs.windowed
+        if (not windowed and count + rest != num_records) or (
+            rest and not s.use_tpu
+        ):
             raise RuntimeError(
                 f"The test file gave {count} examples, then "
                 f"{num_records} (did it change during the run?)"
@@ -175,14 +186,38 @@ def _rows(task, batches):
     [K]: the kind's activation, what it predicts: a class id, a score or a
     0/1 vector)."""
 
+    long_inputs = task.long_inputs
+    if long_inputs is not None and long_inputs.windowed:
+        return _window_rows(task, batches)
+
     def rows():
         for order, _, outputs in batches:
             logits = outputs["logits"]
             values = np.asarray(task.kind.activation(logits))
             chosen = np.asarray(task.kind.decide(logits))
-            yield from zip(order, zip(values, chosen))
+            yield from zip(order, zip(values, chosen, itertools.repeat(None)))
 
     return predictor.in_input_order(rows())
+
+
+def _window_rows(task, batches, group=256):
+    """`_rows` of --long_inputs=chunks: each text's windows combined, with
+    their count, `group` texts at a time through the activation."""
+
+    def windows():
+        for order, features, outputs in batches:
+            index = features[input_pipeline.EXAMPLE_INDEX]
+            yield from zip(order, zip(index, outputs["logits"]))
+
+    texts = task.long_inputs.grouped(predictor.in_input_order(windows()))
+    while True:
+        chunk = list(itertools.islice(texts, group))
+        if not chunk:
+            return
+        logits = np.stack([logit for logit, _ in chunk])
+        values = np.asarray(task.kind.activation(logits))
+        chosen = np.asarray(task.kind.decide(logits))
+        yield from zip(values, chosen, [count for _, count in chunk])
 
 
 class _PredictionWriters:
@@ -212,7 +247,7 @@ class _PredictionWriters:
             )
             self.submission.write(classifier_data.GLUE_SUBMISSION_HEADER)
 
-    def write(self, example, output, prediction):
+    def write(self, example, output, prediction, num_windows=None):
         if self.files is None:
             return
         task = self.task
@@ -224,6 +259,8 @@ class _PredictionWriters:
                 task.kind.name, labels, output, prediction
             ),
         }
+        if num_windows is not None:  # --long_inputs=chunks.
+            record["num_windows"] = int(num_windows)
         self.jsonl.write(predictions.line(record))
         if self.submission is not None:
             self.submission.write(

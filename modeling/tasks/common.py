@@ -122,6 +122,18 @@ class FineTuningSettings(CommonSettings):
         check_predict_runtime(self)
 
 
+@dataclasses.dataclass(kw_only=True)
+class LongInputSettings:
+    """--long_inputs and its companions (modeling/data/long_inputs.py), for
+    run_classifier and run_embeddings. None: what the run that trained in
+    output_dir used (long_inputs.json), else truncate and the defaults."""
+
+    long_inputs: str | None = None
+    head_tokens: int | None = None
+    chunk_stride: int | None = None
+    chunk_pooling: str | None = None
+
+
 def uses_tpu(settings):
     """Whether the run is on a TPU: --use_tpu, --strategy=tpu or a
     TPUStrategy already built (fixed batch shapes there)."""

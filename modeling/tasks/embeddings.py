@@ -1,19 +1,16 @@
 """What run_embeddings.py does: a vector per text, semantic search, and the
 scores of a model's vectors, with sentence-transformers' numbers.
 
-The model (`read_model`) is one of:
-- a sentence-transformers folder (modules.json: a BERT Transformer module,
-  then Pooling, optionally Normalize), read as it is: its config.json and
-  model.safetensors, its pooling mode, normalization, max_seq_length
-  (sentence_bert_config.json) and casing (tokenizer_config.json), and its
-  activation: HF's "gelu" is the exact (erf) GELU ("gelu_exact" here), not
-  the original's tanh form;
-- an HF BERT folder (config.json, model.safetensors, vocab.txt);
-- an original checkpoint (with --vocab_file and --bert_config_file, or the
-  files beside it).
+The model (`sentence_models.read_model`) is a sentence-transformers folder
+(read as it is: pooling, normalization, max_seq_length, casing and the
+activation it names), an HF BERT folder, or an original checkpoint.
 --pooling, --normalize, --max_seq_length and --do_lower_case, when given,
 override what the folder says; without a folder's word the defaults are
-mean pooling, normalized, 128 pieces, lower-cased.
+mean pooling, normalized, 128 pieces, lower-cased. --long_inputs (and
+head_tokens, chunk_stride, chunk_pooling; modeling/data/long_inputs.py)
+says how texts longer than max_seq_length are read: cut (the default),
+head and tail, or windows whose vectors are averaged (or maxed) and
+normalized again.
 
 The vectors come from models.BertEmbedder (the encoder, then
 heads.SentencePooling) through the one predictor (length-sorted batches,
@@ -51,8 +48,11 @@ import numpy as np
 from absl import logging
 
 from modeling import progress
+from modeling import sentence_models
 from modeling.data import classifier_data
+from modeling.data import feature_names
 from modeling.data import file_io
+from modeling.data import long_inputs as long_inputs_lib
 from modeling.data import table_files
 from modeling.tasks import common
 from modeling.tasks import predictions
@@ -68,11 +68,10 @@ EMBEDDING_CONFIG_FILE = "embedding_config.json"
 CHUNK_ROWS = 8192
 # Corpus rows scored against the queries at a time.
 SEARCH_CHUNK_ROWS = 65536
-DEFAULT_MAX_SEQ_LENGTH = 128
 
 
 @dataclasses.dataclass(kw_only=True)
-class Settings(common.FineTuningSettings):
+class Settings(common.FineTuningSettings, common.LongInputSettings):
     """run_embeddings' flags (the fine-tuning scripts' shared ones too)."""
 
     bert_config_file: str | None = None
@@ -144,191 +143,12 @@ class Settings(common.FineTuningSettings):
 # === The model ===
 
 
-@dataclasses.dataclass
-class ModelSource:
-    """What read_model found: the encoder's config and weights (arrays by
-    original name, or a checkpoint prefix), the tokenization and the
-    pooling."""
-
-    kind: str
-    config: object
-    weights: object
-    vocab_file: str
-    do_lower_case: bool
-    pooling: str
-    normalize: bool
-    max_seq_length: int
-
-    def describe(self):
-        return {
-            "source": self.kind,
-            "pooling": self.pooling,
-            "normalize": self.normalize,
-            "max_seq_length": self.max_seq_length,
-            "do_lower_case": self.do_lower_case,
-            "hidden_act": self.config.hidden_act,
-        }
-
-
-def _json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _sentence_transformers_folder(folder):
-    """(transformer folder, pooling, normalize, max_seq_length or None) of a
-    sentence-transformers folder.
-
-    Raises:
-      ValueError: a module this reader does not compute (Dense, ...), a
-        pooling mode other than one of mean / cls / max.
-    """
-    modules = _json(os.path.join(folder, "modules.json"))
-    transformer = pooling = None
-    normalize = False
-    for module in modules:
-        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
-        path = os.path.join(folder, module.get("path", ""))
-        if kind == "Transformer" and transformer is None:
-            transformer = path
-        elif kind == "Pooling" and pooling is None:
-            pooling = _pooling_mode(os.path.join(path, "config.json"))
-        elif kind == "Normalize":
-            normalize = True
-        else:
-            raise ValueError(
-                f"{folder}/modules.json: module {module.get('type')!r} is "
-                "not supported (a BERT Transformer, then Pooling, then "
-                "optionally Normalize)"
-            )
-    if transformer is None or pooling is None:
-        raise ValueError(
-            f"{folder}/modules.json has no Transformer and Pooling modules"
-        )
-    max_seq_length = None
-    config_path = os.path.join(transformer, "sentence_bert_config.json")
-    if os.path.exists(config_path):
-        max_seq_length = _json(config_path).get("max_seq_length")
-    return transformer, pooling, normalize, max_seq_length
-
-
-def _pooling_mode(path):
-    config = _json(path)
-    modes = [
-        mode
-        for mode, key in (
-            ("cls", "pooling_mode_cls_token"),
-            ("mean", "pooling_mode_mean_tokens"),
-            ("max", "pooling_mode_max_tokens"),
-        )
-        if config.get(key)
-    ]
-    others = [
-        k
-        for k, v in config.items()
-        if k.startswith("pooling_mode_")
-        and v
-        and k
-        not in (
-            "pooling_mode_cls_token",
-            "pooling_mode_mean_tokens",
-            "pooling_mode_max_tokens",
-        )
-    ]
-    if len(modes) != 1 or others:
-        raise ValueError(
-            f"{path}: pooling {modes + others} is not supported (one of "
-            "mean, cls, max)"
-        )
-    return modes[0]
-
-
-def _tokenizer_lower_case(folder):
-    """An HF folder's casing: tokenizer_config.json's do_lower_case (HF's
-    BertTokenizer lower-cases by default)."""
-    path = os.path.join(folder, "tokenizer_config.json")
-    if os.path.exists(path):
-        return bool(_json(path).get("do_lower_case", True))
-    return True
-
-
-def read_model(
-    path,
-    bert_config_file=None,
-    vocab_file=None,
-    do_lower_case=None,
-    pooling=None,
-    normalize=None,
-    max_seq_length=None,
-):
-    """The ModelSource of a model folder or checkpoint (--init_checkpoint;
-    see the module doc); the other arguments, when not None, override what
-    the folder says (the flags of the same names).
-
-    Raises:
-      FileNotFoundError, ValueError: naming the folder or file.
-    """
-    from modeling import checkpoints
-    from modeling import config as config_lib
-    from modeling import convert
-
-    # What the folder says (an original checkpoint says nothing).
-    said_pooling, said_normalize, length = "mean", True, None
-    if os.path.isdir(path) and os.path.exists(
-        os.path.join(path, "modules.json")
-    ):
-        kind = "sentence-transformers"
-        folder, said_pooling, said_normalize, length = (
-            _sentence_transformers_folder(path)
-        )
-    elif os.path.isdir(path) and os.path.exists(
-        os.path.join(path, convert.HF_CONFIG)
-    ):
-        kind, folder = "hf", path
-    else:
-        kind = "original"
-    if kind == "original":
-        files = checkpoints.checkpoint_files(path, bert_config_file)
-        config = config_lib.BertConfig.from_json_file(files.config_file)
-        weights = files.prefix
-        vocab = vocab_file or os.path.join(
-            os.path.dirname(files.config_file), checkpoints.VOCAB_FILE
-        )
-        lower = True
-    else:
-        model_type = _json(os.path.join(folder, convert.HF_CONFIG)).get(
-            "model_type", "bert"
-        )
-        if model_type != "bert":
-            raise ValueError(
-                f"{folder}/config.json: model_type {model_type!r}; only "
-                "BERT models are read"
-            )
-        config, weights, vocab = convert.read_hf_folder(folder, exact_gelu=True)
-        vocab = vocab_file or vocab
-        lower = _tokenizer_lower_case(folder)
-    if not os.path.exists(vocab):
-        raise FileNotFoundError(f"No vocabulary at {vocab}: give --vocab_file")
-    config_lib.check_vocab_size(vocab, config)
-    max_seq_length = max_seq_length or length or DEFAULT_MAX_SEQ_LENGTH
-    max_seq_length = min(max_seq_length, config.max_position_embeddings)
-    config_lib.check_max_seq_length(max_seq_length, config)
-    return ModelSource(
-        kind=kind,
-        config=config,
-        weights=weights,
-        vocab_file=vocab,
-        do_lower_case=lower if do_lower_case is None else do_lower_case,
-        pooling=pooling or said_pooling,
-        normalize=said_normalize if normalize is None else normalize,
-        max_seq_length=max_seq_length,
-    )
-
-
 def read_settings_model(settings):
-    """read_model of the flags."""
+    """read_model of the flags, with their --long_inputs (or those of a
+    run that trained in output_dir)."""
     s = settings
-    return read_model(
+    long_inputs = long_inputs_lib.LongInputs.of(s, s.output_dir)
+    source = sentence_models.read_model(
         s.init_checkpoint,
         bert_config_file=s.bert_config_file,
         vocab_file=s.vocab_file,
@@ -337,18 +157,8 @@ def read_settings_model(settings):
         normalize=s.normalize,
         max_seq_length=s.max_seq_length,
     )
-
-
-def build_model(source):
-    """models.BertEmbedder with the source's weights."""
-    from modeling import checkpoints
-    from modeling import models
-
-    model = models.BertEmbedder(
-        source.config, pooling=source.pooling, normalize=source.normalize
-    )
-    checkpoints.load_weights(model, source.weights)
-    return model
+    long_inputs.check(source.max_seq_length)
+    return dataclasses.replace(source, long_inputs=long_inputs)
 
 
 @dataclasses.dataclass
@@ -356,7 +166,7 @@ class Embedder:
     """A model ready to embed texts: the source, the tokenizer and the
     predictor (the --predict_runtime backend, length-sorted batches)."""
 
-    source: ModelSource
+    source: sentence_models.ModelSource
     model: object
     tokenizer: object
     predictor: object
@@ -369,8 +179,12 @@ class Embedder:
         """float32 [N, H] of a list of texts, in order."""
         from modeling.training import predictor as predictor_lib
 
+        long_inputs = self.source.long_inputs
         arrays, truncated = classifier_data.text_arrays(
-            texts, self.source.max_seq_length, self.tokenizer
+            texts,
+            self.source.max_seq_length,
+            self.tokenizer,
+            long_inputs=long_inputs,
         )
         classifier_data.log_truncated(
             truncated, len(texts), self.source.max_seq_length, "texts"
@@ -380,9 +194,18 @@ class Embedder:
         _, outputs = self.predictor.gather(
             {k: arrays[k] for k in predictor_lib.MODEL_FEATURES},
             what=what,
-            unit="texts",
+            unit="texts" if not long_inputs.windowed else "windows",
         )
-        return outputs["embeddings"]
+        vectors = outputs["embeddings"]
+        if long_inputs.windowed:
+            # A text's vector: the mean (or maximum) of its windows',
+            # normalized again when the model normalizes.
+            _, vectors = long_inputs.per_example(
+                arrays[feature_names.EXAMPLE_INDEX],
+                vectors,
+                self.source.normalize,
+            )
+        return vectors
 
     def embed_to_file(self, rows, total, path, what="Embedding"):
         """Embeds (id, text) rows, CHUNK_ROWS at a time, into the .npy file
@@ -421,7 +244,7 @@ def make_embedder(settings, strategy=None, source=None, model=None):
         source = read_settings_model(s)
         logging.info("Embedding model: %s", source.describe())
     if model is None:
-        model = build_model(source)
+        model = sentence_models.build_model(source)
         trained = _trained_checkpoint(s.output_dir)
         if trained:
             logging.info("Using the checkpoint trained in %s", trained)
@@ -464,7 +287,7 @@ _PAIRS = ("anchor", "positive")
 _SCORED = ("sentence1", "sentence2", "score")
 
 
-def read_train_file(path, tokenizer, max_seq_length):
+def read_train_file(path, tokenizer, max_seq_length, long_inputs=None):
     """The training pairs as feature arrays, each side's under its prefix
     (models.BertEmbedder.SIDES): anchor / positive (/ negative) texts for
     in-batch negatives, or sentence1 / sentence2 / score for CoSENT.
@@ -503,10 +326,17 @@ def read_train_file(path, tokenizer, max_seq_length):
     count = len(texts[sides[0]])
     if not count:
         raise ValueError(f"{path}: no training pairs")
+    if long_inputs is not None and long_inputs.windowed:
+        # A pair is one row per side: windows would not line up.
+        logging.info(
+            "--long_inputs=chunks embeds; training pairs are truncated "
+            "(--long_inputs=head_tail keeps their ends)"
+        )
+        long_inputs = None
     arrays = {}
     for side in sides:
         side_arrays, truncated = classifier_data.text_arrays(
-            texts[side], max_seq_length, tokenizer
+            texts[side], max_seq_length, tokenizer, long_inputs=long_inputs
         )
         classifier_data.log_truncated(
             truncated, count, max_seq_length, f"{side} texts"
@@ -566,8 +396,9 @@ def train(settings, strategy, source, tokenizer):
 
     s = settings
     arrays, loss, count = read_train_file(
-        s.train_file, tokenizer, source.max_seq_length
+        s.train_file, tokenizer, source.max_seq_length, source.long_inputs
     )
+    source.long_inputs.save(s.output_dir)
     num_train_steps, num_warmup_steps = common.fine_tuning_steps(
         s, count, "training pairs"
     )

@@ -34,7 +34,9 @@ from absl import logging
 
 from modeling.data import classifier_data
 from modeling.data import conll
+from modeling.data import feature_names
 from modeling.data import file_io
+from modeling.data import long_inputs as long_inputs_lib
 from modeling.tasks import predictions
 from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
@@ -88,6 +90,9 @@ class LiteClassifier:
         self.labels = info["labels"]
         self.has_text_b = info["has_text_b"]
         self.max_seq_length = info["max_seq_length"]
+        self.threshold = info.get("multi_label_threshold") or 0.5
+        # As the training run read long texts (modeling/data/long_inputs.py).
+        self.long_inputs = long_inputs_lib.LongInputs.from_json(info)
         self.precision = info["tflite"].get("precision")
         self.tokenizer, self.backend = _tokenizer_and_backend(
             self.export_dir, info, num_threads
@@ -101,7 +106,11 @@ class LiteClassifier:
                 "This model classifies sentence pairs: give text_b"
             )
         arrays, _ = classifier_data.text_arrays(
-            text_a, self.max_seq_length, self.tokenizer, text_b
+            text_a,
+            self.max_seq_length,
+            self.tokenizer,
+            text_b,
+            long_inputs=self.long_inputs,
         )
         return arrays
 
@@ -114,9 +123,16 @@ class LiteClassifier:
         text_b = None if text_b is None else list(text_b)
         if not text_a:
             return []
+        features = self.features(text_a, text_b)
         _, outputs = self.predictor.gather(
-            self.features(text_a, text_b), what="Predicting", unit="texts"
+            {k: features[k] for k in predictor.MODEL_FEATURES},
+            what="Predicting",
+            unit="texts",
         )
+        if self.long_inputs.windowed:
+            outputs = self._combined(
+                features[feature_names.EXAMPLE_INDEX], outputs
+            )
         if self.task_type == "regression":
             scores = outputs["score"].reshape(len(text_a), -1)[:, 0]
             return [
@@ -131,6 +147,27 @@ class LiteClassifier:
                 outputs["probabilities"], outputs["predictions"], strict=True
             )
         ]
+
+    def _combined(self, example_index, outputs):
+        """One text's window outputs combined as run_classifier combines
+        them (long_inputs.LongInputs.per_example of the logits), then the
+        kind's activation and decision, in numpy."""
+        name = "score" if self.task_type == "regression" else "logits"
+        _, logits = self.long_inputs.per_example(example_index, outputs[name])
+        logits = logits.astype(np.float64)
+        if self.task_type == "regression":
+            return {"score": logits.astype(np.float32)}
+        if self.task_type == "multi_label":
+            probabilities = 1.0 / (1.0 + np.exp(-logits))
+            decisions = (probabilities >= self.threshold).astype(np.int32)
+        else:
+            exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            probabilities = exp / exp.sum(axis=-1, keepdims=True)
+            decisions = np.argmax(logits, axis=-1)
+        return {
+            "probabilities": probabilities.astype(np.float32),
+            "predictions": decisions,
+        }
 
 
 class LiteTagger:
@@ -372,6 +409,8 @@ class LiteEmbedder:
         info = _read_info(self.export_dir, "embeddings", "embeddings")
         self.max_seq_length = info["max_seq_length"]
         self.dimensions = info["dimensions"]
+        self.normalize = info.get("normalize", True)
+        self.long_inputs = long_inputs_lib.LongInputs.from_json(info)
         self.tokenizer, self.backend = _tokenizer_and_backend(
             self.export_dir, info, num_threads
         )
@@ -383,15 +422,26 @@ class LiteEmbedder:
         if not texts:
             return np.zeros((0, self.dimensions), np.float32)
         arrays, truncated = classifier_data.text_arrays(
-            texts, self.max_seq_length, self.tokenizer
+            texts,
+            self.max_seq_length,
+            self.tokenizer,
+            long_inputs=self.long_inputs,
         )
         classifier_data.log_truncated(
             truncated, len(texts), self.max_seq_length, "texts"
         )
         _, outputs = self.predictor.gather(
-            arrays, what="Embedding", unit="texts"
+            {k: arrays[k] for k in predictor.MODEL_FEATURES},
+            what="Embedding",
+            unit="texts",
         )
-        return outputs["embeddings"]
+        vectors = outputs["embeddings"]
+        if self.long_inputs.windowed:
+            # As run_embeddings: the windows' mean, normalized again.
+            _, vectors = self.long_inputs.per_example(
+                arrays[feature_names.EXAMPLE_INDEX], vectors, self.normalize
+            )
+        return vectors.astype(np.float32)
 
     def predict(self, texts):
         """[{"embedding": [floats]}] per text: predictions.jsonl records

@@ -429,12 +429,21 @@ class FullTokenizer:
 
     def tokenize(self, text):
         split_tokens = []
+        for pieces in self.tokenize_words(text):
+            split_tokens.extend(pieces)
+        return split_tokens
+
+    def tokenize_words(self, text):
+        """`tokenize`'s pieces grouped by word (the basic tokenizer's
+        words; a word may give no piece): where a long text may be cut
+        between windows (modeling/data/long_inputs.py)."""
+        words = []
         for word in self.basic_tokenizer.split_words(text):
             pieces = self._cache.get(word)
             if pieces is None:
                 pieces = self._tokenize_word(word)
-            split_tokens.extend(pieces)
-        return split_tokens
+            words.append(pieces)
+        return words
 
     def _tokenize_word(self, word):
         if len(self._cache) >= _MAX_CACHE_SIZE:

@@ -1,0 +1,224 @@
+"""Sentence-embedding models as sentence-transformers defines them, read
+from the folders users have (run_embeddings.py and BertTextEmbedder):
+
+- a sentence-transformers folder (modules.json: a BERT Transformer module,
+  then Pooling, optionally Normalize), read as it is: its config.json and
+  model.safetensors, its pooling mode, normalization, max_seq_length
+  (sentence_bert_config.json) and casing (tokenizer_config.json), and its
+  activation: HF's "gelu" is the exact (erf) GELU ("gelu_exact" here), not
+  the original's tanh form;
+- an HF BERT folder (config.json, model.safetensors, vocab.txt);
+- an original checkpoint (with a vocab_file and bert_config_file, or the
+  files beside it).
+
+`read_model` gives a ModelSource (what was found); `build_model` the
+models.BertEmbedder with its weights.
+"""
+
+import dataclasses
+import json
+import os
+
+from modeling.data import long_inputs as long_inputs_lib
+
+DEFAULT_MAX_SEQ_LENGTH = 128
+
+
+@dataclasses.dataclass
+class ModelSource:
+    """What read_model found: the encoder's config and weights (arrays by
+    original name, or a checkpoint prefix), the tokenization and the
+    pooling."""
+
+    kind: str
+    config: object
+    weights: object
+    vocab_file: str
+    do_lower_case: bool
+    pooling: str
+    normalize: bool
+    max_seq_length: int
+    # Texts longer than max_seq_length (modeling/data/long_inputs.py).
+    long_inputs: long_inputs_lib.LongInputs = dataclasses.field(
+        default_factory=long_inputs_lib.LongInputs
+    )
+
+    def describe(self):
+        described = {
+            "source": self.kind,
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "max_seq_length": self.max_seq_length,
+            "do_lower_case": self.do_lower_case,
+            "hidden_act": self.config.hidden_act,
+        }
+        if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
+            described.update(self.long_inputs.to_json())
+        return described
+
+
+def _json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _sentence_transformers_folder(folder):
+    """(transformer folder, pooling, normalize, max_seq_length or None) of a
+    sentence-transformers folder.
+
+    Raises:
+      ValueError: a module this reader does not compute (Dense, ...), a
+        pooling mode other than one of mean / cls / max.
+    """
+    modules = _json(os.path.join(folder, "modules.json"))
+    transformer = pooling = None
+    normalize = False
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        path = os.path.join(folder, module.get("path", ""))
+        if kind == "Transformer" and transformer is None:
+            transformer = path
+        elif kind == "Pooling" and pooling is None:
+            pooling = _pooling_mode(os.path.join(path, "config.json"))
+        elif kind == "Normalize":
+            normalize = True
+        else:
+            raise ValueError(
+                f"{folder}/modules.json: module {module.get('type')!r} is "
+                "not supported (a BERT Transformer, then Pooling, then "
+                "optionally Normalize)"
+            )
+    if transformer is None or pooling is None:
+        raise ValueError(
+            f"{folder}/modules.json has no Transformer and Pooling modules"
+        )
+    max_seq_length = None
+    config_path = os.path.join(transformer, "sentence_bert_config.json")
+    if os.path.exists(config_path):
+        max_seq_length = _json(config_path).get("max_seq_length")
+    return transformer, pooling, normalize, max_seq_length
+
+
+def _pooling_mode(path):
+    config = _json(path)
+    modes = [
+        mode
+        for mode, key in (
+            ("cls", "pooling_mode_cls_token"),
+            ("mean", "pooling_mode_mean_tokens"),
+            ("max", "pooling_mode_max_tokens"),
+        )
+        if config.get(key)
+    ]
+    others = [
+        k
+        for k, v in config.items()
+        if k.startswith("pooling_mode_")
+        and v
+        and k
+        not in (
+            "pooling_mode_cls_token",
+            "pooling_mode_mean_tokens",
+            "pooling_mode_max_tokens",
+        )
+    ]
+    if len(modes) != 1 or others:
+        raise ValueError(
+            f"{path}: pooling {modes + others} is not supported (one of "
+            "mean, cls, max)"
+        )
+    return modes[0]
+
+
+def _tokenizer_lower_case(folder):
+    """An HF folder's casing: tokenizer_config.json's do_lower_case (HF's
+    BertTokenizer lower-cases by default)."""
+    path = os.path.join(folder, "tokenizer_config.json")
+    if os.path.exists(path):
+        return bool(_json(path).get("do_lower_case", True))
+    return True
+
+
+def read_model(
+    path,
+    bert_config_file=None,
+    vocab_file=None,
+    do_lower_case=None,
+    pooling=None,
+    normalize=None,
+    max_seq_length=None,
+):
+    """The ModelSource of a model folder or checkpoint (--init_checkpoint;
+    see the module doc); the other arguments, when not None, override what
+    the folder says (the flags of the same names).
+
+    Raises:
+      FileNotFoundError, ValueError: naming the folder or file.
+    """
+    from modeling import checkpoints
+    from modeling import config as config_lib
+    from modeling import convert
+
+    # What the folder says (an original checkpoint says nothing).
+    said_pooling, said_normalize, length = "mean", True, None
+    if os.path.isdir(path) and os.path.exists(
+        os.path.join(path, "modules.json")
+    ):
+        kind = "sentence-transformers"
+        folder, said_pooling, said_normalize, length = (
+            _sentence_transformers_folder(path)
+        )
+    elif os.path.isdir(path) and os.path.exists(
+        os.path.join(path, convert.HF_CONFIG)
+    ):
+        kind, folder = "hf", path
+    else:
+        kind = "original"
+    if kind == "original":
+        files = checkpoints.checkpoint_files(path, bert_config_file)
+        config = config_lib.BertConfig.from_json_file(files.config_file)
+        weights = files.prefix
+        vocab = vocab_file or os.path.join(
+            os.path.dirname(files.config_file), checkpoints.VOCAB_FILE
+        )
+        lower = True
+    else:
+        model_type = _json(os.path.join(folder, convert.HF_CONFIG)).get(
+            "model_type", "bert"
+        )
+        if model_type != "bert":
+            raise ValueError(
+                f"{folder}/config.json: model_type {model_type!r}; only "
+                "BERT models are read"
+            )
+        config, weights, vocab = convert.read_hf_folder(folder, exact_gelu=True)
+        vocab = vocab_file or vocab
+        lower = _tokenizer_lower_case(folder)
+    if not os.path.exists(vocab):
+        raise FileNotFoundError(f"No vocabulary at {vocab}: give --vocab_file")
+    config_lib.check_vocab_size(vocab, config)
+    max_seq_length = max_seq_length or length or DEFAULT_MAX_SEQ_LENGTH
+    max_seq_length = min(max_seq_length, config.max_position_embeddings)
+    config_lib.check_max_seq_length(max_seq_length, config)
+    return ModelSource(
+        kind=kind,
+        config=config,
+        weights=weights,
+        vocab_file=vocab,
+        do_lower_case=lower if do_lower_case is None else do_lower_case,
+        pooling=pooling or said_pooling,
+        normalize=said_normalize if normalize is None else normalize,
+        max_seq_length=max_seq_length,
+    )
+
+
+def build_model(source):
+    """models.BertEmbedder with the source's weights."""
+    from modeling import checkpoints
+    from modeling import models
+
+    model = models.BertEmbedder(
+        source.config, pooling=source.pooling, normalize=source.normalize
+    )
+    checkpoints.load_weights(model, source.weights)
+    return model

@@ -1,0 +1,282 @@
+"""--long_inputs=truncate|head_tail|chunks (modeling/data/long_inputs.py):
+the windows, truncate's features for texts that fit, the combination of a
+text's windows, and run_classifier on a task that only the end of a text
+decides."""
+
+import csv
+import json
+import pathlib
+
+import numpy as np
+import pytest
+from constants import TINY_CONFIG
+from constants import TINY_VOCAB
+
+from modeling.data import classifier_data
+from modeling.data import glue
+from modeling.data import long_inputs
+from modeling.text import tokenization
+
+TESTDATA = pathlib.Path(__file__).parent / "testdata"
+SHARED_MRPC = pathlib.Path(__file__).parents[2] / "shared/data/glue/MRPC"
+STRATEGIES = ("head_tail", "chunks")
+
+
+def test_word_windows_overlap_whole_words_and_advance():
+    counts = [2, 1, 3, 1, 2, 2, 1]
+    assert long_inputs.word_windows(counts, 4) == [
+        (0, 2),
+        (2, 4),
+        (4, 6),
+        (6, 7),
+    ]
+    # Up to 2 pieces of overlap, whole words only.
+    windows = long_inputs.word_windows(counts, 4, overlap=2)
+    assert windows == [(0, 2), (1, 3), (3, 5), (4, 6), (5, 7)]
+    for (start, end), (next_start, _) in zip(windows, windows[1:]):
+        assert start < next_start <= end
+        assert sum(counts[next_start:end]) <= 2
+    for start, end in windows:
+        assert (
+            sum(min(c, 4) for c in counts[start:end]) <= 4 or end == start + 1
+        )
+    # Every word is in some window; a word longer than a window is alone.
+    assert long_inputs.word_windows([9, 1], 4, overlap=3) == [(0, 1), (1, 2)]
+    assert long_inputs.word_windows([], 4) == []
+
+
+def _words(n, prefix="w"):
+    return [[f"{prefix}{i}"] for i in range(n)]
+
+
+def test_head_tail_keeps_the_head_and_the_tail():
+    config = long_inputs.LongInputs("head_tail", head_tokens=3)
+    (a, b), *rest = config.windows(_words(20), None, 12)
+    assert not rest and b is None
+    assert a == ["w0", "w1", "w2"] + [f"w{i}" for i in range(13, 20)]
+    # The head takes at most half of the room.
+    config = long_inputs.LongInputs("head_tail", head_tokens=100)
+    (a, _), *_ = config.windows(_words(20), None, 12)
+    assert a == [f"w{i}" for i in range(5)] + [f"w{i}" for i in range(15, 20)]
+
+
+def test_pairs_keep_the_shorter_text_and_window_the_longer():
+    question = _words(3, "q")
+    config = long_inputs.LongInputs("chunks")
+    windows = list(config.windows(question, _words(30), 16))
+    # 16 - 3 = 13 pieces: the 3 of the question, 10 of the document each.
+    assert [b for _, b in windows] == [
+        [f"w{i}" for i in range(s, min(s + 10, 30))] for s in (0, 10, 20)
+    ]
+    assert all(a == ["q0", "q1", "q2"] for a, _ in windows)
+    # The order of the pair is kept when the longer text comes first.
+    windows = list(config.windows(_words(30), question, 16))
+    assert all(b == ["q0", "q1", "q2"] for _, b in windows)
+    # A shorter text over half the room is cut from its end.
+    config = long_inputs.LongInputs("head_tail", head_tokens=2)
+    ((a, b),) = config.windows(_words(10, "q"), _words(40), 16)
+    assert a == [f"q{i}" for i in range(6)]
+    assert b == ["w0", "w1"] + [f"w{i}" for i in range(35, 40)]
+
+
+def test_combining_windows():
+    config = long_inputs.LongInputs("chunks")
+    outputs = np.array([[1.0, 0.0], [3.0, 2.0], [5.0, 5.0], [0.0, 1.0]], "f4")
+    starts, combined = config.per_example([7, 7, 8, 9], outputs)
+    assert starts.tolist() == [0, 2, 3]
+    np.testing.assert_allclose(combined, [[2, 1], [5, 5], [0, 1]])
+    grouped = list(config.grouped(zip([7, 7, 8, 9], outputs)))
+    np.testing.assert_allclose([g for g, _ in grouped], combined)
+    assert [n for _, n in grouped] == [2, 1, 1]
+    maxed = long_inputs.LongInputs("chunks", chunk_pooling="max")
+    np.testing.assert_allclose(
+        maxed.per_example([7, 7, 8, 9], outputs)[1], [[3, 2], [5, 5], [0, 1]]
+    )
+
+
+def test_bad_settings_are_one_line_errors():
+    with pytest.raises(ValueError, match="--long_inputs must be one of"):
+        long_inputs.LongInputs("middle")
+    with pytest.raises(ValueError, match="--chunk_pooling must be one of"):
+        long_inputs.LongInputs("chunks", chunk_pooling="sum")
+    with pytest.raises(ValueError, match="would not advance"):
+        long_inputs.LongInputs("chunks", chunk_stride=125).check(128)
+
+
+def _mrpc_dev():
+    folder = SHARED_MRPC if (SHARED_MRPC / "dev.tsv").exists() else None
+    folder = folder or TESTDATA / "cls_mrpc"
+    return glue.get_processor("mrpc").get_dev_examples(str(folder))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_rows_that_fit_get_truncates_features(strategy, uncased_vocab_file):
+    """MRPC dev (../shared's 408 pairs when present, else the test
+    folder's): every pair that fits in 128 pieces gets exactly truncate's
+    one feature; at 48 pieces the long ones get other windows."""
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
+    config = long_inputs.LongInputs(strategy, head_tokens=4)
+    examples = _mrpc_dev()
+    fitting = windowed = 0
+    for seq in (128, 48):
+        for i, example in enumerate(examples):
+            want = classifier_data.convert_single_example(
+                i, example, ["0", "1"], seq, tokenizer
+            )
+            got = list(
+                classifier_data.convert_example_windows(
+                    i, example, ["0", "1"], seq, tokenizer, long_inputs=config
+                )
+            )
+            if not want.truncated:
+                fitting += 1
+                assert len(got) == 1
+                for name in ("input_ids", "input_mask", "segment_ids"):
+                    assert getattr(got[0], name) == getattr(want, name)
+                assert got[0].label_id == want.label_id
+            else:
+                assert seq == 48
+                # head_tail's tail is not truncate's; chunks' first window
+                # may be truncate's, and more windows follow.
+                if strategy == "head_tail":
+                    assert got[0].input_ids != want.input_ids
+                assert all(g.num_windows == len(got) for g in got)
+                if strategy == "head_tail":
+                    assert len(got) == 1
+                windowed += len(got) > 1
+    assert fitting > len(examples)  # All at 128, some at 48.
+    assert (windowed > 0) == (strategy == "chunks")
+
+
+# === run_classifier on long texts ===
+
+FILLER = TINY_VOCAB[5:14]  # the ... world
+
+
+def _long_task(folder, rng, count, words=60):
+    """Texts of `words` filler words; the label is "good" or "bad" among
+    the last 5 words."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", count), ("dev", 32), ("test", 16)):
+        with open(folder / f"{split}.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["text", "label"])
+            for _ in range(n):
+                label = ("good", "bad")[int(rng.randint(2))]
+                text = list(rng.choice(FILLER, words))
+                text[words - 1 - int(rng.randint(5))] = label
+                writer.writerow([" ".join(text), label])
+    return folder
+
+
+def _tiny_checkpoint(folder):
+    import tensorflow as tf
+
+    from modeling import checkpoints
+    from modeling import config as config_lib
+    from modeling import models
+
+    folder.mkdir(parents=True, exist_ok=True)
+    config = config_lib.BertConfig.from_dict(
+        {**TINY_CONFIG, "hidden_dropout_prob": 0.0}
+    )
+    config.to_json_file(str(folder / "bert_config.json"))
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in TINY_VOCAB))
+    tf.keras.utils.set_random_seed(3)
+    model = models.BertClassifier(config, 2)
+    checkpoints.write_checkpoint(
+        str(folder / "bert_model.ckpt"),
+        {checkpoints.variable_name(v): v.numpy() for v in model.weights},
+    )
+    return folder
+
+
+def _run(data, model, out, **values):
+    import dataclasses
+
+    from modeling.tasks import classifier
+
+    runtime = values.pop("predict_runtime", None)
+    settings = classifier.Settings(
+        task_name="custom",
+        data_dir=None,
+        train_file=str(data / "train.csv"),
+        dev_file=str(data / "dev.csv"),
+        test_file=str(data / "test.csv"),
+        text_a_column="text",
+        label_column="label",
+        bert_config_file=str(model / "bert_config.json"),
+        vocab_file=str(model / "vocab.txt"),
+        init_checkpoint=str(model / "bert_model.ckpt"),
+        output_dir=str(out),
+        max_seq_length=16,
+        train_batch_size=16,
+        num_train_epochs=5.0,
+        random_seed=1,
+        **values,
+    )
+    settings.run_config = dataclasses.replace(
+        settings.run_config, learning_rate=1e-3, predict_runtime=runtime
+    )
+    return classifier.run(settings)
+
+
+@pytest.mark.slow
+def test_chunks_learn_what_truncate_cannot_see(tmp_path):
+    """The label word is among the last 5 of 60: past the first window of
+    14 pieces. Truncate stays near chance; chunks (each window carrying
+    its text's label, weighted 1 / its windows) and head_tail learn it. A
+    predict-only run reads the strategy from long_inputs.json, and
+    predictions.jsonl counts the windows."""
+    rng = np.random.RandomState(0)
+    data = _long_task(tmp_path / "data", rng, 512)
+    model = _tiny_checkpoint(tmp_path / "model")
+    accuracy = {}
+    for strategy in ("truncate", "chunks", "head_tail"):
+        out = tmp_path / strategy
+        results = _run(
+            data,
+            model,
+            out,
+            do_train=True,
+            do_eval=True,
+            long_inputs=strategy,
+            head_tokens=4,
+        )
+        accuracy[strategy] = float(results["eval_accuracy"])
+    assert accuracy["truncate"] <= 0.75, accuracy
+    assert accuracy["chunks"] >= 0.95, accuracy
+    assert accuracy["head_tail"] >= 0.95, accuracy
+    saved = json.loads((tmp_path / "chunks" / "long_inputs.json").read_text())
+    assert saved["long_inputs"] == "chunks"
+    export = tmp_path / "export"
+    results = _run(
+        data,
+        model,
+        tmp_path / "chunks",
+        do_eval=True,
+        do_predict=True,
+        export_dir=str(export),
+        predict_runtime="tflite",
+    )
+    assert float(results["eval_accuracy"]) == accuracy["chunks"]
+    rows = [
+        json.loads(line)
+        for line in (tmp_path / "chunks" / "predictions.jsonl").open()
+    ]
+    assert len(rows) == 16
+    assert all(row["num_windows"] == 5 for row in rows), rows[0]
+    # The export records the strategy; its TF-free server windows the same.
+    from modeling.tasks import lite
+
+    info = json.loads(
+        (export / "assets.extra" / "bert_export.json").read_text()
+    )
+    assert info["long_inputs"] == "chunks"
+    with open(data / "test.csv", newline="") as f:
+        test = list(csv.DictReader(f))
+    served = lite.LiteClassifier(export).predict([r["text"] for r in test])
+    assert [r["label"] for r in served] == [r["label"] for r in rows]
+    for mine, theirs in zip(served, rows):
+        for label, p in mine["probabilities"].items():
+            assert abs(p - theirs["probabilities"][label]) <= 1e-5
