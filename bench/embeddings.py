@@ -11,6 +11,12 @@ For each system, in its own process, one at a time (2 threads each unless
     st_torch       SentenceTransformer(folder).encode (PyTorch);
     st_onnx        SentenceTransformer(folder, backend="onnx"), where its
                    ONNX backend installs (optimum); else skipped, saying so.
+                   optimum pins an older transformers than the peers
+                   extra's: give it a venv of its own, `python -m venv
+                   /tmp/stvenv; /tmp/stvenv/bin/pip install
+                   "optimum[onnxruntime]" sentence-transformers absl-py`,
+                   and --peer_python=/tmp/stvenv/bin/python (the st_*
+                   workers then run there).
 Each process encodes the texts of ../shared/data/glue (SST-2 dev, MRPC dev's
 two columns, then SST-2 train up to --num_texts texts of mixed length):
 one warm pass over the first 500, then one timed pass over all (texts/s;
@@ -356,9 +362,16 @@ def prepare_export(args, root, system):
     )
 
 
-def _available(system):
-    import importlib.util
+def _python(args, system):
+    """The interpreter of a system's worker: --peer_python for
+    sentence-transformers' (its ONNX backend's optimum pins an older
+    transformers than the peers extra: a venv of its own), else this one."""
+    if args.peer_python and system.startswith(("st_", "train_st")):
+        return args.peer_python
+    return sys.executable
 
+
+def _available(system, python):
     needs = {
         "st_torch": ("torch", "sentence_transformers"),
         "st_onnx": ("torch", "sentence_transformers", "onnxruntime", "optimum"),
@@ -368,9 +381,21 @@ def _available(system):
             "datasets",
             "accelerate",
         ),
+        "train_st_original_adam": (
+            "torch",
+            "sentence_transformers",
+            "datasets",
+            "accelerate",
+        ),
     }.get(system, ())
-    missing = [m for m in needs if importlib.util.find_spec(m) is None]
-    return ", ".join(missing)
+    probe = (
+        "import importlib.util, sys; print(','.join(m for m in sys.argv[1:] "
+        "if importlib.util.find_spec(m) is None))"
+    )
+    found = subprocess.run(
+        [python, "-c", probe, *needs], capture_output=True, text=True
+    )
+    return found.stdout.strip().replace(",", ", ")
 
 
 def table(records):
@@ -399,6 +424,11 @@ def main():
     parser.add_argument("--systems")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--peer_python",
+        help="the Python of sentence-transformers' workers (default: this "
+        "one), e.g. a venv with optimum[onnxruntime] for st_onnx",
+    )
     parser.add_argument("--num_texts", type=int, default=10000)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output_root", default="/tmp/bench_embeddings")
@@ -425,7 +455,8 @@ def main():
         for seed in (args.seeds.split(",") if training else [None])
     ]
     for system, seed in runs:
-        missing = _available(system)
+        python = _python(args, system)
+        missing = _available(system, python)
         if missing:
             print(f"skipping {system}: {missing} not installed", flush=True)
             records.append({"system": system, "error": f"{missing} missing"})
@@ -433,7 +464,7 @@ def main():
         if system.startswith("litert"):
             prepare_export(args, root, system)
         command = [
-            sys.executable,
+            python,
             str(pathlib.Path(__file__).resolve()),
             "--worker",
             f"--part={args.part}",

