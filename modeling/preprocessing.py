@@ -145,6 +145,18 @@ class BertPreprocessor(keras.layers.Layer):
             for name in input_pipeline.CLASSIFIER_SEQ_FEATURES
         }
 
+    def full_tokenizer(self):
+        """The same tokenization in Python (tokenization.FullTokenizer, the
+        same ids), for features made outside the graph: the windows of
+        long texts (modeling/data/long_inputs.py)."""
+        if getattr(self, "_full_tokenizer", None) is None:
+            from modeling.text import tokenization
+
+            self._full_tokenizer = tokenization.FullTokenizer(
+                self.vocabulary, self.do_lower_case
+            )
+        return self._full_tokenizer
+
     def get_config(self):
         config = super().get_config()
         config.update(

@@ -60,6 +60,7 @@ from modeling import preprocessing
 from modeling import task_kinds
 from modeling.data import file_io
 from modeling.data import input_pipeline
+from modeling.data import long_inputs as long_inputs_lib
 from modeling.training import checkpoint_manager
 from modeling.training import optimization
 from modeling.training import predictor
@@ -92,6 +93,10 @@ class BertTextClassifier(keras.Model):
       dynamic_padding: bool, cut each batch to its longest sequence
         (rounded up to 8): the same numbers up to float rounding, less work
         on short texts. Turn it off on TPUs (fixed shapes).
+      long_inputs: how `predict` reads texts longer than the sequence
+        length, as run_classifier.py --long_inputs: "truncate" (default),
+        "head_tail", "chunks" (the mean of the windows' logits), or a
+        long_inputs.LongInputs; `fit` and `evaluate` cut them.
 
     Compiled at construction with `compile()`'s defaults; `compile` again
     to change them.
@@ -105,6 +110,7 @@ class BertTextClassifier(keras.Model):
         dynamic_padding=True,
         multi_label=False,
         multi_label_threshold=None,
+        long_inputs=None,
         **kwargs,
     ):
         kwargs.setdefault("name", "bert_text_classifier")
@@ -134,6 +140,7 @@ class BertTextClassifier(keras.Model):
             multi_label_threshold,
         )
         self.dynamic_padding = bool(dynamic_padding)
+        self.long_inputs = long_inputs_lib.as_long_inputs(long_inputs)
         # Raw texts (lists of str too) reach `call` as they are.
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
@@ -160,6 +167,7 @@ class BertTextClassifier(keras.Model):
         bert_config_file=None,
         multi_label=False,
         multi_label_threshold=None,
+        long_inputs=None,
     ):
         """The classifier of a checkpoint folder.
 
@@ -172,7 +180,7 @@ class BertTextClassifier(keras.Model):
           do_lower_case: bool; None: from the vocabulary (uncased when it
             has no upper-case token).
           is_regression, dynamic_padding, multi_label,
-            multi_label_threshold: see the class.
+            multi_label_threshold, long_inputs: see the class.
           bert_config_file: str, another config than the folder's.
 
         Raises:
@@ -196,6 +204,7 @@ class BertTextClassifier(keras.Model):
             dynamic_padding=dynamic_padding,
             multi_label=multi_label,
             multi_label_threshold=multi_label_threshold,
+            long_inputs=long_inputs,
         )
 
     @staticmethod
@@ -454,6 +463,9 @@ class BertTextClassifier(keras.Model):
                 f"{sorted(kwargs)}"
             )
         batch_size = batch_size or DEFAULT_BATCH_SIZE
+        del verbose  # Progress goes to the absl log (INFO).
+        if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
+            return self._predict_long(x, batch_size)
         if isinstance(x, tf.data.Dataset):
             # A dataset of pairs maps with two arguments.
             rows = x.map(
@@ -464,10 +476,16 @@ class BertTextClassifier(keras.Model):
             rows = rows.map(
                 lambda *t: self.preprocessor(t if len(t) > 1 else t[0])
             )
+        _, outputs = self._predictor(batch_size).gather(rows.unbatch())
+        if not outputs:
+            return np.zeros((0, self.classifier.num_labels), np.float32)
+        return outputs["logits"]
+
+    def _predictor(self, batch_size):
         backend = predictor.TensorFlowBackend(
             self.classifier, self.distribute_strategy
         )
-        runner = predictor.Predictor(
+        return predictor.Predictor(
             backend,
             batch_size,
             length_sorted=self.dynamic_padding,
@@ -479,10 +497,29 @@ class BertTextClassifier(keras.Model):
                 else 1
             ),
         )
-        del verbose  # Progress goes to the absl log (INFO).
-        _, outputs = runner.gather(rows.unbatch())
-        if not outputs:
+
+    def _predict_long(self, x, batch_size):
+        """`predict` with head_tail or chunks: the features made in Python
+        (the same ids), a text's windows' logits combined."""
+        if isinstance(x, tf.data.Dataset):
+            raise ValueError(
+                "predict with long_inputs takes texts (a list, or a pair of "
+                "lists), not a dataset"
+            )
+        texts = _texts(x)
+        text_a, text_b = texts if isinstance(texts, tuple) else (texts, None)
+        if not len(text_a):
             return np.zeros((0, self.classifier.num_labels), np.float32)
+        outputs, _ = long_inputs_lib.predict_texts(
+            self._predictor(batch_size),
+            self.preprocessor.full_tokenizer(),
+            self.preprocessor.sequence_length,
+            [str(t) for t in text_a],
+            None if text_b is None else [str(t) for t in text_b],
+            long_inputs=self.long_inputs,
+            what="Predicting",
+            unit="texts",
+        )
         return outputs["logits"]
 
     def predict_labels(self, x, batch_size=None):
@@ -500,6 +537,7 @@ class BertTextClassifier(keras.Model):
                 self.preprocessor
             ),
             "dynamic_padding": self.dynamic_padding,
+            "long_inputs": self.long_inputs.to_json(),
             **self.kind.to_json(),
         }
 
@@ -508,6 +546,10 @@ class BertTextClassifier(keras.Model):
         config = dict(config)
         for key in ("classifier", "preprocessor"):
             config[key] = keras.saving.deserialize_keras_object(config[key])
+        if "long_inputs" in config:
+            config["long_inputs"] = long_inputs_lib.LongInputs.from_json(
+                config["long_inputs"]
+            )
         return cls(**config)
 
     # === The original's formats ===
@@ -574,6 +616,7 @@ class BertTextClassifier(keras.Model):
             has_text_b=has_text_b,
             label_list=label_list,
             max_seq_length=self.preprocessor.sequence_length,
+            long_inputs=self.long_inputs,
         )
 
     # === Input pipelines ===

@@ -24,6 +24,11 @@ linear decay to 0):
   * x = (sentences1, sentences2), y = scores: CoSENT on the pairs' cosine
     similarities.
 Each side of a batch is cut to its longest row (rounded up to 8).
+
+`long_inputs` ("head_tail" or "chunks", modeling/data/long_inputs.py) makes
+`encode` read texts longer than sequence_length as run_embeddings.py
+--long_inputs does (chunks: the mean of the windows' vectors, normalized
+again); `fit` cuts its pairs.
 """
 
 import os
@@ -37,6 +42,7 @@ from modeling import losses as losses_lib
 from modeling import preprocessing
 from modeling.data import classifier_data
 from modeling.data import input_pipeline
+from modeling.data import long_inputs as long_inputs_lib
 from modeling.training import optimization
 from modeling.training import predictor
 
@@ -63,12 +69,20 @@ class BertTextEmbedder(keras.Model):
         vectors up to float rounding, less work on short texts.
     """
 
-    def __init__(self, embedder, preprocessor, dynamic_padding=True, **kwargs):
+    def __init__(
+        self,
+        embedder,
+        preprocessor,
+        dynamic_padding=True,
+        long_inputs=None,
+        **kwargs,
+    ):
         kwargs.setdefault("name", "bert_text_embedder")
         super().__init__(**kwargs)
         self.embedder = embedder
         self.preprocessor = preprocessor
         self.dynamic_padding = bool(dynamic_padding)
+        self.long_inputs = long_inputs_lib.as_long_inputs(long_inputs)
         self._convert_input_args = False
         self._allow_non_tensor_positional_args = True
         self._loss_kind = None
@@ -86,6 +100,7 @@ class BertTextEmbedder(keras.Model):
         bert_config_file=None,
         vocab_file=None,
         dynamic_padding=True,
+        long_inputs=None,
     ):
         """The embedder of a model folder, as run_embeddings.py reads
         --init_checkpoint.
@@ -98,6 +113,9 @@ class BertTextEmbedder(keras.Model):
             None: the folder's (without a word from it: mean, normalized,
             128, lower-cased).
           bert_config_file, vocab_file: other files than the checkpoint's.
+          long_inputs: how `encode` reads texts longer than
+            sequence_length: "truncate" (default), "head_tail", "chunks",
+            or a long_inputs.LongInputs (run_embeddings' --long_inputs).
 
         Raises:
           FileNotFoundError, ValueError: naming the folder or file.
@@ -123,6 +141,7 @@ class BertTextEmbedder(keras.Model):
             sentence_models.build_model(source),
             preprocessor,
             dynamic_padding=dynamic_padding,
+            long_inputs=long_inputs,
         )
 
     @property
@@ -272,24 +291,25 @@ class BertTextEmbedder(keras.Model):
         (run_embeddings.py --do_predict's); batch_size default 32. The
         number of texts cut to sequence_length is logged."""
         texts = _string_array(texts)
-        batch_size = batch_size or DEFAULT_BATCH_SIZE
+        runner = self._predictor(batch_size or DEFAULT_BATCH_SIZE)
+        if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
+            # Windows or head and tail: made in Python, the same ids.
+            if not len(texts):
+                return np.zeros((0, self.dim), np.float32)
+            outputs, truncated = long_inputs_lib.predict_texts(
+                runner,
+                self.preprocessor.full_tokenizer(),
+                self.preprocessor.sequence_length,
+                list(texts),
+                long_inputs=self.long_inputs,
+                combine=("embeddings",),
+                normalize=self.embedder.pooling.normalize,
+                what="Embedding",
+                unit="texts",
+            )
+            return outputs["embeddings"]
         rows = tf.data.Dataset.from_tensor_slices(texts).batch(1024)
         rows = rows.map(self._features_and_lengths).unbatch()
-        backend = predictor.TensorFlowBackend(
-            self.embedder, self.distribute_strategy
-        )
-        runner = predictor.Predictor(
-            backend,
-            batch_size,
-            length_sorted=self.dynamic_padding,
-            multiple=(
-                input_pipeline.padding_multiple(
-                    self.preprocessor.sequence_length, True
-                )
-                if self.jit_compile
-                else 1
-            ),
-        )
         features, outputs = runner.gather(
             rows, total=len(texts), what="Embedding", unit="texts"
         )
@@ -302,6 +322,25 @@ class BertTextEmbedder(keras.Model):
             "texts",
         )
         return outputs["embeddings"]
+
+    def _predictor(self, batch_size):
+        """The one predictor over the embedder (length-sorted batches with
+        dynamic_padding)."""
+        backend = predictor.TensorFlowBackend(
+            self.embedder, self.distribute_strategy
+        )
+        return predictor.Predictor(
+            backend,
+            batch_size,
+            length_sorted=self.dynamic_padding,
+            multiple=(
+                input_pipeline.padding_multiple(
+                    self.preprocessor.sequence_length, True
+                )
+                if self.jit_compile
+                else 1
+            ),
+        )
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`encode` under Keras's name."""
@@ -321,6 +360,7 @@ class BertTextEmbedder(keras.Model):
                 self.preprocessor
             ),
             "dynamic_padding": self.dynamic_padding,
+            "long_inputs": self.long_inputs.to_json(),
         }
 
     @classmethod
@@ -328,6 +368,10 @@ class BertTextEmbedder(keras.Model):
         config = dict(config)
         for key in ("embedder", "preprocessor"):
             config[key] = keras.saving.deserialize_keras_object(config[key])
+        if "long_inputs" in config:
+            config["long_inputs"] = long_inputs_lib.LongInputs.from_json(
+                config["long_inputs"]
+            )
         return cls(**config)
 
     def export_for_serving(self, export_dir):
@@ -344,6 +388,9 @@ class BertTextEmbedder(keras.Model):
             "do_lower_case": self.preprocessor.do_lower_case,
             "hidden_act": self.embedder.config.hidden_act,
         }
+        if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
+            # For the TF-free server (the in-graph signature cuts).
+            description.update(self.long_inputs.to_json())
         return serving.export_embedder(
             self.embedder, self.preprocessor.text, export_dir, description, None
         )

@@ -280,3 +280,68 @@ def test_chunks_learn_what_truncate_cannot_see(tmp_path):
     for mine, theirs in zip(served, rows):
         for label, p in mine["probabilities"].items():
             assert abs(p - theirs["probabilities"][label]) <= 1e-5
+
+
+# === The Keras classes ===
+
+
+def _tiny_keras(kind, long_inputs, seq=8):
+    import tensorflow as tf
+
+    from modeling import config as config_lib
+    from modeling import models
+    from modeling import preprocessing
+    from modeling.text_classifier import BertTextClassifier
+    from modeling.text_embedder import BertTextEmbedder
+
+    config = config_lib.BertConfig.from_dict(TINY_CONFIG)
+    tf.keras.utils.set_random_seed(4)
+    preprocessor = preprocessing.BertPreprocessor(TINY_VOCAB, True, seq)
+    if kind == "classifier":
+        classifier = models.BertClassifier(config, 2)
+        # Logits of order 1 (a fresh head's are of order 0.01): differences
+        # between windows show above float rounding.
+        for weight in classifier.weights:
+            if "output_weights" in weight.path:
+                weight.assign(weight * 300.0)
+        return BertTextClassifier(
+            classifier, preprocessor, long_inputs=long_inputs
+        )
+    return BertTextEmbedder(
+        models.BertEmbedder(config), preprocessor, long_inputs=long_inputs
+    )
+
+
+@pytest.mark.parametrize("kind", ["classifier", "embedder"])
+def test_keras_chunks_combine_the_windows(kind, tmp_path):
+    """BertTextClassifier.predict / BertTextEmbedder.encode with chunks: a
+    long text's output is the mean of its windows' (each word of this
+    vocabulary is one piece: windows of 6 words at sequence length 8); a
+    text that fits gets truncate's; the .keras round trip keeps the
+    strategy."""
+    import keras
+
+    model = _tiny_keras(kind, "chunks")
+    run = model.predict if kind == "classifier" else model.encode
+    words = FILLER * 2  # 18 words: windows of 6, 6 and 6.
+    long_text = " ".join(words[:15])
+    windows = [" ".join(words[i : i + 6]) for i in (0, 6, 12)]
+    windows[-1] = " ".join(words[12:15])
+    short = "the cat sat"
+    got = run([short, long_text])
+    truncate = _tiny_keras(kind, None)
+    plain = truncate.predict if kind == "classifier" else truncate.encode
+    want = plain(windows)
+    combined = want.mean(axis=0)
+    if kind == "embedder":
+        combined = combined / np.linalg.norm(combined)
+    np.testing.assert_allclose(got[1], combined, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got[0], plain([short])[0], rtol=1e-4, atol=1e-5)
+    # The windows differ by far more than the combination's error.
+    error = np.max(np.abs(got[1] - combined))
+    assert np.max(np.ptp(want, axis=0)) > 20 * error, (want, error)
+    assert np.max(np.abs(plain([long_text])[0] - got[1])) > 20 * error
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.models.load_model(path)
+    assert loaded.long_inputs == model.long_inputs

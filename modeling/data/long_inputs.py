@@ -245,6 +245,62 @@ class LongInputs:
             yield self.combine(outputs), len(outputs)
 
 
+def as_long_inputs(value):
+    """A LongInputs from None (truncate), a strategy name, or itself."""
+    if value is None:
+        return LongInputs()
+    if isinstance(value, str):
+        return LongInputs(value)
+    if isinstance(value, LongInputs):
+        return value
+    raise ValueError(
+        f"long_inputs is a strategy ({', '.join(STRATEGIES)}) or a "
+        f"LongInputs, got {value!r}"
+    )
+
+
+def predict_texts(
+    predictor,
+    tokenizer,
+    max_seq_length,
+    text_a,
+    text_b=None,
+    long_inputs=None,
+    combine=("logits",),
+    normalize=False,
+    **progress_args,
+):
+    """A model's outputs for texts (or pairs) in input order, one row per
+    text: their features (classifier_data.text_arrays, windowed as
+    `long_inputs` says) through `predictor` (training/predictor.py's
+    Predictor), the windows' `combine` outputs combined per text
+    (`normalize`: to unit length, an embedder's vectors). The one path of
+    the Python-tokenized predictions (run_embeddings, the TF-free servers,
+    the Keras classes with long inputs).
+
+    Returns:
+      (dict of numpy outputs [N, ...], the number of texts cut).
+    """
+    from modeling.data import classifier_data
+    from modeling.data import feature_names
+
+    long_inputs = long_inputs or LongInputs()
+    arrays, truncated = classifier_data.text_arrays(
+        text_a, max_seq_length, tokenizer, text_b, long_inputs=long_inputs
+    )
+    _, outputs = predictor.gather(
+        {k: arrays[k] for k in feature_names.CLASSIFIER_SEQ_FEATURES},
+        **progress_args,
+    )
+    if long_inputs.windowed and outputs:
+        index = arrays[feature_names.EXAMPLE_INDEX]
+        outputs = {
+            name: long_inputs.per_example(index, outputs[name], normalize)[1]
+            for name in combine
+        }
+    return outputs, truncated
+
+
 def word_windows(piece_counts, max_pieces, overlap=0):
     """Splits a text into windows of whole words.
 

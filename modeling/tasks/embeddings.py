@@ -50,7 +50,6 @@ from absl import logging
 from modeling import progress
 from modeling import sentence_models
 from modeling.data import classifier_data
-from modeling.data import feature_names
 from modeling.data import file_io
 from modeling.data import long_inputs as long_inputs_lib
 from modeling.data import table_files
@@ -176,36 +175,25 @@ class Embedder:
         return self.source.config.hidden_size
 
     def embed(self, texts, what="Embedding"):
-        """float32 [N, H] of a list of texts, in order."""
-        from modeling.training import predictor as predictor_lib
-
-        long_inputs = self.source.long_inputs
-        arrays, truncated = classifier_data.text_arrays(
-            texts,
-            self.source.max_seq_length,
+        """float32 [N, H] of a list of texts, in order (long texts as
+        --long_inputs says)."""
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        outputs, truncated = long_inputs_lib.predict_texts(
+            self.predictor,
             self.tokenizer,
-            long_inputs=long_inputs,
+            self.source.max_seq_length,
+            texts,
+            long_inputs=self.source.long_inputs,
+            combine=("embeddings",),
+            normalize=self.source.normalize,
+            what=what,
+            unit="texts",
         )
         classifier_data.log_truncated(
             truncated, len(texts), self.source.max_seq_length, "texts"
         )
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        _, outputs = self.predictor.gather(
-            {k: arrays[k] for k in predictor_lib.MODEL_FEATURES},
-            what=what,
-            unit="texts" if not long_inputs.windowed else "windows",
-        )
-        vectors = outputs["embeddings"]
-        if long_inputs.windowed:
-            # A text's vector: the mean (or maximum) of its windows',
-            # normalized again when the model normalizes.
-            _, vectors = long_inputs.per_example(
-                arrays[feature_names.EXAMPLE_INDEX],
-                vectors,
-                self.source.normalize,
-            )
-        return vectors
+        return outputs["embeddings"]
 
     def embed_to_file(self, rows, total, path, what="Embedding"):
         """Embeds (id, text) rows, CHUNK_ROWS at a time, into the .npy file

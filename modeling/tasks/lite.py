@@ -123,16 +123,24 @@ class LiteClassifier:
         text_b = None if text_b is None else list(text_b)
         if not text_a:
             return []
-        features = self.features(text_a, text_b)
-        _, outputs = self.predictor.gather(
-            {k: features[k] for k in predictor.MODEL_FEATURES},
+        if self.has_text_b and text_b is None:
+            raise ValueError(
+                "This model classifies sentence pairs: give text_b"
+            )
+        regression = self.task_type == "regression"
+        outputs, _ = long_inputs_lib.predict_texts(
+            self.predictor,
+            self.tokenizer,
+            self.max_seq_length,
+            text_a,
+            text_b,
+            long_inputs=self.long_inputs,
+            combine=("score",) if regression else ("logits",),
             what="Predicting",
             unit="texts",
         )
         if self.long_inputs.windowed:
-            outputs = self._combined(
-                features[feature_names.EXAMPLE_INDEX], outputs
-            )
+            outputs = self._decided(outputs)
         if self.task_type == "regression":
             scores = outputs["score"].reshape(len(text_a), -1)[:, 0]
             return [
@@ -148,15 +156,12 @@ class LiteClassifier:
             )
         ]
 
-    def _combined(self, example_index, outputs):
-        """One text's window outputs combined as run_classifier combines
-        them (long_inputs.LongInputs.per_example of the logits), then the
-        kind's activation and decision, in numpy."""
-        name = "score" if self.task_type == "regression" else "logits"
-        _, logits = self.long_inputs.per_example(example_index, outputs[name])
-        logits = logits.astype(np.float64)
+    def _decided(self, outputs):
+        """Each text's combined logits (its windows', as run_classifier
+        combines them) -> the kind's activation and decision, in numpy."""
         if self.task_type == "regression":
-            return {"score": logits.astype(np.float32)}
+            return outputs
+        logits = outputs["logits"].astype(np.float64)
         if self.task_type == "multi_label":
             probabilities = 1.0 / (1.0 + np.exp(-logits))
             decisions = (probabilities >= self.threshold).astype(np.int32)
@@ -352,7 +357,6 @@ class LiteSquad:
     def predict_examples(self, examples):
         """squad_postprocess.Predictions of squad.SquadExamples (answers,
         n best, and SQuAD 2.0's null odds), as run_squad.py makes them."""
-        from modeling.data import feature_names
         from modeling.data import squad as squad_data
 
         if not examples:
@@ -421,27 +425,21 @@ class LiteEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimensions), np.float32)
-        arrays, truncated = classifier_data.text_arrays(
-            texts,
-            self.max_seq_length,
+        outputs, truncated = long_inputs_lib.predict_texts(
+            self.predictor,
             self.tokenizer,
+            self.max_seq_length,
+            texts,
             long_inputs=self.long_inputs,
+            combine=("embeddings",),
+            normalize=self.normalize,
+            what="Embedding",
+            unit="texts",
         )
         classifier_data.log_truncated(
             truncated, len(texts), self.max_seq_length, "texts"
         )
-        _, outputs = self.predictor.gather(
-            {k: arrays[k] for k in predictor.MODEL_FEATURES},
-            what="Embedding",
-            unit="texts",
-        )
-        vectors = outputs["embeddings"]
-        if self.long_inputs.windowed:
-            # As run_embeddings: the windows' mean, normalized again.
-            _, vectors = self.long_inputs.per_example(
-                arrays[feature_names.EXAMPLE_INDEX], vectors, self.normalize
-            )
-        return vectors.astype(np.float32)
+        return outputs["embeddings"].astype(np.float32)
 
     def predict(self, texts):
         """[{"embedding": [floats]}] per text: predictions.jsonl records
