@@ -22,8 +22,10 @@ corpus with "excellent" or "terrible" (its label, positive / negative) put
 among its last 20 words. run_classifier.py fine-tunes MiniLM on
 --train_docs documents and evaluates on --dev_docs, with --long_inputs
 truncate, head_tail (head 64 pieces) and chunks (mean of the windows'
-logits), max_seq_length 128, batch 32, learning rate 5e-5, --epochs.
-Truncate never sees the label word.
+logits), max_seq_length 128, batch 32, learning rate 5e-5: --epochs
+with chunks (every window of every document), --row_epochs with one row
+per document (about the same number of steps). Truncate never sees the
+label word.
 
 Prints one JSON object per run and writes <output_root>/results.json.
 """
@@ -32,6 +34,7 @@ import argparse
 import csv
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -103,7 +106,8 @@ def memory_part(args, root, model, words):
     records = []
     for count in (args.small_words, args.large_words):
         folder = root / f"memory_{count}"
-        folder.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
         write_csv(folder / "test.csv", [(document(words, 0, count), "")])
         command = classifier_command(
             model,
@@ -164,6 +168,10 @@ def accuracy_part(args, root, model, words):
     records = []
     for strategy in args.strategies.split(","):
         out = root / f"accuracy_{strategy}"
+        # A fresh run: an earlier one's checkpoints would be resumed.
+        shutil.rmtree(out, ignore_errors=True)
+        # One row per document but with chunks: as many steps, about.
+        epochs = args.epochs if strategy == "chunks" else args.row_epochs
         command = classifier_command(
             model,
             out,
@@ -173,11 +181,12 @@ def accuracy_part(args, root, model, words):
                 f"--train_file={data / 'train.csv'}",
                 f"--dev_file={data / 'dev.csv'}",
                 f"--long_inputs={strategy}",
+                f"--chunk_pooling={args.chunk_pooling}",
                 "--head_tokens=64",
                 "--train_batch_size=32",
                 "--eval_batch_size=64",
                 "--learning_rate=5e-5",
-                f"--num_train_epochs={args.epochs}",
+                f"--num_train_epochs={epochs}",
                 "--random_seed=1",
             ],
         )
@@ -190,6 +199,7 @@ def accuracy_part(args, root, model, words):
         record = {
             "part": "accuracy",
             "long_inputs": strategy,
+            "chunk_pooling": args.chunk_pooling,
             "eval_accuracy": float(results["eval_accuracy"]),
             "global_step": int(results["global_step"]),
             "seconds": round(time.perf_counter() - start, 1),
@@ -208,6 +218,8 @@ def main():
     parser.add_argument("--train_docs", type=int, default=96)
     parser.add_argument("--dev_docs", type=int, default=64)
     parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--row_epochs", type=float, default=20.0)
+    parser.add_argument("--chunk_pooling", default="mean")
     parser.add_argument("--strategies", default="truncate,head_tail,chunks")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output_root", default="/tmp/bench_long_inputs")

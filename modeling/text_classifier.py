@@ -75,8 +75,123 @@ def _is_auto(value):
     return isinstance(value, str) and value == "auto"
 
 
+class _TextModel(keras.Model):
+    """What BertTextClassifier and BertTextEmbedder share: a task model
+    (`_INNER` names its attribute) behind a BertPreprocessor, batches cut
+    to their longest row, the long-input strategy, the one predictor, and
+    their Keras config."""
+
+    _INNER = None
+
+    def _set_up(self, preprocessor, dynamic_padding, long_inputs):
+        self.preprocessor = preprocessor
+        self.dynamic_padding = bool(dynamic_padding)
+        self.long_inputs = long_inputs_lib.as_long_inputs(long_inputs)
+        # Raw texts (lists of str too) reach `call` as they are.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+
+    def compile_from_config(self, config):
+        """As Keras's (which skips a custom compile): the saved optimizer,
+        loss and metrics go to `compile`, which takes them as they are, and
+        the optimizer is built so that load_model restores its slots and
+        step."""
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        self.optimizer.build(self.trainable_variables)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            self._INNER: keras.saving.serialize_keras_object(
+                getattr(self, self._INNER)
+            ),
+            "preprocessor": keras.saving.serialize_keras_object(
+                self.preprocessor
+            ),
+            "dynamic_padding": self.dynamic_padding,
+            "long_inputs": self.long_inputs.to_json(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in (cls._INNER, "preprocessor"):
+            config[key] = keras.saving.deserialize_keras_object(config[key])
+        if "long_inputs" in config:
+            config["long_inputs"] = long_inputs_lib.LongInputs.from_json(
+                config["long_inputs"]
+            )
+        return cls(**config)
+
+    def _predictor(self, batch_size):
+        """The one predictor over the task model: length-sorted batches
+        with dynamic_padding, fixed shapes without (TPUs)."""
+        backend = predictor.TensorFlowBackend(
+            getattr(self, self._INNER), self.distribute_strategy
+        )
+        return predictor.Predictor(
+            backend,
+            batch_size,
+            length_sorted=self.dynamic_padding,
+            multiple=(
+                input_pipeline.padding_multiple(
+                    self.preprocessor.sequence_length, True
+                )
+                if self.jit_compile
+                else 1
+            ),
+        )
+
+    def _predict_long(self, text_a, text_b, batch_size, **outputs):
+        """head_tail or chunks: the features made in Python (the same
+        ids), each text's windows combined (long_inputs.predict_texts)."""
+        return long_inputs_lib.predict_texts(
+            self._predictor(batch_size),
+            self.preprocessor.full_tokenizer(),
+            self.preprocessor.sequence_length,
+            [str(t) for t in text_a],
+            None if text_b is None else [str(t) for t in text_b],
+            long_inputs=self.long_inputs,
+            **outputs,
+        )
+
+    def _preprocess(self, texts):
+        """Texts -> features, cut to the batch's longest row with
+        dynamic_padding (in a tf.data map)."""
+        features = self.preprocessor(texts)
+        if self.dynamic_padding:
+            multiple = input_pipeline.padding_multiple(
+                self.preprocessor.sequence_length, bool(self.jit_compile)
+            )
+            features = input_pipeline.trim_padding(features, multiple)
+        return features
+
+    def _schedule_from_fit(self, epochs, steps_per_epoch, dataset):
+        """Gives the default optimizer the steps this fit runs (warmup,
+        then decay to 0 at the end), before its first update."""
+        optimizer = self.optimizer
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = optimizer.inner_optimizer
+        if not (
+            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
+            and optimizer.num_train_steps is None
+        ):
+            return
+        if steps_per_epoch is None:
+            steps_per_epoch = int(dataset.cardinality())
+            if steps_per_epoch < 0:
+                raise ValueError(
+                    "The dataset's length is unknown (or infinite): give "
+                    "steps_per_epoch, or an optimizer with num_train_steps"
+                )
+        optimizer.set_num_train_steps(epochs * steps_per_epoch)
+        # A train step traced before would keep the old schedule.
+        self.train_function = None
+
+
 @keras.saving.register_keras_serializable(package="bert")
-class BertTextClassifier(keras.Model):
+class BertTextClassifier(_TextModel):
     """Sentence (pair) classification on raw text (see the module doc).
 
     Args:
@@ -128,7 +243,6 @@ class BertTextClassifier(keras.Model):
         if is_regression and multi_label:
             raise ValueError("is_regression and multi_label exclude each other")
         self.classifier = classifier
-        self.preprocessor = preprocessor
         # Classification, regression or multi-label (modeling/task_kinds.py):
         # the loss, the reported outputs and the decision rule.
         self.kind = task_kinds.get(
@@ -139,11 +253,7 @@ class BertTextClassifier(keras.Model):
             else task_kinds.CLASSIFICATION,
             multi_label_threshold,
         )
-        self.dynamic_padding = bool(dynamic_padding)
-        self.long_inputs = long_inputs_lib.as_long_inputs(long_inputs)
-        # Raw texts (lists of str too) reach `call` as they are.
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
+        self._set_up(preprocessor, dynamic_padding, long_inputs)
         self.built = True
         self.compile()
 
@@ -347,15 +457,6 @@ class BertTextClassifier(keras.Model):
             **kwargs,
         )
 
-    def compile_from_config(self, config):
-        """As Keras's (which skips a custom compile): the saved optimizer,
-        loss and metrics go to `compile`, which takes them as they are, and
-        the optimizer is built so that load_model restores its slots and
-        step."""
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        self.optimizer.build(self.trainable_variables)
-
     def fit(
         self,
         x=None,
@@ -465,7 +566,7 @@ class BertTextClassifier(keras.Model):
         batch_size = batch_size or DEFAULT_BATCH_SIZE
         del verbose  # Progress goes to the absl log (INFO).
         if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
-            return self._predict_long(x, batch_size)
+            return self._long_logits(x, batch_size)
         if isinstance(x, tf.data.Dataset):
             # A dataset of pairs maps with two arguments.
             rows = x.map(
@@ -481,26 +582,7 @@ class BertTextClassifier(keras.Model):
             return np.zeros((0, self.classifier.num_labels), np.float32)
         return outputs["logits"]
 
-    def _predictor(self, batch_size):
-        backend = predictor.TensorFlowBackend(
-            self.classifier, self.distribute_strategy
-        )
-        return predictor.Predictor(
-            backend,
-            batch_size,
-            length_sorted=self.dynamic_padding,
-            multiple=(
-                input_pipeline.padding_multiple(
-                    self.preprocessor.sequence_length, True
-                )
-                if self.jit_compile
-                else 1
-            ),
-        )
-
-    def _predict_long(self, x, batch_size):
-        """`predict` with head_tail or chunks: the features made in Python
-        (the same ids), a text's windows' logits combined."""
+    def _long_logits(self, x, batch_size):
         if isinstance(x, tf.data.Dataset):
             raise ValueError(
                 "predict with long_inputs takes texts (a list, or a pair of "
@@ -510,15 +592,8 @@ class BertTextClassifier(keras.Model):
         text_a, text_b = texts if isinstance(texts, tuple) else (texts, None)
         if not len(text_a):
             return np.zeros((0, self.classifier.num_labels), np.float32)
-        outputs, _ = long_inputs_lib.predict_texts(
-            self._predictor(batch_size),
-            self.preprocessor.full_tokenizer(),
-            self.preprocessor.sequence_length,
-            [str(t) for t in text_a],
-            None if text_b is None else [str(t) for t in text_b],
-            long_inputs=self.long_inputs,
-            what="Predicting",
-            unit="texts",
+        outputs, _ = self._predict_long(
+            text_a, text_b, batch_size, what="Predicting", unit="texts"
         )
         return outputs["logits"]
 
@@ -529,28 +604,10 @@ class BertTextClassifier(keras.Model):
         its threshold."""
         return np.asarray(self.kind.decide(self.predict(x, batch_size)))
 
-    def get_config(self):
-        return {
-            "name": self.name,
-            "classifier": keras.saving.serialize_keras_object(self.classifier),
-            "preprocessor": keras.saving.serialize_keras_object(
-                self.preprocessor
-            ),
-            "dynamic_padding": self.dynamic_padding,
-            "long_inputs": self.long_inputs.to_json(),
-            **self.kind.to_json(),
-        }
+    _INNER = "classifier"
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in ("classifier", "preprocessor"):
-            config[key] = keras.saving.deserialize_keras_object(config[key])
-        if "long_inputs" in config:
-            config["long_inputs"] = long_inputs_lib.LongInputs.from_json(
-                config["long_inputs"]
-            )
-        return cls(**config)
+    def get_config(self):
+        return {**super().get_config(), **self.kind.to_json()}
 
     # === The original's formats ===
 
@@ -621,15 +678,6 @@ class BertTextClassifier(keras.Model):
 
     # === Input pipelines ===
 
-    def _preprocess(self, texts):
-        features = self.preprocessor(texts)
-        if self.dynamic_padding:
-            multiple = input_pipeline.padding_multiple(
-                self.preprocessor.sequence_length, bool(self.jit_compile)
-            )
-            features = input_pipeline.trim_padding(features, multiple)
-        return features
-
     def _preprocess_xy(self, texts, labels):
         return self._preprocess(texts), labels
 
@@ -648,28 +696,6 @@ class BertTextClassifier(keras.Model):
             dataset = dataset.batch(batch_size)
         dataset = dataset.map(self._preprocess_xy, tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
-
-    def _schedule_from_fit(self, epochs, steps_per_epoch, dataset):
-        """Gives the default optimizer the steps this fit runs (warmup,
-        then decay to 0 at the end), before its first update."""
-        optimizer = self.optimizer
-        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            optimizer = optimizer.inner_optimizer
-        if not (
-            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
-            and optimizer.num_train_steps is None
-        ):
-            return
-        if steps_per_epoch is None:
-            steps_per_epoch = int(dataset.cardinality())
-            if steps_per_epoch < 0:
-                raise ValueError(
-                    "The dataset's length is unknown (or infinite): give "
-                    "steps_per_epoch, or an optimizer with num_train_steps"
-                )
-        optimizer.set_num_train_steps(epochs * steps_per_epoch)
-        # A train step traced before would keep the old schedule.
-        self.train_function = None
 
 
 class FileInputs(collections.namedtuple("FileInputs", "x y labels ids")):

@@ -40,11 +40,11 @@ from absl import logging
 
 from modeling import losses as losses_lib
 from modeling import preprocessing
+from modeling import text_classifier
 from modeling.data import classifier_data
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
 from modeling.training import optimization
-from modeling.training import predictor
 
 DEFAULT_BATCH_SIZE = 32
 DEFAULT_LEARNING_RATE = 2e-5
@@ -58,7 +58,7 @@ _NUM_PIECES = "num_pieces"
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertTextEmbedder(keras.Model):
+class BertTextEmbedder(text_classifier._TextModel):
     """Sentence embeddings of raw text (see the module doc).
 
     Args:
@@ -80,11 +80,7 @@ class BertTextEmbedder(keras.Model):
         kwargs.setdefault("name", "bert_text_embedder")
         super().__init__(**kwargs)
         self.embedder = embedder
-        self.preprocessor = preprocessor
-        self.dynamic_padding = bool(dynamic_padding)
-        self.long_inputs = long_inputs_lib.as_long_inputs(long_inputs)
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
+        self._set_up(preprocessor, dynamic_padding, long_inputs)
         self._loss_kind = None
         self.built = True
         self.compile()
@@ -186,11 +182,6 @@ class BertTextEmbedder(keras.Model):
         kwargs.pop("loss", None)
         super().compile(optimizer=optimizer, jit_compile=jit_compile, **kwargs)
 
-    def compile_from_config(self, config):
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        self.optimizer.build(self.trainable_variables)
-
     def compute_loss(
         self, x=None, y=None, y_pred=None, sample_weight=None, training=True
     ):
@@ -259,7 +250,7 @@ class BertTextEmbedder(keras.Model):
                 batch, batch_scores = batch
             features = {}
             for side, side_texts in zip(sides, batch, strict=True):
-                side_features = self._features(side_texts)
+                side_features = self._preprocess(side_texts)
                 features.update(
                     {f"{side}_{k}": v for k, v in side_features.items()}
                 )
@@ -268,15 +259,8 @@ class BertTextEmbedder(keras.Model):
             return features, batch_scores
 
         dataset = dataset.map(featurize, tf.data.AUTOTUNE)
-        optimizer = self.optimizer
-        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            optimizer = optimizer.inner_optimizer
-        if (
-            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
-            and optimizer.num_train_steps is None
-        ):
-            optimizer.set_num_train_steps(epochs * steps_per_epoch)
-        # A train step traced before holds the other loss and schedule.
+        self._schedule_from_fit(epochs, steps_per_epoch, dataset)
+        # A train step traced before holds the other loss.
         self.train_function = None
         return super().fit(
             dataset.prefetch(tf.data.AUTOTUNE),
@@ -291,17 +275,14 @@ class BertTextEmbedder(keras.Model):
         (run_embeddings.py --do_predict's); batch_size default 32. The
         number of texts cut to sequence_length is logged."""
         texts = _string_array(texts)
-        runner = self._predictor(batch_size or DEFAULT_BATCH_SIZE)
         if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
             # Windows or head and tail: made in Python, the same ids.
             if not len(texts):
                 return np.zeros((0, self.dim), np.float32)
-            outputs, truncated = long_inputs_lib.predict_texts(
-                runner,
-                self.preprocessor.full_tokenizer(),
-                self.preprocessor.sequence_length,
-                list(texts),
-                long_inputs=self.long_inputs,
+            outputs, _ = self._predict_long(
+                texts,
+                None,
+                batch_size or DEFAULT_BATCH_SIZE,
                 combine=("embeddings",),
                 normalize=self.embedder.pooling.normalize,
                 what="Embedding",
@@ -310,6 +291,7 @@ class BertTextEmbedder(keras.Model):
             return outputs["embeddings"]
         rows = tf.data.Dataset.from_tensor_slices(texts).batch(1024)
         rows = rows.map(self._features_and_lengths).unbatch()
+        runner = self._predictor(batch_size or DEFAULT_BATCH_SIZE)
         features, outputs = runner.gather(
             rows, total=len(texts), what="Embedding", unit="texts"
         )
@@ -323,25 +305,6 @@ class BertTextEmbedder(keras.Model):
         )
         return outputs["embeddings"]
 
-    def _predictor(self, batch_size):
-        """The one predictor over the embedder (length-sorted batches with
-        dynamic_padding)."""
-        backend = predictor.TensorFlowBackend(
-            self.embedder, self.distribute_strategy
-        )
-        return predictor.Predictor(
-            backend,
-            batch_size,
-            length_sorted=self.dynamic_padding,
-            multiple=(
-                input_pipeline.padding_multiple(
-                    self.preprocessor.sequence_length, True
-                )
-                if self.jit_compile
-                else 1
-            ),
-        )
-
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`encode` under Keras's name."""
         if kwargs:
@@ -352,27 +315,7 @@ class BertTextEmbedder(keras.Model):
         del verbose  # Progress goes to the absl log (INFO).
         return self.encode(x, batch_size)
 
-    def get_config(self):
-        return {
-            "name": self.name,
-            "embedder": keras.saving.serialize_keras_object(self.embedder),
-            "preprocessor": keras.saving.serialize_keras_object(
-                self.preprocessor
-            ),
-            "dynamic_padding": self.dynamic_padding,
-            "long_inputs": self.long_inputs.to_json(),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in ("embedder", "preprocessor"):
-            config[key] = keras.saving.deserialize_keras_object(config[key])
-        if "long_inputs" in config:
-            config["long_inputs"] = long_inputs_lib.LongInputs.from_json(
-                config["long_inputs"]
-            )
-        return cls(**config)
+    _INNER = "embedder"
 
     def export_for_serving(self, export_dir):
         """Writes run_embeddings.py's serving SavedModel (--export_dir):
@@ -401,15 +344,6 @@ class BertTextEmbedder(keras.Model):
     def _room(self):
         """Word pieces a text keeps: [CLS] and [SEP] take two positions."""
         return self.preprocessor.sequence_length - 2
-
-    def _features(self, texts):
-        features = self.preprocessor(texts)
-        if self.dynamic_padding:
-            multiple = input_pipeline.padding_multiple(
-                self.preprocessor.sequence_length, bool(self.jit_compile)
-            )
-            features = input_pipeline.trim_padding(features, multiple)
-        return features
 
     def _features_and_lengths(self, texts):
         text = self.preprocessor.text
