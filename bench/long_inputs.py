@@ -90,7 +90,6 @@ def classifier_command(model, out, extra):
         f"--bert_config_file={model / 'bert_config.json'}",
         f"--init_checkpoint={model / 'bert_model.ckpt'}",
         f"--output_dir={out}",
-        "--max_seq_length=128",
         *extra,
     ]
 
@@ -117,6 +116,7 @@ def memory_part(args, root, model, words):
                 f"--test_file={folder / 'test.csv'}",
                 "--labels=negative,positive",
                 "--long_inputs=chunks",
+                "--max_seq_length=128",
                 "--predict_batch_size=32",
             ],
         )
@@ -181,6 +181,7 @@ def accuracy_part(args, root, model, words):
                 f"--train_file={data / 'train.csv'}",
                 f"--dev_file={data / 'dev.csv'}",
                 f"--long_inputs={strategy}",
+                f"--max_seq_length={args.max_seq_length}",
                 f"--chunk_pooling={args.chunk_pooling}",
                 "--head_tokens=64",
                 "--train_batch_size=32",
@@ -200,6 +201,7 @@ def accuracy_part(args, root, model, words):
             "part": "accuracy",
             "long_inputs": strategy,
             "chunk_pooling": args.chunk_pooling,
+            "max_seq_length": args.max_seq_length,
             "eval_accuracy": float(results["eval_accuracy"]),
             "global_step": int(results["global_step"]),
             "seconds": round(time.perf_counter() - start, 1),
@@ -220,6 +222,7 @@ def main():
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--row_epochs", type=float, default=20.0)
     parser.add_argument("--chunk_pooling", default="mean")
+    parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--strategies", default="truncate,head_tail,chunks")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output_root", default="/tmp/bench_long_inputs")

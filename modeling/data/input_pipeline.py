@@ -124,15 +124,16 @@ def decode_record(record, spec):
 TRAIN_SHUFFLE_BUFFER = 100
 
 
-def repeat_and_shuffle(dataset, seed):
+def repeat_and_shuffle(dataset, seed, buffer_size=TRAIN_SHUFFLE_BUFFER):
     """The original's training order: the examples repeated without end and
-    shuffled in a buffer of TRAIN_SHUFFLE_BUFFER.
+    shuffled in a buffer of TRAIN_SHUFFLE_BUFFER (`buffer_size`: another,
+    for records that come in runs, such as a long text's windows).
 
     The order depends only on the seed and on the number of examples, not on
     what they hold: run_classifier's records and the same examples as raw
     texts (BertTextClassifier.fit) come in the same order for a seed.
     """
-    return dataset.repeat().shuffle(TRAIN_SHUFFLE_BUFFER, seed=seed)
+    return dataset.repeat().shuffle(buffer_size, seed=seed)
 
 
 # With XLA, dynamic padding uses this many lengths at most (each compiles).

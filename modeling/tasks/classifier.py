@@ -148,11 +148,16 @@ class ClassifierTask:
         at a time in file order: what the predictor batches."""
         return self._decoded(tf.data.TFRecordDataset(path))
 
-    def training_batches(self, path, batch_size):
+    def training_batches(self, path, batch_size, windows_per_example=1):
         """The original's training input_fn as a tf.data pipeline: the
         records repeated and shuffled with a buffer of 100 (seeded, see
         common.DEFAULT_DATA_SEED), the remainder dropped; with
-        --dynamic_padding each batch is cut to its longest sequence."""
+        --dynamic_padding each batch is cut to its longest sequence.
+
+        With --long_inputs=chunks a text's windows are consecutive records:
+        the buffer holds 100 x `windows_per_example` records, so that a
+        batch mixes as many texts as the original's (a buffer of 100 would
+        fill a batch with the windows of a few texts, and their labels)."""
         # Repeating a file without records would spin forever.
         input_pipeline.check_record_files([path])
         seed = self.settings.random_seed
@@ -160,6 +165,7 @@ class ClassifierTask:
             input_pipeline.repeat_and_shuffle(
                 tf.data.TFRecordDataset(path),
                 common.DEFAULT_DATA_SEED if seed is None else seed,
+                input_pipeline.TRAIN_SHUFFLE_BUFFER * windows_per_example,
             )
         )
         d = d.batch(batch_size, drop_remainder=True)
@@ -391,16 +397,17 @@ def train(task, trainer, train_examples):
     """Writes train.tf_record and fine-tunes with `trainer` (made for the
     steps of `train_examples`); returns it."""
     s = task.settings
-    train_file, _ = task.write_records(train_examples, "train.tf_record")
+    train_file, records = task.write_records(train_examples, "train.tf_record")
     logging.info(
         "***** Running training: %d examples, batch size %d, %d steps *****",
         len(train_examples),
         s.train_batch_size,
         trainer.config.num_train_steps,
     )
+    windows = -(-records // max(len(train_examples), 1))
 
     def dataset_fn(start_step):
-        d = task.training_batches(train_file, s.train_batch_size)
+        d = task.training_batches(train_file, s.train_batch_size, windows)
         return d.skip(start_step)
 
     def make_evaluate(model):
