@@ -358,13 +358,7 @@ class BertTextEmbedder(text_classifier._TextModel):
 def _string_array(texts):
     if isinstance(texts, str):
         raise ValueError("Texts are a list of strings, not one string")
-    texts = np.asarray(texts, dtype=object)
-    if texts.ndim != 1:
-        raise ValueError(
-            f"Texts must be one-dimensional (one string per text), got "
-            f"shape {texts.shape}"
-        )
-    return texts
+    return text_classifier._string_array(texts)
 
 
 def _training_texts(x, y):
