@@ -332,7 +332,7 @@ class BertTextEmbedder(text_classifier._TextModel):
             "hidden_act": self.embedder.config.hidden_act,
         }
         if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
-            # For the TF-free server (the in-graph signature cuts).
+            # Both servers window as this model does.
             description.update(self.long_inputs.to_json())
         return serving.export_embedder(
             self.embedder, self.preprocessor.text, export_dir, description, None

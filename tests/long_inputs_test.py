@@ -94,6 +94,86 @@ def test_combining_windows():
     )
 
 
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+@pytest.mark.parametrize("kind", ["classification", "multi_label"])
+def test_training_loss_combines_a_texts_windows(kind, pooling):
+    """Training combines the windows of a text in the batch as evaluation
+    combines them (LongInputs.per_example), takes the loss of the
+    combination, and weighs a text cut by the batch's edge by its share."""
+    import tensorflow as tf
+
+    from modeling import task_kinds
+    from modeling.tasks import classifier
+
+    config = long_inputs.LongInputs("chunks", chunk_pooling=pooling)
+    # Text 4 ends the previous batch (2 of its 3 windows are here), 7 and 9
+    # are whole, 2 continues into the next batch (1 of 2).
+    index = np.array([4, 4, 7, 7, 7, 9, 2], np.int32)
+    windows = np.array([3, 3, 3, 3, 3, 1, 2], np.int32)
+    logits = np.random.RandomState(0).normal(size=[7, 3]).astype("f4")
+    if kind == "classification":
+        labels = np.array([2, 2, 0, 0, 0, 1, 1], np.int32)
+    else:
+        labels = np.array([[1, 0, 1]] * 2 + [[0, 1, 0]] * 3 + [[1, 1, 0]] * 2)
+        labels = labels.astype("f4")
+    features = {
+        "label_ids": tf.constant(labels),
+        "example_index": tf.constant(index),
+        "num_windows": tf.constant(windows),
+    }
+    task_kind = task_kinds.get(kind)
+    got = classifier.loss_fn(task_kind, config)(features, tf.constant(logits))
+    starts, combined = config.per_example(index, logits)
+    losses = task_kind.example_loss(
+        tf.constant(combined), tf.constant(labels[starts])
+    ).numpy()
+    share = np.array([2 / 3, 1.0, 1.0, 1 / 2])
+    expected = (share * losses).sum() / share.sum()
+    np.testing.assert_allclose(float(got["loss"]), expected, rtol=1e-6)
+    correct = np.asarray(
+        task_kind.correct(tf.constant(combined), tf.constant(labels[starts]))
+    )
+    np.testing.assert_allclose(
+        float(got["accuracy"]), correct.reshape(4, -1).mean(-1).mean()
+    )
+    # Each window trained on its own would give another loss.
+    alone = float(task_kind.example_loss(logits, labels).numpy().mean())
+    assert abs(alone - expected) > 1e-3
+
+
+def test_training_shuffles_whole_texts():
+    """--long_inputs=chunks training rows: texts in a shuffled order, each
+    text's windows consecutive and complete."""
+    import tensorflow as tf
+
+    from modeling.data import input_pipeline
+
+    windows = [3, 1, 4, 2, 5, 1, 2]
+    index = np.repeat(np.arange(len(windows)), windows)
+    rows = tf.data.Dataset.from_tensor_slices(
+        {
+            "example_index": index.astype(np.int64),
+            "num_windows": np.repeat(windows, windows).astype(np.int64),
+            "position": np.concatenate([np.arange(n) for n in windows]),
+        }
+    )
+    got = list(
+        input_pipeline.shuffled_texts(rows, seed=3)
+        .take(3 * len(index))
+        .as_numpy_iterator()
+    )
+    texts, positions = [], []
+    for row in got:
+        if row["position"] == 0:
+            texts.append(int(row["example_index"]))
+            positions.append([])
+        positions[-1].append(int(row["position"]))
+    assert all(p == list(range(windows[t])) for t, p in zip(texts, positions))
+    # Repeated, then shuffled (the original's order): epochs mix.
+    assert sorted(set(texts)) == list(range(len(windows)))
+    assert texts[: len(windows)] != sorted(texts[: len(windows)])
+
+
 def test_bad_settings_are_one_line_errors():
     with pytest.raises(ValueError, match="--long_inputs must be one of"):
         long_inputs.LongInputs("middle")
@@ -146,6 +226,60 @@ def test_rows_that_fit_get_truncates_features(strategy, uncased_vocab_file):
                 windowed += len(got) > 1
     assert fitting > len(examples)  # All at 128, some at 48.
     assert (windowed > 0) == (strategy == "chunks")
+
+
+@pytest.mark.parametrize("stride", [0, 5])
+def test_in_graph_windows_are_the_written_ones(stride, uncased_vocab_file):
+    """The serving SavedModel's in-graph windows (TextPreprocessor.windows)
+    are run_classifier's records, window for window, for pairs and single
+    texts, at 48 and 20 pieces (MRPC dev: up to 7 windows a text)."""
+    import tensorflow as tf
+
+    from modeling.export import serving
+
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
+    examples = _mrpc_dev()[:120]
+    singles = [
+        classifier_data.InputExample(
+            e.guid, f"{e.text_a} {e.text_b}", None, e.label
+        )
+        for e in examples
+    ]
+    for seq in (48, 20):
+        preprocessor = serving.TextPreprocessor(uncased_vocab_file, True, seq)
+        for strategy in STRATEGIES:
+            config = long_inputs.LongInputs(
+                strategy, head_tokens=4, chunk_stride=stride
+            )
+            for rows in (examples, singles):
+                want, text = [], []
+                for i, example in enumerate(rows):
+                    for f in classifier_data.convert_example_windows(
+                        i,
+                        example,
+                        ["0", "1"],
+                        seq,
+                        tokenizer,
+                        long_inputs=config,
+                    ):
+                        want.append([f.input_ids, f.input_mask, f.segment_ids])
+                        text.append(i)
+                pairs = rows is examples
+                features, got_text = preprocessor.windows(
+                    config,
+                    tf.constant([e.text_a for e in rows]),
+                    tf.constant([e.text_b for e in rows]) if pairs else None,
+                )
+                got = np.stack(
+                    [
+                        features[k].numpy()
+                        for k in ("input_ids", "input_mask", "segment_ids")
+                    ],
+                    axis=1,
+                )
+                np.testing.assert_array_equal(got, np.array(want))
+                np.testing.assert_array_equal(got_text.numpy(), text)
+                assert (len(want) > len(rows)) == (strategy == "chunks")
 
 
 # === run_classifier on long texts ===
@@ -280,6 +414,18 @@ def test_chunks_learn_what_truncate_cannot_see(tmp_path):
     for mine, theirs in zip(served, rows):
         for label, p in mine["probabilities"].items():
             assert abs(p - theirs["probabilities"][label]) <= 1e-5
+    # So does the SavedModel's serving_default, in its graph.
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(export)).signatures["serving_default"]
+    out = serve(text_a=tf.constant([r["text"] for r in test]))
+    assert out["num_windows"].numpy().tolist() == [5] * 16
+    labels = [r["label"] for r in rows]
+    want = [[r["probabilities"][k] for k in ("bad", "good")] for r in rows]
+    assert out["predictions"].numpy().tolist() == [
+        ["bad", "good"].index(label) for label in labels
+    ]
+    np.testing.assert_allclose(out["probabilities"].numpy(), want, atol=1e-5)
 
 
 # === The Keras classes ===

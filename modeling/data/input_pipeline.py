@@ -126,14 +126,39 @@ TRAIN_SHUFFLE_BUFFER = 100
 
 def repeat_and_shuffle(dataset, seed, buffer_size=TRAIN_SHUFFLE_BUFFER):
     """The original's training order: the examples repeated without end and
-    shuffled in a buffer of TRAIN_SHUFFLE_BUFFER (`buffer_size`: another,
-    for records that come in runs, such as a long text's windows).
+    shuffled in a buffer of TRAIN_SHUFFLE_BUFFER (`buffer_size`: another).
 
     The order depends only on the seed and on the number of examples, not on
     what they hold: run_classifier's records and the same examples as raw
     texts (BertTextClassifier.fit) come in the same order for a seed.
     """
     return dataset.repeat().shuffle(buffer_size, seed=seed)
+
+
+# A text's windows group under EXAMPLE_INDEX * _WINDOW_KEY + NUM_WINDOWS:
+# tf.data's group_by_window learns a group's size from its key alone.
+_WINDOW_KEY = 2**32
+
+
+def shuffled_texts(rows, seed, buffer_size=TRAIN_SHUFFLE_BUFFER):
+    """Decoded windowed rows (--long_inputs=chunks: a text's windows are
+    consecutive records carrying EXAMPLE_INDEX and NUM_WINDOWS) repeated and
+    shuffled as whole texts, in a buffer of `buffer_size` texts, then one
+    window per element again: a text's windows stay consecutive, so a
+    batch holds whole texts but for the two at its ends, and the loss can
+    combine a text's windows as evaluation does."""
+
+    def key(features):
+        return tf.cast(
+            features[EXAMPLE_INDEX], tf.int64
+        ) * _WINDOW_KEY + tf.cast(features[NUM_WINDOWS], tf.int64)
+
+    texts = rows.group_by_window(
+        key,
+        lambda k, windows: windows.batch(k % _WINDOW_KEY),
+        window_size_func=lambda k: k % _WINDOW_KEY,
+    )
+    return repeat_and_shuffle(texts, seed, buffer_size).unbatch()
 
 
 # With XLA, dynamic padding uses this many lengths at most (each compiles).

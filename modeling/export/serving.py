@@ -23,7 +23,6 @@ import json
 import os
 
 import tensorflow as tf
-from absl import logging
 
 from modeling import task_kinds
 from modeling.data import file_io
@@ -67,6 +66,23 @@ class TextPreprocessor(tf.Module):
             segment_b = self.tokenizer.tokenize(text_b)
         return self.packer(segment_a, segment_b)
 
+    def windows(self, long_inputs, text_a, text_b=None):
+        """Texts (pairs) [batch] -> the features of their windows as
+        `long_inputs` (head_tail or chunks) cuts them, as run_classifier
+        writes them (classifier_data.convert_example_windows): (dict of
+        int32 [R, max_seq_length], int64 [R] each window's text, a text's
+        windows consecutive)."""
+        words_b = None
+        if text_b is not None:
+            words_b = self.tokenizer.tokenize_text_words(text_b)
+        segment_a, segment_b, text = in_graph.long_input_windows(
+            self.tokenizer.tokenize_text_words(text_a),
+            words_b,
+            self.packer.max_seq_length,
+            long_inputs,
+        )
+        return self.packer(segment_a, segment_b), text
+
 
 def to_longest_row(features):
     """Packed features [..., max_seq_length] cut to the batch's longest
@@ -81,6 +97,22 @@ def to_longest_row(features):
 def make_preprocessor(vocab_file, do_lower_case, max_seq_length):
     """The in-graph preprocessor the serving signature uses."""
     return TextPreprocessor(vocab_file, do_lower_case, max_seq_length)
+
+
+def _cutting(long_inputs):
+    """long_inputs, or None when it cuts texts as the original does."""
+    if long_inputs is None or long_inputs.strategy == "truncate":
+        return None
+    return long_inputs
+
+
+def combine_windows(outputs, text, texts, long_inputs):
+    """The outputs of windows [R, ...] -> of their texts [texts, ...], as
+    long_inputs.LongInputs.combine: the mean, or with chunk_pooling=max the
+    maximum, of a text's windows (head_tail's one window: itself)."""
+    if long_inputs.chunk_pooling == "max":
+        return tf.math.unsorted_segment_max(outputs, text, texts)
+    return tf.math.unsorted_segment_mean(outputs, text, texts)
 
 
 class ClassifierServer(tf.Module):
@@ -98,15 +130,21 @@ class ClassifierServer(tf.Module):
       has_text_b: bool, whether the task takes sentence pairs.
     """
 
-    def __init__(self, model, preprocessor, kind, has_text_b):
+    def __init__(self, model, preprocessor, kind, has_text_b, long_inputs=None):
         super().__init__(name="classifier_server")
         self.model = model
         self.preprocessor = preprocessor
         self.kind = kind
         self.has_text_b = has_text_b
+        self.long_inputs = _cutting(long_inputs)
 
-    def _outputs(self, features):
+    def _outputs(self, features, windows=None):
         logits = tf.cast(self.model(features, training=False), tf.float32)
+        if windows is not None:
+            logits = combine_windows(logits, *windows, self.long_inputs)
+        return self._decisions(logits)
+
+    def _decisions(self, logits):
         if self.kind.name == task_kinds.REGRESSION:
             return {"score": self.kind.decide(logits)}
         return {
@@ -135,10 +173,23 @@ class ClassifierServer(tf.Module):
     def serve_text(self, text_a, text_b=None):
         """Raw UTF-8 strings [batch] -> outputs (traced in `signatures`).
         The features are cut to the batch's longest row (`to_longest_row`):
-        a batch of short texts costs what its texts cost."""
-        features = to_longest_row(self.preprocessor(text_a, text_b))
-        outputs = self._outputs(features)
-        outputs.update(features)
+        a batch of short texts costs what its texts cost. With long_inputs
+        head_tail or chunks, a text's windows are its rows (their outputs
+        combined, "num_windows" counting them) and the features are not
+        returned."""
+        if self.long_inputs is None:
+            features = to_longest_row(self.preprocessor(text_a, text_b))
+            outputs = self._outputs(features)
+            outputs.update(features)
+            return outputs
+        features, text = self.preprocessor.windows(
+            self.long_inputs, text_a, text_b
+        )
+        texts = tf.size(text_a, out_type=tf.int64)
+        outputs = self._outputs(to_longest_row(features), (text, texts))
+        outputs["num_windows"] = tf.math.unsorted_segment_sum(
+            tf.ones_like(text, tf.int32), text, texts
+        )
         return outputs
 
     def signatures(self):
@@ -189,14 +240,18 @@ def export_classifier(
       tflite_quantize: None, or also write `model.tflite` (False: float32,
         True: dynamic-range int8): the serving signature's outputs from
         the features, which modeling/tasks/lite.py runs without TensorFlow.
-      long_inputs: long_inputs.LongInputs of the training run, recorded
-        for modeling/tasks/lite.py, which windows long texts as it did
-        (the SavedModel's in-graph signature truncates).
+      long_inputs: long_inputs.LongInputs of the training run: with
+        head_tail or chunks, serving_default cuts or windows long texts as
+        the run did (in the graph: in_graph.long_input_windows) and adds
+        "num_windows"; recorded for modeling/tasks/lite.py, which does the
+        same without TensorFlow.
 
     Returns:
       export_dir.
     """
-    server = ClassifierServer(model, preprocessor, kind, has_text_b)
+    server = ClassifierServer(
+        model, preprocessor, kind, has_text_b, long_inputs
+    )
     regression = kind.name == task_kinds.REGRESSION
     info = {
         "labels": label_list,
@@ -212,14 +267,9 @@ def export_classifier(
             else ["probabilities", "logits", "predictions"]
         ),
     }
-    if long_inputs is not None and long_inputs.strategy != "truncate":
+    if server.long_inputs is not None:
         info.update(long_inputs.to_json())
-        logging.warning(
-            "--long_inputs=%s is recorded in the export for model.tflite's "
-            "servers (predict_lite.py, modeling/tasks/lite.py); the "
-            "SavedModel's serving_default cuts texts to max_seq_length",
-            long_inputs.strategy,
-        )
+        info["outputs"].append("num_windows")
     files = tokenization_files(
         info, preprocessor.vocab_file, preprocessor.do_lower_case
     )
@@ -241,20 +291,37 @@ def export_classifier(
 class EmbedderServer(tf.Module):
     """run_embeddings' serving model: raw strings [batch] -> "embeddings"
     float32 [batch, H] (models.BertEmbedder's pooled, and normalized,
-    vectors), each batch cut to its longest tokenized row."""
+    vectors), each batch cut to its longest tokenized row. With
+    long_inputs head_tail or chunks, a text's vector is its windows'
+    combined (normalized again when the model normalizes), as
+    long_inputs.predict_texts combines them."""
 
-    def __init__(self, model, preprocessor):
+    def __init__(self, model, preprocessor, long_inputs=None):
         super().__init__(name="embedder_server")
         self.model = model
         self.preprocessor = preprocessor
+        self.long_inputs = _cutting(long_inputs)
 
     @tf.function(
         input_signature=[tf.TensorSpec([None], tf.string, name="text")]
     )
     def serve_text(self, text):
-        features = to_longest_row(self.preprocessor(text))
-        outputs = self.model(features, training=False)
-        return {"embeddings": tf.cast(outputs["embeddings"], tf.float32)}
+        if self.long_inputs is None:
+            features = to_longest_row(self.preprocessor(text))
+            outputs = self.model(features, training=False)
+            return {"embeddings": tf.cast(outputs["embeddings"], tf.float32)}
+        features, windows = self.preprocessor.windows(self.long_inputs, text)
+        outputs = self.model(to_longest_row(features), training=False)
+        vectors = combine_windows(
+            tf.cast(outputs["embeddings"], tf.float32),
+            windows,
+            tf.size(text, out_type=tf.int64),
+            self.long_inputs,
+        )
+        if self.model.pooling.normalize:
+            norms = tf.norm(vectors, axis=-1, keepdims=True)
+            vectors = vectors / tf.maximum(norms, 1e-12)
+        return {"embeddings": vectors}
 
 
 def export_embedder(model, preprocessor, export_dir, description, extra_files):
@@ -269,7 +336,11 @@ def export_embedder(model, preprocessor, export_dir, description, extra_files):
     Args:
       extra_files: see save_export (a TF Lite model), or None.
     """
-    server = EmbedderServer(model, preprocessor)
+    from modeling.data import long_inputs
+
+    server = EmbedderServer(
+        model, preprocessor, long_inputs.LongInputs.from_json(description)
+    )
     info = {
         "task": "embeddings",
         **description,

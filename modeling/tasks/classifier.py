@@ -148,26 +148,24 @@ class ClassifierTask:
         at a time in file order: what the predictor batches."""
         return self._decoded(tf.data.TFRecordDataset(path))
 
-    def training_batches(self, path, batch_size, windows_per_example=1):
+    def training_batches(self, path, batch_size):
         """The original's training input_fn as a tf.data pipeline: the
         records repeated and shuffled with a buffer of 100 (seeded, see
         common.DEFAULT_DATA_SEED), the remainder dropped; with
         --dynamic_padding each batch is cut to its longest sequence.
 
-        With --long_inputs=chunks a text's windows are consecutive records:
-        the buffer holds 100 x `windows_per_example` records, so that a
-        batch mixes as many texts as the original's (a buffer of 100 would
-        fill a batch with the windows of a few texts, and their labels)."""
+        With --long_inputs=chunks the buffer holds 100 texts, each with its
+        windows, which stay consecutive (input_pipeline.shuffled_texts):
+        the loss combines a text's windows as evaluation does."""
         # Repeating a file without records would spin forever.
         input_pipeline.check_record_files([path])
         seed = self.settings.random_seed
-        d = self._decoded(
-            input_pipeline.repeat_and_shuffle(
-                tf.data.TFRecordDataset(path),
-                common.DEFAULT_DATA_SEED if seed is None else seed,
-                input_pipeline.TRAIN_SHUFFLE_BUFFER * windows_per_example,
-            )
-        )
+        seed = common.DEFAULT_DATA_SEED if seed is None else seed
+        records = tf.data.TFRecordDataset(path)
+        if self.long_inputs is not None and self.long_inputs.windowed:
+            d = input_pipeline.shuffled_texts(self._decoded(records), seed)
+        else:
+            d = self._decoded(input_pipeline.repeat_and_shuffle(records, seed))
         d = d.batch(batch_size, drop_remainder=True)
         if self.settings.dynamic_padding:
             multiple = input_pipeline.padding_multiple(
@@ -295,32 +293,77 @@ def _read_hub_tokenization(settings):
     return hub.exported_config(handle)
 
 
-def loss_fn(kind):
+def loss_fn(kind, long_inputs=None):
     """The original's loss: the kind's loss of each example (softmax
     cross-entropy, or the squared error of a regression task's single
     output, or a multi-label task's sigmoid cross-entropies), averaged over
     the whole batch (is_real_example is not used, as in the original); and
-    the accuracy of its decisions (none for regression). Windows of long
-    texts (--long_inputs=chunks) weigh 1 / their text's window count, so
-    that every text counts once."""
+    the accuracy of its decisions (none for regression).
+
+    Windows of long texts (--long_inputs=chunks, consecutive in a batch):
+    a text's windows in the batch are combined as evaluation combines them
+    (`long_inputs.chunk_pooling`: the mean or the maximum of their logits),
+    and the loss is the combined logits' against the text's label. A text
+    split by the batch's edge weighs the share of its windows on each side,
+    so that every text counts once. Trained on its own, each window would
+    learn its text's label whether or not it holds what decides it."""
 
     def compute(features, logits):
         labels = features[input_pipeline.LABEL_IDS]
-        losses = kind.example_loss(logits, labels)
-        if input_pipeline.NUM_WINDOWS in features:
-            weights = 1.0 / tf.cast(
-                features[input_pipeline.NUM_WINDOWS], losses.dtype
+        weights = None
+        if input_pipeline.EXAMPLE_INDEX in features:
+            pooling = (
+                "mean" if long_inputs is None else long_inputs.chunk_pooling
             )
-            loss = tf.reduce_sum(weights * losses) / tf.reduce_sum(weights)
-        else:
-            loss = tf.reduce_mean(losses)
-        results = {"loss": loss}
+            logits, labels, weights = _combine_windows(
+                features, logits, pooling
+            )
+        losses = kind.example_loss(logits, labels)
         correct = kind.correct(logits, labels)
+        if weights is None:
+            results = {"loss": tf.reduce_mean(losses)}
+            if correct is not None:
+                results["accuracy"] = tf.reduce_mean(correct)
+            return results
+        results = {
+            "loss": tf.reduce_sum(weights * losses) / tf.reduce_sum(weights)
+        }
         if correct is not None:
-            results["accuracy"] = tf.reduce_mean(correct)
+            if correct.shape.rank > 1:  # Multi-label: per decision.
+                correct = tf.reduce_mean(correct, axis=-1)
+            texts = tf.cast(weights > 0, correct.dtype)
+            results["accuracy"] = tf.reduce_sum(
+                texts * correct
+            ) / tf.reduce_sum(texts)
         return results
 
     return compute
+
+
+def _combine_windows(features, logits, pooling):
+    """A batch's windows -> one row per run of windows of one text: (the
+    combined logits, the text's label, the share of the text's windows
+    in the run), each [B, ...] with rows past the runs weighing 0 (static
+    shapes, as XLA wants)."""
+    index = features[input_pipeline.EXAMPLE_INDEX]
+    rows = tf.shape(index)[0]
+    new = tf.concat([[True], tf.not_equal(index[1:], index[:-1])], 0)
+    runs = tf.cumsum(tf.cast(new, tf.int32)) - 1
+    if pooling == "max":
+        combined = tf.math.unsorted_segment_max(logits, runs, rows)
+    else:
+        combined = tf.math.unsorted_segment_mean(logits, runs, rows)
+    size = tf.math.unsorted_segment_sum(tf.ones_like(runs), runs, rows)
+    used = size > 0
+    # Rows past the runs: 0 (an empty maximum is the lowest float).
+    shape = tf.concat([[rows], tf.ones([tf.rank(logits) - 1], tf.int32)], 0)
+    combined = tf.where(tf.reshape(used, shape), combined, 0.0)
+    first = tf.math.unsorted_segment_min(tf.range(rows), runs, rows)
+    first = tf.where(used, first, 0)
+    labels = tf.gather(features[input_pipeline.LABEL_IDS], first)
+    windows = tf.gather(features[input_pipeline.NUM_WINDOWS], first)
+    share = tf.cast(size, logits.dtype) / tf.cast(windows, logits.dtype)
+    return combined, labels, tf.where(used, share, 0.0)
 
 
 def build_classifier(bert_config, num_labels, use_one_hot_embeddings=False):
@@ -359,7 +402,7 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
         s,
         task.strategy,
         build_model,
-        loss_fn(task.kind),
+        loss_fn(task.kind, task.long_inputs),
         init_fn,
         num_train_steps,
         num_warmup_steps,
@@ -397,17 +440,16 @@ def train(task, trainer, train_examples):
     """Writes train.tf_record and fine-tunes with `trainer` (made for the
     steps of `train_examples`); returns it."""
     s = task.settings
-    train_file, records = task.write_records(train_examples, "train.tf_record")
+    train_file, _ = task.write_records(train_examples, "train.tf_record")
     logging.info(
         "***** Running training: %d examples, batch size %d, %d steps *****",
         len(train_examples),
         s.train_batch_size,
         trainer.config.num_train_steps,
     )
-    windows = -(-records // max(len(train_examples), 1))
 
     def dataset_fn(start_step):
-        d = task.training_batches(train_file, s.train_batch_size, windows)
+        d = task.training_batches(train_file, s.train_batch_size)
         return d.skip(start_step)
 
     def make_evaluate(model):

@@ -240,6 +240,34 @@ class InGraphTokenizer(tf.Module):
         """
         return self._wordpiece.tokenize(self.split_words(text))
 
+    def tokenize_text_words(self, text):
+        """WordPiece ids grouped by whitespace word, as
+        `FullTokenizer.tokenize_words` groups them: where a long text may be
+        cut between windows (modeling/data/long_inputs.py).
+
+        Args:
+          text: string Tensor of shape [batch_size] (UTF-8).
+
+        Returns:
+          int32 RaggedTensor [batch_size, (words), (pieces)], a word
+          possibly without pieces.
+        """
+        words = tf.strings.split(self._clean(text))
+        pieces = self.tokenize_words(words.flat_values).merge_dims(1, 2)
+        return words.with_flat_values(pieces)
+
+    def _clean(self, text):
+        """The original's cleaning: invalid bytes, control characters and
+        whitespace, CJK characters spaced out."""
+        p = self._patterns
+        # Invalid bytes vanish, as bytes.decode("utf-8", "ignore").
+        text = tf.strings.unicode_transcode(
+            text, "UTF-8", "UTF-8", errors="ignore"
+        )
+        text = tf.strings.regex_replace(text, p["delete"], "")
+        text = tf.strings.regex_replace(text, p["space"], " ")
+        return tf.strings.regex_replace(text, p["cjk"], r" \0 ")
+
     def split_words(self, text):
         """Runs the original's BasicTokenizer on a batch of strings.
 
@@ -251,13 +279,7 @@ class InGraphTokenizer(tf.Module):
           words over `max_input_chars_per_word` replaced by `unk_token`.
         """
         p = self._patterns
-        # Invalid bytes vanish, as bytes.decode("utf-8", "ignore").
-        text = tf.strings.unicode_transcode(
-            text, "UTF-8", "UTF-8", errors="ignore"
-        )
-        text = tf.strings.regex_replace(text, p["delete"], "")
-        text = tf.strings.regex_replace(text, p["space"], " ")
-        text = tf.strings.regex_replace(text, p["cjk"], r" \0 ")
+        text = self._clean(text)
         if self.do_lower_case:
             text = self._lower(text)
             text = tf_text.normalize_utf8(text, "NFD")
@@ -407,3 +429,160 @@ class InputPacker(tf.Module):
             "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
             "segment_ids": segments.to_tensor(0, shape=shape),
         }
+
+
+def _choose(condition, x, y):
+    """Rows of ragged x where condition [R], else of y."""
+    rows = tf.range(tf.size(condition, out_type=tf.int64), dtype=tf.int64)
+    size = tf.cast(x.nrows(), tf.int64)
+    return tf.gather(
+        tf.concat([x, y], 0), tf.where(condition, rows, size + rows)
+    )
+
+
+def _head_tail(pieces, room, head_tokens):
+    """long_inputs.LongInputs._head_tail of each row: a row over room[i]
+    keeps its first min(head_tokens, room[i] // 2) pieces and its last ones
+    up to room[i]."""
+    length = pieces.row_lengths()
+    head = tf.minimum(tf.cast(head_tokens, tf.int64), room // 2)
+    tail_start = length - (room - head)
+    position = tf.ragged.range(length)
+    keep = (
+        (length <= room)[:, None]
+        | (position < head[:, None])
+        | (position >= tail_start[:, None])
+    )
+    return tf.ragged.boolean_mask(pieces, keep)
+
+
+def _word_windows(piece_counts, max_pieces, overlap):
+    """long_inputs.word_windows for a batch of texts at once.
+
+    Args:
+      piece_counts: int64 RaggedTensor [B, (words)], each <= max_pieces.
+      max_pieces: int64 [B], the most pieces a window of each text holds.
+      overlap: int, the pieces a window may share with the previous one.
+
+    Returns:
+      (text, start, end) int64 [R]: each window's text and word range, the
+      windows of a text consecutive and in order; a text without words has
+      one empty window.
+    """
+    words = piece_counts.row_lengths()
+    counts = piece_counts.to_tensor(0)
+    # cum[t, w]: the pieces of text t before word w; flat past its end.
+    cum = tf.concat([tf.zeros_like(counts[:, :1]), tf.cumsum(counts, 1)], 1)
+    texts = tf.shape(counts, out_type=tf.int64)[0]
+
+    def at(positions):
+        return tf.gather(cum, positions, batch_dims=1)
+
+    def search(values, side):
+        return tf.searchsorted(
+            cum, values[:, None], side=side, out_type=tf.int64
+        )[:, 0]
+
+    def step(i, start, active, starts, ends, used):
+        # The most words from `start` that fit (at least one).
+        end = search(at(start) + max_pieces, "right") - 1
+        end = tf.minimum(tf.maximum(end, start + 1), words)
+        starts, ends, used = (
+            starts.write(i, start),
+            ends.write(i, end),
+            used.write(i, active),
+        )
+        # The next window starts at the first word after `start` from
+        # which at most `overlap` pieces reach `end`.
+        following = search(at(end) - overlap, "left")
+        following = tf.maximum(following, start + 1)
+        active = active & (end < words)
+        return (
+            i + 1,
+            tf.where(active, following, start),
+            active,
+            starts,
+            ends,
+            used,
+        )
+
+    arrays = [
+        tf.TensorArray(dtype, 0, dynamic_size=True)
+        for dtype in (tf.int64, tf.int64, tf.bool)
+    ]
+    _, _, _, starts, ends, used = tf.while_loop(
+        lambda i, start, active, *_: tf.reduce_any(active),
+        step,
+        (
+            tf.constant(0),
+            tf.zeros([texts], tf.int64),
+            tf.ones([texts], tf.bool),
+            *arrays,
+        ),
+    )
+    # [windows, B] -> text-major order.
+    used = tf.transpose(used.stack())
+    text = tf.broadcast_to(tf.range(texts)[:, None], tf.shape(used, tf.int64))
+    text = tf.boolean_mask(text, used)
+    start = tf.boolean_mask(tf.transpose(starts.stack()), used)
+    end = tf.boolean_mask(tf.transpose(ends.stack()), used)
+    return text, start, end
+
+
+def long_input_windows(words_a, words_b, max_seq_length, long_inputs):
+    """long_inputs.LongInputs.windows for a batch, in the graph: the pieces
+    of each window of each text (pair), for `InputPacker`.
+
+    Args:
+      words_a, words_b: int RaggedTensor [B, (words), (pieces)]
+        (`InGraphTokenizer.tokenize_text_words`); words_b None for single
+        texts.
+      max_seq_length: int.
+      long_inputs: a long_inputs.LongInputs, head_tail or chunks.
+
+    Returns:
+      (segment_a, segment_b or None, text): int RaggedTensors
+      [R, (pieces)] and int64 [R], each window's text, a text's windows
+      consecutive and in order (head_tail: one per text).
+    """
+    single = words_b is None
+    pieces_a = words_a.merge_dims(1, 2)
+    length_a = pieces_a.row_lengths()
+    if single:
+        words_b = tf.RaggedTensor.from_row_lengths(
+            words_a.values[:0], tf.zeros_like(length_a)
+        )
+    pieces_b = words_b.merge_dims(1, 2)
+    length_b = pieces_b.row_lengths()
+    has_b = length_b > 0
+    room = tf.where(has_b, max_seq_length - 3, max_seq_length - 2)
+    room = tf.cast(room, tf.int64)
+    # The shorter text is kept (at most half of the room, cut from its
+    # end), the longer one (b on a tie) is cut or windowed in the rest.
+    a_longer = length_a > length_b
+    keep = tf.minimum(tf.where(a_longer, length_b, length_a), room // 2)
+    shorter = _head(_choose(a_longer, pieces_b, pieces_a), keep)
+    budget = room - keep
+    longer = _choose(a_longer, words_a, words_b)
+    if long_inputs.strategy == "head_tail":
+        window = _head_tail(
+            longer.merge_dims(1, 2), budget, long_inputs.head_tokens
+        )
+        text = tf.range(tf.size(budget, out_type=tf.int64), dtype=tf.int64)
+    else:
+        # A word longer than a window is cut to it.
+        word_budget = tf.gather(budget, longer.value_rowids())
+        cut = _head(longer.values, word_budget)
+        counts = longer.with_values(cut.row_lengths())
+        text, start, end = _word_windows(
+            counts, budget, long_inputs.chunk_stride
+        )
+        first = tf.gather(longer.row_starts(), text)
+        word_ids = tf.ragged.range(first + start, first + end)
+        window = tf.gather(cut, word_ids).merge_dims(1, 2)
+    shorter = tf.gather(shorter, text)
+    a_longer = tf.gather(a_longer, text)
+    segment_a = _choose(a_longer, window, shorter)
+    if single:
+        return segment_a, None, text
+    return segment_a, _choose(a_longer, shorter, window), text
