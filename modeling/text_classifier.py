@@ -61,12 +61,16 @@ from modeling import task_kinds
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
+from modeling.export import serving
 from modeling.training import checkpoint_manager
 from modeling.training import optimization
 from modeling.training import predictor
 
 # The defaults of run_classifier.py's flags.
 DEFAULT_BATCH_SIZE = 32
+# fit's and evaluate's features of windows (head_tail, chunks): the text of
+# each window, whose logits `call` combines.
+WINDOW_TEXT = "window_text"
 DEFAULT_LEARNING_RATE = 2e-5
 DEFAULT_WARMUP_PROPORTION = 0.1
 
@@ -156,10 +160,19 @@ class _TextModel(keras.Model):
             **outputs,
         )
 
-    def _preprocess(self, texts):
+    def _preprocess(self, texts, windowed=False):
         """Texts -> features, cut to the batch's longest row with
-        dynamic_padding (in a tf.data map)."""
-        features = self.preprocessor(texts)
+        dynamic_padding (in a tf.data map). `windowed`: with head_tail or
+        chunks, the rows are the texts' windows (in the graph, as the
+        serving export makes them) and WINDOW_TEXT gives each one's text."""
+        if windowed and self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
+            text_a, text_b = preprocessing.split_texts(texts)
+            features, text = self.preprocessor.text.windows(
+                self.long_inputs, text_a, text_b
+            )
+            features[WINDOW_TEXT] = tf.cast(text, tf.int32)
+        else:
+            features = self.preprocessor(texts)
         if self.dynamic_padding:
             multiple = input_pipeline.padding_multiple(
                 self.preprocessor.sequence_length, bool(self.jit_compile)
@@ -211,7 +224,11 @@ class BertTextClassifier(_TextModel):
       long_inputs: how `predict` reads texts longer than the sequence
         length, as run_classifier.py --long_inputs: "truncate" (default),
         "head_tail", "chunks" (the mean of the windows' logits), or a
-        long_inputs.LongInputs; `fit` and `evaluate` cut them.
+        long_inputs.LongInputs. `fit` and `evaluate` read texts the same
+        way: a batch of texts is a batch of their windows, each text's
+        logits combined before the loss and the metrics (chunks: a batch
+        costs all its texts' windows; not with jit_compile, whose shapes
+        must not vary).
 
     Compiled at construction with `compile()`'s defaults; `compile` again
     to change them.
@@ -399,10 +416,20 @@ class BertTextClassifier(_TextModel):
 
     def call(self, inputs, training=False):
         """Features (a dict with "input_ids", ...) or raw texts (what
-        BertPreprocessor takes) -> float32 logits [B, num_labels]."""
+        BertPreprocessor takes) -> float32 logits [B, num_labels]. Features
+        of windows (fit and evaluate with head_tail or chunks) carry
+        WINDOW_TEXT: each text's logits are its windows' combined, as
+        run_classifier.py's evaluation combines them."""
         if not (isinstance(inputs, dict) and "input_ids" in inputs):
             inputs = self.preprocessor(inputs)
-        return self.classifier(inputs, training=training)
+        if WINDOW_TEXT not in inputs:
+            return self.classifier(inputs, training=training)
+        inputs = dict(inputs)
+        text = inputs.pop(WINDOW_TEXT)
+        logits = self.classifier(inputs, training=training)
+        return serving.combine_windows(
+            logits, text, tf.reduce_max(text) + 1, self.long_inputs
+        )
 
     def compile(
         self,
@@ -430,6 +457,11 @@ class BertTextClassifier(_TextModel):
             original's optimizer step is not compiled by XLA).
           **kwargs: the rest of keras.Model.compile's arguments.
         """
+        if jit_compile and self.long_inputs.windowed:
+            raise ValueError(
+                "jit_compile=True cannot train on long_inputs='chunks': the "
+                "windows per batch vary; compile with jit_compile=False"
+            )
         if _is_auto(optimizer):
             optimizer = optimization.create_keras_optimizer(
                 learning_rate, warmup_proportion=warmup_proportion
@@ -663,8 +695,6 @@ class BertTextClassifier(_TextModel):
           label_list: the class names in id order (recorded in
             assets.extra/bert_export.json), or None.
         """
-        from modeling.export import serving
-
         return serving.export_classifier(
             self.classifier,
             self.preprocessor.text,
@@ -679,7 +709,7 @@ class BertTextClassifier(_TextModel):
     # === Input pipelines ===
 
     def _preprocess_xy(self, texts, labels):
-        return self._preprocess(texts), labels
+        return self._preprocess(texts, windowed=True), labels
 
     def _eval_dataset(self, data, batch_size):
         """Batches of (features, labels) in order, the last one partial."""

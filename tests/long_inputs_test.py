@@ -431,7 +431,7 @@ def test_chunks_learn_what_truncate_cannot_see(tmp_path):
 # === The Keras classes ===
 
 
-def _tiny_keras(kind, long_inputs, seq=8):
+def _tiny_keras(kind, long_inputs, seq=8, head_scale=300.0):
     import tensorflow as tf
 
     from modeling import config as config_lib
@@ -449,7 +449,7 @@ def _tiny_keras(kind, long_inputs, seq=8):
         # between windows show above float rounding.
         for weight in classifier.weights:
             if "output_weights" in weight.path:
-                weight.assign(weight * 300.0)
+                weight.assign(weight * head_scale)
         return BertTextClassifier(
             classifier, preprocessor, long_inputs=long_inputs
         )
@@ -491,3 +491,53 @@ def test_keras_chunks_combine_the_windows(kind, tmp_path):
     model.save(path)
     loaded = keras.models.load_model(path)
     assert loaded.long_inputs == model.long_inputs
+
+
+def _last_word_task(count):
+    """Texts of 20 filler words whose last is "good" or "bad" (the label):
+    four windows at sequence length 8, the last one deciding."""
+    rng = np.random.RandomState(0)
+    texts, labels = [], []
+    for _ in range(count):
+        words = [FILLER[i] for i in rng.randint(len(FILLER), size=20)]
+        label = int(rng.randint(2))
+        words[-1] = ("bad", "good")[label]
+        texts.append(" ".join(words))
+        labels.append(label)
+    return texts, np.array(labels)
+
+
+@pytest.mark.parametrize("strategy", ["chunks", "head_tail"])
+def test_keras_evaluate_combines_windows_as_predict(strategy):
+    """BertTextClassifier.evaluate (and fit, through the same features and
+    `call`) with head_tail or chunks: a text's logits are its windows'
+    combined in the graph, those of predict (windowed in Python)."""
+    import keras
+
+    texts, labels = _last_word_task(24)
+    model = _tiny_keras("classifier", strategy)
+    logits = model.predict(texts)
+    loss, accuracy = model.evaluate(texts, labels, batch_size=8, verbose=0)
+    want = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
+        labels, logits
+    )
+    np.testing.assert_allclose(loss, float(want), rtol=1e-4)
+    assert accuracy == pytest.approx(np.mean(logits.argmax(-1) == labels))
+    # Truncate's logits are others.
+    cut = _tiny_keras("classifier", None).predict(texts)
+    assert np.max(np.abs(cut - logits)) > 1e-2
+    if strategy == "chunks":
+        with pytest.raises(ValueError, match="jit_compile"):
+            model.compile(jit_compile=True)
+
+
+@pytest.mark.slow
+def test_keras_fit_learns_what_truncate_cannot_see():
+    """BertTextClassifier.fit with chunks learns a label that only the last
+    of four windows holds."""
+    texts, labels = _last_word_task(224)
+    model = _tiny_keras("classifier", "chunks", head_scale=1.0)
+    model.compile(learning_rate=1e-3)
+    model.fit(texts[:192], labels[:192], batch_size=16, epochs=15, seed=1)
+    _, accuracy = model.evaluate(texts[192:], labels[192:], verbose=0)
+    assert accuracy >= 0.9, accuracy

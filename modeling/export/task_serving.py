@@ -33,12 +33,6 @@ SERVING_DEFAULT = serving.SERVING_DEFAULT
 EXPORT_INFO_FILE = serving.EXPORT_INFO_FILE
 
 
-def _head(ids, keep):
-    """The first keep[i] items of each row of a RaggedTensor."""
-    mask = tf.ragged.range(ids.row_lengths()) < keep[:, tf.newaxis]
-    return tf.ragged.boolean_mask(ids, mask)
-
-
 def window_ids(sentence_ids, piece_counts, max_pieces):
     """The window of each word, as conll.sentence_windows cuts them: a new
     window at each sentence and whenever the next word would not fit.
@@ -102,7 +96,7 @@ class TaggerServer(tf.Module):
             tf.cast(empty, tf.int64),
         )
         pieces = tf.concat([pieces, unk], axis=1)
-        pieces = _head(
+        pieces = in_graph.head(
             pieces,
             tf.minimum(
                 pieces.row_lengths(), tf.constant(self.max_pieces, tf.int64)

@@ -337,7 +337,7 @@ def truncated_lengths(len_a, len_b, max_num_tokens):
     return keep_a, keep_b
 
 
-def _head(ids, keep):
+def head(ids, keep):
     """The first keep[i] items of each row of a RaggedTensor."""
     lengths = ids.row_lengths()
     keep = tf.cast(keep, lengths.dtype)
@@ -401,7 +401,7 @@ class InputPacker(tf.Module):
         sep = tf.fill([batch_size, 1], self.sep_id)
         if segment_b is None:
             keep_a = tf.minimum(len_a, seq_length - 2)
-            pieces = [cls, _head(segment_a, keep_a), sep]
+            pieces = [cls, head(segment_a, keep_a), sep]
             types = [0, 0, 0]
         else:
             segment_b = tf.cast(segment_b, tf.int32)
@@ -412,9 +412,9 @@ class InputPacker(tf.Module):
             # A keeps seq_length - 2 tokens.
             has_b = len_b > 0
             keep_a = tf.where(has_b, keep_a, tf.minimum(len_a, seq_length - 2))
-            b = _head(segment_b, keep_b)
+            b = head(segment_b, keep_b)
             sep_b = tf.ragged.boolean_mask(sep, has_b[:, None])
-            pieces = [cls, _head(segment_a, keep_a), sep, b, sep_b]
+            pieces = [cls, head(segment_a, keep_a), sep, b, sep_b]
             types = [0, 0, 0, 1, 1]
         ids = tf.concat(pieces, axis=1)
         segments = tf.concat(
@@ -561,7 +561,7 @@ def long_input_windows(words_a, words_b, max_seq_length, long_inputs):
     # end), the longer one (b on a tie) is cut or windowed in the rest.
     a_longer = length_a > length_b
     keep = tf.minimum(tf.where(a_longer, length_b, length_a), room // 2)
-    shorter = _head(_choose(a_longer, pieces_b, pieces_a), keep)
+    shorter = head(_choose(a_longer, pieces_b, pieces_a), keep)
     budget = room - keep
     longer = _choose(a_longer, words_a, words_b)
     if long_inputs.strategy == "head_tail":
@@ -572,7 +572,7 @@ def long_input_windows(words_a, words_b, max_seq_length, long_inputs):
     else:
         # A word longer than a window is cut to it.
         word_budget = tf.gather(budget, longer.value_rowids())
-        cut = _head(longer.values, word_budget)
+        cut = head(longer.values, word_budget)
         counts = longer.with_values(cut.row_lengths())
         text, start, end = _word_windows(
             counts, budget, long_inputs.chunk_stride
