@@ -358,10 +358,11 @@ def _run(data, model, out, **values):
 @pytest.mark.slow
 def test_chunks_learn_what_truncate_cannot_see(tmp_path):
     """The label word is among the last 5 of 60: past the first window of
-    14 pieces. Truncate stays near chance; chunks (each window carrying
-    its text's label, weighted 1 / its windows) and head_tail learn it. A
-    predict-only run reads the strategy from long_inputs.json, and
-    predictions.jsonl counts the windows."""
+    14 pieces. Truncate stays near chance; chunks (the loss of a text's
+    windows combined) and head_tail learn it. A predict-only run reads the
+    strategy from long_inputs.json, predictions.jsonl counts the windows,
+    and both servers of the export (the SavedModel's graph, TF Lite
+    without TensorFlow) window the texts the same."""
     rng = np.random.RandomState(0)
     data = _long_task(tmp_path / "data", rng, 512)
     model = _tiny_checkpoint(tmp_path / "model")

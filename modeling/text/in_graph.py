@@ -445,12 +445,12 @@ def _head_tail(pieces, room, head_tokens):
     keeps its first min(head_tokens, room[i] // 2) pieces and its last ones
     up to room[i]."""
     length = pieces.row_lengths()
-    head = tf.minimum(tf.cast(head_tokens, tf.int64), room // 2)
-    tail_start = length - (room - head)
+    kept_head = tf.minimum(tf.cast(head_tokens, tf.int64), room // 2)
+    tail_start = length - (room - kept_head)
     position = tf.ragged.range(length)
     keep = (
         (length <= room)[:, None]
-        | (position < head[:, None])
+        | (position < kept_head[:, None])
         | (position >= tail_start[:, None])
     )
     return tf.ragged.boolean_mask(pieces, keep)
@@ -506,6 +506,16 @@ def _word_windows(piece_counts, max_pieces, overlap):
             used,
         )
 
+    def windows():
+        return _windows_loop(texts, step)
+
+    none = tf.zeros([0], tf.int64)
+    # A batch without texts has no windows (and nothing to search).
+    return tf.cond(texts > 0, windows, lambda: (none, none, none))
+
+
+def _windows_loop(texts, step):
+    """_word_windows' loop: `step` once per window of the longest text."""
     arrays = [
         tf.TensorArray(dtype, 0, dynamic_size=True)
         for dtype in (tf.int64, tf.int64, tf.bool)
