@@ -62,6 +62,7 @@ def dev_logits(task, model, eval_file):
         task.read_rows(eval_file),
         what="Evaluating",
         total=_count_records(eval_file),
+        unit=_unit(task),
     )
     if not outputs:
         raise ValueError(f"{eval_file}: no records to evaluate")
@@ -154,7 +155,7 @@ def predict(task, model, write=True):
     rows = _rows(
         task,
         task.predictor(model, s.predict_batch_size).batches(
-            task.read_rows(predict_file), total=num_records
+            task.read_rows(predict_file), total=num_records, unit=_unit(task)
         ),
     )
     with contextlib.ExitStack() as files:
@@ -179,6 +180,15 @@ def predict(task, model, write=True):
                 f"{num_records} (did it change during the run?)"
             )
     logging.info("Predicted %d examples", count)
+
+
+def _unit(task):
+    """What the predictor's progress lines count: with --long_inputs=chunks
+    the records are windows (the texts were counted as they were
+    written)."""
+    if task.long_inputs is not None and task.long_inputs.windowed:
+        return "windows"
+    return "examples"
 
 
 def _rows(task, batches):
