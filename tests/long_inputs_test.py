@@ -94,18 +94,17 @@ def test_combining_windows():
     )
 
 
-@pytest.mark.parametrize("pooling", ["mean", "max"])
 @pytest.mark.parametrize("kind", ["classification", "multi_label"])
-def test_training_loss_combines_a_texts_windows(kind, pooling):
-    """Training combines the windows of a text in the batch as evaluation
-    combines them (LongInputs.per_example), takes the loss of the
-    combination, and weighs a text cut by the batch's edge by its share."""
+def test_training_loss_of_windows(kind):
+    """Every text counts once. mean: each window's loss weighs 1 / its
+    text's windows. max: the loss is that of the maximum of a text's
+    windows in the batch (LongInputs.per_example, as evaluation combines
+    them), a text cut by the batch's edge weighing its share."""
     import tensorflow as tf
 
     from modeling import task_kinds
     from modeling.tasks import classifier
 
-    config = long_inputs.LongInputs("chunks", chunk_pooling=pooling)
     # Text 4 ends the previous batch (2 of its 3 windows are here), 7 and 9
     # are whole, 2 continues into the next batch (1 of 2).
     index = np.array([4, 4, 7, 7, 7, 9, 2], np.int32)
@@ -122,23 +121,28 @@ def test_training_loss_combines_a_texts_windows(kind, pooling):
         "num_windows": tf.constant(windows),
     }
     task_kind = task_kinds.get(kind)
-    got = classifier.loss_fn(task_kind, config)(features, tf.constant(logits))
-    starts, combined = config.per_example(index, logits)
-    losses = task_kind.example_loss(
-        tf.constant(combined), tf.constant(labels[starts])
-    ).numpy()
-    share = np.array([2 / 3, 1.0, 1.0, 1 / 2])
-    expected = (share * losses).sum() / share.sum()
-    np.testing.assert_allclose(float(got["loss"]), expected, rtol=1e-6)
-    correct = np.asarray(
-        task_kind.correct(tf.constant(combined), tf.constant(labels[starts]))
+
+    def loss(logits, labels, weights):
+        losses = task_kind.example_loss(logits, labels).numpy()
+        return (weights * losses).sum() / weights.sum()
+
+    mean = long_inputs.LongInputs("chunks")
+    got = classifier.loss_fn(task_kind, mean)(features, tf.constant(logits))
+    np.testing.assert_allclose(
+        float(got["loss"]), loss(logits, labels, 1 / windows), rtol=1e-6
     )
+    maximum = long_inputs.LongInputs("chunks", chunk_pooling="max")
+    got = classifier.loss_fn(task_kind, maximum)(features, tf.constant(logits))
+    starts, combined = maximum.per_example(index, logits)
+    share = np.array([2 / 3, 1.0, 1.0, 1 / 2])
+    expected = loss(combined, labels[starts], share)
+    np.testing.assert_allclose(float(got["loss"]), expected, rtol=1e-6)
+    correct = np.asarray(task_kind.correct(combined, labels[starts]))
     np.testing.assert_allclose(
         float(got["accuracy"]), correct.reshape(4, -1).mean(-1).mean()
     )
-    # Each window trained on its own would give another loss.
-    alone = float(task_kind.example_loss(logits, labels).numpy().mean())
-    assert abs(alone - expected) > 1e-3
+    # The windows' own losses would give another.
+    assert abs(loss(logits, labels, 1 / windows) - expected) > 1e-3
 
 
 def test_training_shuffles_whole_texts():
@@ -228,11 +232,11 @@ def test_rows_that_fit_get_truncates_features(strategy, uncased_vocab_file):
     assert (windowed > 0) == (strategy == "chunks")
 
 
-@pytest.mark.parametrize("stride", [0, 5])
-def test_in_graph_windows_are_the_written_ones(stride, uncased_vocab_file):
+def test_in_graph_windows_are_the_written_ones(uncased_vocab_file):
     """The serving SavedModel's in-graph windows (TextPreprocessor.windows)
     are run_classifier's records, window for window, for pairs and single
-    texts, at 48 and 20 pieces (MRPC dev: up to 7 windows a text)."""
+    texts, at 48 pieces and at 20 with a stride of 5 (MRPC dev: up to 12
+    windows a text)."""
     import tensorflow as tf
 
     from modeling.export import serving
@@ -245,7 +249,7 @@ def test_in_graph_windows_are_the_written_ones(stride, uncased_vocab_file):
         )
         for e in examples
     ]
-    for seq in (48, 20):
+    for seq, stride in ((48, 0), (20, 5)):
         preprocessor = serving.TextPreprocessor(uncased_vocab_file, True, seq)
         for strategy in STRATEGIES:
             config = long_inputs.LongInputs(
@@ -358,8 +362,7 @@ def _run(data, model, out, **values):
 @pytest.mark.slow
 def test_chunks_learn_what_truncate_cannot_see(tmp_path):
     """The label word is among the last 5 of 60: past the first window of
-    14 pieces. Truncate stays near chance; chunks (the loss of a text's
-    windows combined) and head_tail learn it. A predict-only run reads the
+    14 pieces. Truncate stays near chance; chunks and head_tail learn it. A predict-only run reads the
     strategy from long_inputs.json, predictions.jsonl counts the windows,
     and both servers of the export (the SavedModel's graph, TF Lite
     without TensorFlow) window the texts the same."""
@@ -508,15 +511,14 @@ def _last_word_task(count):
     return texts, np.array(labels)
 
 
-@pytest.mark.parametrize("strategy", ["chunks", "head_tail"])
-def test_keras_evaluate_combines_windows_as_predict(strategy):
+def test_keras_evaluate_combines_windows_as_predict():
     """BertTextClassifier.evaluate (and fit, through the same features and
-    `call`) with head_tail or chunks: a text's logits are its windows'
-    combined in the graph, those of predict (windowed in Python)."""
+    `call`) with chunks: a text's logits are its windows' combined in the
+    graph, those of predict (windowed in Python)."""
     import keras
 
     texts, labels = _last_word_task(24)
-    model = _tiny_keras("classifier", strategy)
+    model = _tiny_keras("classifier", "chunks")
     logits = model.predict(texts)
     loss, accuracy = model.evaluate(texts, labels, batch_size=8, verbose=0)
     want = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(
@@ -527,9 +529,8 @@ def test_keras_evaluate_combines_windows_as_predict(strategy):
     # Truncate's logits are others.
     cut = _tiny_keras("classifier", None).predict(texts)
     assert np.max(np.abs(cut - logits)) > 1e-2
-    if strategy == "chunks":
-        with pytest.raises(ValueError, match="jit_compile"):
-            model.compile(jit_compile=True)
+    with pytest.raises(ValueError, match="jit_compile"):
+        model.compile(jit_compile=True)
 
 
 @pytest.mark.slow

@@ -148,24 +148,30 @@ class ClassifierTask:
         at a time in file order: what the predictor batches."""
         return self._decoded(tf.data.TFRecordDataset(path))
 
-    def training_batches(self, path, batch_size):
+    def training_batches(self, path, batch_size, windows_per_example=1):
         """The original's training input_fn as a tf.data pipeline: the
         records repeated and shuffled with a buffer of 100 (seeded, see
         common.DEFAULT_DATA_SEED), the remainder dropped; with
         --dynamic_padding each batch is cut to its longest sequence.
 
-        With --long_inputs=chunks the buffer holds 100 texts, each with its
-        windows, which stay consecutive (input_pipeline.shuffled_texts):
-        the loss combines a text's windows as evaluation does."""
+        With --long_inputs=chunks a text's windows are consecutive records.
+        --chunk_pooling=mean: the buffer holds 100 x `windows_per_example`
+        records, so that a batch mixes as many texts as the original's.
+        max: the buffer holds 100 texts, each with its windows, which stay
+        consecutive (input_pipeline.shuffled_texts), so that the loss can
+        take the maximum over a text's windows (loss_fn)."""
         # Repeating a file without records would spin forever.
         input_pipeline.check_record_files([path])
         seed = self.settings.random_seed
         seed = common.DEFAULT_DATA_SEED if seed is None else seed
         records = tf.data.TFRecordDataset(path)
-        if self.long_inputs is not None and self.long_inputs.windowed:
+        if _trains_on_texts(self.long_inputs):
             d = input_pipeline.shuffled_texts(self._decoded(records), seed)
         else:
-            d = self._decoded(input_pipeline.repeat_and_shuffle(records, seed))
+            buffer = input_pipeline.TRAIN_SHUFFLE_BUFFER * windows_per_example
+            d = self._decoded(
+                input_pipeline.repeat_and_shuffle(records, seed, buffer)
+            )
         d = d.batch(batch_size, drop_remainder=True)
         if self.settings.dynamic_padding:
             multiple = input_pipeline.padding_multiple(
@@ -300,24 +306,29 @@ def loss_fn(kind, long_inputs=None):
     the whole batch (is_real_example is not used, as in the original); and
     the accuracy of its decisions (none for regression).
 
-    Windows of long texts (--long_inputs=chunks, consecutive in a batch):
-    a text's windows in the batch are combined as evaluation combines them
-    (`long_inputs.chunk_pooling`: the mean or the maximum of their logits),
-    and the loss is the combined logits' against the text's label. A text
-    split by the batch's edge weighs the share of its windows on each side,
-    so that every text counts once. Trained on its own, each window would
-    learn its text's label whether or not it holds what decides it."""
+    Windows of long texts (--long_inputs=chunks) each carry their text's
+    label, and every text counts once:
+    - --chunk_pooling=mean: each window's loss weighs 1 / its text's
+      windows. The loss is convex in the logits, so this bounds from above
+      the loss of the mean of the windows' logits, what evaluation
+      combines; and the window that holds the deciding words is pushed to
+      decide alone, at the scale of one window's logits.
+    - max: a text's windows are consecutive in the batch
+      (input_pipeline.shuffled_texts) and the loss is that of their
+      maximum logits, as evaluation combines them (a window without the
+      deciding words is not pushed to the label). A text cut by the
+      batch's edge weighs the share of its windows on each side."""
 
     def compute(features, logits):
         labels = features[input_pipeline.LABEL_IDS]
         weights = None
         if input_pipeline.EXAMPLE_INDEX in features:
-            pooling = (
-                "mean" if long_inputs is None else long_inputs.chunk_pooling
-            )
-            logits, labels, weights = _combine_windows(
-                features, logits, pooling
-            )
+            if _trains_on_texts(long_inputs):
+                logits, labels, weights = _max_of_windows(features, logits)
+            else:
+                weights = 1.0 / tf.cast(
+                    features[input_pipeline.NUM_WINDOWS], logits.dtype
+                )
         losses = kind.example_loss(logits, labels)
         correct = kind.correct(logits, labels)
         if weights is None:
@@ -331,28 +342,35 @@ def loss_fn(kind, long_inputs=None):
         if correct is not None:
             if correct.shape.rank > 1:  # Multi-label: per decision.
                 correct = tf.reduce_mean(correct, axis=-1)
-            texts = tf.cast(weights > 0, correct.dtype)
-            results["accuracy"] = tf.reduce_sum(
-                texts * correct
-            ) / tf.reduce_sum(texts)
+            rows = tf.cast(weights > 0, correct.dtype)
+            results["accuracy"] = tf.reduce_sum(rows * correct) / tf.reduce_sum(
+                rows
+            )
         return results
 
     return compute
 
 
-def _combine_windows(features, logits, pooling):
-    """A batch's windows -> one row per run of windows of one text: (the
-    combined logits, the text's label, the share of the text's windows
-    in the run), each [B, ...] with rows past the runs weighing 0 (static
+def _trains_on_texts(long_inputs):
+    """Whether training batches whole texts and takes the loss of their
+    windows' maximum (--long_inputs=chunks --chunk_pooling=max)."""
+    return (
+        long_inputs is not None
+        and long_inputs.windowed
+        and long_inputs.chunk_pooling == "max"
+    )
+
+
+def _max_of_windows(features, logits):
+    """A batch's windows -> one row per run of windows of one text: (their
+    maximum logits, the text's label, the share of the text's windows in
+    the run), each [B, ...] with the rows past the runs weighing 0 (static
     shapes, as XLA wants)."""
     index = features[input_pipeline.EXAMPLE_INDEX]
     rows = tf.shape(index)[0]
     new = tf.concat([[True], tf.not_equal(index[1:], index[:-1])], 0)
     runs = tf.cumsum(tf.cast(new, tf.int32)) - 1
-    if pooling == "max":
-        combined = tf.math.unsorted_segment_max(logits, runs, rows)
-    else:
-        combined = tf.math.unsorted_segment_mean(logits, runs, rows)
+    combined = tf.math.unsorted_segment_max(logits, runs, rows)
     size = tf.math.unsorted_segment_sum(tf.ones_like(runs), runs, rows)
     used = size > 0
     # Rows past the runs: 0 (an empty maximum is the lowest float).
@@ -440,16 +458,17 @@ def train(task, trainer, train_examples):
     """Writes train.tf_record and fine-tunes with `trainer` (made for the
     steps of `train_examples`); returns it."""
     s = task.settings
-    train_file, _ = task.write_records(train_examples, "train.tf_record")
+    train_file, records = task.write_records(train_examples, "train.tf_record")
     logging.info(
         "***** Running training: %d examples, batch size %d, %d steps *****",
         len(train_examples),
         s.train_batch_size,
         trainer.config.num_train_steps,
     )
+    windows = -(-records // max(len(train_examples), 1))
 
     def dataset_fn(start_step):
-        d = task.training_batches(train_file, s.train_batch_size)
+        d = task.training_batches(train_file, s.train_batch_size, windows)
         return d.skip(start_step)
 
     def make_evaluate(model):
