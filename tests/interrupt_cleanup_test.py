@@ -80,8 +80,15 @@ MODES = pytest.mark.parametrize(
 
 @MODES
 def test_create_pretraining_data_sigterm_leaves_nothing(tmp_path, mode, watch):
-    child = _start_generator(tmp_path, mode)
-    stderr = _signal_when(child, str(tmp_path / watch), signal.SIGTERM)
+    for _ in range(3):
+        child = _start_generator(tmp_path, mode)
+        stderr = _signal_when(child, str(tmp_path / watch), signal.SIGTERM)
+        if child.returncode != 0:
+            break
+        # On a loaded machine the signal can land after the work is done
+        # (the run then rightly exits 0 with its output): once more.
+        for name in os.listdir(tmp_path / "out"):
+            os.remove(tmp_path / "out" / name)
     assert child.returncode == common.EXIT_INTERRUPTED, stderr[-3000:]
     assert "SIGTERM: stopped" in stderr
     assert "Traceback" not in stderr, stderr[-3000:]
