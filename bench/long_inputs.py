@@ -21,8 +21,10 @@ accuracy: a generated task. Each document is --doc_words words of the
 corpus with "excellent" or "terrible" (its label, positive / negative) put
 among its last 20 words. run_classifier.py fine-tunes MiniLM on
 --train_docs documents and evaluates on --dev_docs, with --long_inputs
-truncate, head_tail (head 64 pieces) and chunks (mean of the windows'
-logits), max_seq_length 128, batch 32, learning rate 5e-5: --epochs
+truncate, head_tail (head 64 pieces) and chunks (--chunk_pooling: the
+mean or the maximum of the windows' logits, each trained as
+modeling/tasks/classifier.loss_fn says), --max_seq_length (default 128),
+batch 32, learning rate 5e-5: --epochs
 with chunks (every window of every document), --row_epochs with one row
 per document (about the same number of steps). Truncate never sees the
 label word. Each run also exports; `serving_accuracy` is the dev accuracy
