@@ -26,8 +26,8 @@ flags.DEFINE_string(
     None,
     "Where to write the SavedModels: with --export_type=both, the folders "
     "<export_path>/encoder and <export_path>/preprocessing; else the one "
-    "SavedModel. An existing export there is replaced once the new one is "
-    "complete.",
+    "SavedModel. An earlier export there is replaced once the new one is "
+    "complete; a folder holding anything else is refused.",
 )
 flags.DEFINE_enum(
     "export_type",

@@ -43,9 +43,16 @@ flags.DEFINE_string(
     "output_file", None, "Where to write the predictions (JSON Lines)."
 )
 flags.DEFINE_string(
-    "text_a_column", None, "The text column (default as run_classifier.py)."
+    "text_a_column",
+    None,
+    "The text column (default: the one the export was trained on, else as "
+    "run_classifier.py).",
 )
-flags.DEFINE_string("text_b_column", None, "A pair model's second text column.")
+flags.DEFINE_string(
+    "text_b_column",
+    None,
+    "A pair model's second text column (default: the one it was trained on).",
+)
 flags.DEFINE_string("id_column", None, "The id column (default: id, idx, ...).")
 flags.DEFINE_integer("batch_size", 32, "Rows per batch.")
 flags.DEFINE_integer(

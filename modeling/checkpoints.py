@@ -6,10 +6,13 @@ translation table. The table of names is the model itself; the test
 `checkpoints_test.py` asserts that BertPretrainer's (name, shape) set equals
 the original's.
 
-Only weights are read (`tf.train.load_checkpoint`); `.meta` graphs are never
-imported. Writes use the V2 bundle format (`<prefix>.index`,
-`<prefix>.data-00000-of-00001`) with arbitrary names, as tf.compat.v1 Saver
-writes them, so the original scripts read our checkpoints and we read theirs.
+Only weights are read; `.meta` graphs are never imported. Reads and writes
+use the V2 bundle format (`<prefix>.index`, `<prefix>.data-00000-of-00001`)
+with arbitrary names, as tf.compat.v1 Saver writes them, so the original
+scripts read our checkpoints and we read theirs. The format is read and
+written by modeling/tensor_bundle.py, and the `checkpoint` state file parsed
+here: this module imports neither TensorFlow nor Keras, so checkpoints load
+and save under the JAX backend on machines without TensorFlow.
 """
 
 import dataclasses
@@ -17,10 +20,10 @@ import os
 import re
 
 import numpy as np
-import tensorflow as tf
 from absl import logging
 
 from modeling import errors
+from modeling import tensor_bundle
 from modeling.data import file_io
 
 CHECKPOINT_STATE_FILE = "checkpoint"
@@ -130,14 +133,12 @@ def resolve_checkpoint(path):
             was looked for.
     """
     path = os.fspath(path)
-    if tf.io.gfile.isdir(path):
-        state = tf.train.get_checkpoint_state(path)
+    if file_io.is_dir(path):
+        state = read_state(path)
         if state and state.model_checkpoint_path:
             prefix = state.model_checkpoint_path
-            if not os.path.isabs(prefix) and "://" not in prefix:
-                prefix = os.path.join(path, prefix)
             moved = os.path.join(path, os.path.basename(prefix))
-            if not tf.io.gfile.exists(prefix + ".index"):
+            if not file_io.exists(prefix + ".index"):
                 # Old TF1 Savers wrote absolute paths; the folder may have
                 # moved since.
                 prefix = moved
@@ -147,13 +148,13 @@ def resolve_checkpoint(path):
         prefix = path
         for suffix in (".index", ".meta", ".data-00000-of-00001"):
             prefix = prefix.removesuffix(suffix)
-    if not tf.io.gfile.exists(prefix + ".index"):
+    if not file_io.exists(prefix + ".index"):
         raise FileNotFoundError(
             f"No checkpoint at {path}: {prefix}.index does not exist (give a "
             "checkpoint prefix such as .../bert_model.ckpt or a directory "
             "holding one)"
         )
-    if not tf.io.gfile.glob(prefix + ".data-*-of-*"):
+    if not file_io.glob_files(prefix + ".data-*-of-*"):
         raise FileNotFoundError(
             f"Checkpoint {prefix} has an index but no data file "
             f"({prefix}.data-00000-of-00001)"
@@ -200,21 +201,21 @@ def checkpoint_files(path, bert_config_file=None):
     prefix = resolve_checkpoint(path)
     folder = os.path.dirname(prefix) or "."
     config_file = bert_config_file or os.path.join(folder, CONFIG_FILE)
-    if not tf.io.gfile.exists(config_file):
+    if not file_io.exists(config_file):
         raise FileNotFoundError(
             f"No {CONFIG_FILE} for checkpoint {prefix}: {config_file} does "
             "not exist (pass bert_config_file=... to name the config)"
         )
     vocab_file = os.path.join(folder, VOCAB_FILE)
-    if not tf.io.gfile.exists(vocab_file):
+    if not file_io.exists(vocab_file):
         vocab_file = None
     return CheckpointFiles(prefix, os.fspath(config_file), vocab_file)
 
 
 def _reader(prefix):
     try:
-        return tf.train.load_checkpoint(prefix)
-    except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as e:
+        return tensor_bundle.read(prefix)
+    except ValueError as e:
         raise ValueError(
             f"Checkpoint {prefix} is unreadable (truncated or corrupt "
             f"index?): {_first_line(e)}"
@@ -228,7 +229,7 @@ def _first_line(error):
 def _get_tensor(reader, prefix, name):
     try:
         return reader.get_tensor(name)
-    except (tf.errors.OpError, ValueError, IndexError, RuntimeError) as e:
+    except ValueError as e:
         raise ValueError(
             f"Checkpoint {prefix} is unreadable: reading {name!r} failed "
             f"(truncated or corrupt data file?): {_first_line(e)}"
@@ -325,6 +326,24 @@ def _check_names_and_shapes(variables, shapes, prefix, ignore_missing):
     return to_restore, missing
 
 
+def check_weights(model_or_variables, path, ignore_missing=()):
+    """What `load_weights` checks (the checkpoint is there and readable, its
+    names and shapes fit the model), reading the index only and assigning
+    nothing: what a run calls before it writes anything.
+
+    Raises:
+        FileNotFoundError, ValueError: as load_weights.
+    """
+    prefix = resolve_checkpoint(path)
+    shapes = {
+        n: tuple(s)
+        for n, s in _reader(prefix).get_variable_to_shape_map().items()
+    }
+    _check_names_and_shapes(
+        _variables_of(model_or_variables), shapes, prefix, tuple(ignore_missing)
+    )
+
+
 def load_weights(model_or_variables, path, ignore_missing=()):
     """Assigns a model's variables from an original-format checkpoint.
 
@@ -395,13 +414,93 @@ def load_weights(model_or_variables, path, ignore_missing=()):
     return report
 
 
-def _to_tensor(value):
-    # keras.Variable and tf.Variable (mirrored too) convert to their value.
-    return tf.convert_to_tensor(value)
-
-
 def _quote(text):
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclasses.dataclass
+class CheckpointState:
+    """A folder's `checkpoint` state file: tf.train.CheckpointState's two
+    fields that matter (the timestamps TF2 adds are ignored). Relative paths
+    are joined to the folder, as tf.train.get_checkpoint_state does.
+
+    Attributes:
+        model_checkpoint_path: str, the newest checkpoint's prefix ("" when
+            the file names none).
+        all_model_checkpoint_paths: list of str, oldest first.
+    """
+
+    model_checkpoint_path: str
+    all_model_checkpoint_paths: list
+
+
+# One `field: value` of the text proto: a double-quoted string with C
+# escapes, or a bare token (a number).
+_STATE_FIELD = re.compile(r'\s*(\w+)\s*:\s*("(?:[^"\\\n]|\\.)*"|[^\s"]+)\s*')
+_STATE_ESCAPE = re.compile(rb"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|.)", re.DOTALL)
+_STATE_ESCAPES = {b"n": b"\n", b"t": b"\t", b"r": b"\r"}
+
+
+def _unquote(token):
+    def one(match):
+        code = match.group(1)
+        if code[:1] == b"x":
+            return bytes([int(code[1:], 16)])
+        if code[:1].isdigit():
+            return bytes([int(code, 8) & 0xFF])
+        return _STATE_ESCAPES.get(code, code)
+
+    # Text format escapes bytes (a UTF-8 name's as octal): unescape, decode.
+    raw = _STATE_ESCAPE.sub(one, token[1:-1].encode("utf-8"))
+    return raw.decode("utf-8")
+
+
+def read_state(directory):
+    """Parses the `checkpoint` state file of `directory` (a text proto, as
+    tf.train.get_checkpoint_state reads it).
+
+    Returns:
+        CheckpointState, or None when the folder has no state file or it
+        cannot be parsed (logged; the caller looks for checkpoints on disk).
+    """
+    directory = os.fspath(directory)
+    path = os.path.join(directory, CHECKPOINT_STATE_FILE)
+    if not file_io.exists(path):
+        return None
+    try:
+        text = file_io.read_text(path)
+    except ValueError as e:
+        logging.warning("%s: checkpoint state ignored", e)
+        return None
+    fields, pos = [], 0
+    while pos < len(text):
+        match = _STATE_FIELD.match(text, pos)
+        if match is None:
+            if text[pos:].strip():
+                logging.warning(
+                    "%s: not a checkpoint state file at character %d; ignored",
+                    path,
+                    pos,
+                )
+                return None
+            break
+        fields.append(match.groups())
+        pos = match.end()
+
+    def value(token):
+        prefix = _unquote(token) if token.startswith('"') else token
+        if prefix and not os.path.isabs(prefix):
+            if not file_io.is_remote(prefix):
+                prefix = os.path.join(directory, prefix)
+        return prefix
+
+    newest = [value(v) for k, v in fields if k == "model_checkpoint_path"]
+    return CheckpointState(
+        model_checkpoint_path=newest[-1] if newest else "",
+        all_model_checkpoint_paths=[
+            value(v) for k, v in fields if k == "all_model_checkpoint_paths"
+        ],
+    )
 
 
 def _write_state(directory, newest, all_paths):
@@ -415,22 +514,24 @@ def _write_state(directory, newest, all_paths):
 
 def _delete_checkpoint_files(prefix):
     for suffix in (".index", ".meta", ".data-?????-of-?????"):
-        for filename in tf.io.gfile.glob(prefix + suffix):
-            tf.io.gfile.remove(filename)
+        for filename in file_io.glob_files(prefix + suffix):
+            file_io.remove_if_exists(filename)
 
 
 def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
     """Writes an original-format checkpoint atomically.
 
-    The tensors are saved under a temporary prefix in the same folder, the
-    data and then the index files are renamed into place, and only then is
-    the `checkpoint` state file (relative paths) rewritten, atomically. So
-    a reader never sees a half-written checkpoint as the newest.
+    The data and then the index file are each written under a temporary
+    name in the same folder and renamed into place (tensor_bundle.write),
+    and only then is the `checkpoint` state file (relative paths)
+    rewritten, atomically. So a reader never sees a half-written checkpoint
+    as the newest.
 
     Args:
         prefix: str, e.g. ".../model.ckpt-1000" (used as given; the step is
             not appended).
-        arrays: dict {original name: np.ndarray, tf.Tensor or variable};
+        arrays: dict {original name: np.ndarray, or a keras / tf variable, a
+            tf.Tensor or a jax array, converted one at a time as written};
             e.g. `{variable_name(v): v for v in model.weights}` plus the
             optimizer's `<name>/adam_m`, `<name>/adam_v`.
         global_step: int or None; stored as the int64 scalar `global_step`.
@@ -439,32 +540,24 @@ def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
 
     Returns:
         str, the prefix written.
+
+    Raises:
+        errors.UserError: the disk is full (nothing partial was left).
     """
     prefix = os.fspath(prefix)
     directory = os.path.dirname(prefix) or "."
-    tf.io.gfile.makedirs(directory)
-    tensors = {name: _to_tensor(value) for name, value in arrays.items()}
+    file_io.make_dirs(directory)
+    tensors = dict(arrays)
     if global_step is not None:
         if GLOBAL_STEP in tensors:
             raise ValueError("global_step given both in arrays and as argument")
-        tensors[GLOBAL_STEP] = tf.constant(int(global_step), tf.int64)
-    names = sorted(tensors)
-    tmp_prefix = file_io.temp_name(prefix)
+        tensors[GLOBAL_STEP] = np.int64(global_step)
     try:
-        tf.raw_ops.SaveV2(
-            prefix=tmp_prefix,
-            tensor_names=names,
-            shape_and_slices=[""] * len(names),
-            tensors=[tensors[n] for n in names],
-        )
-        # Data first, index last: the index marks a checkpoint present.
-        for data_file in tf.io.gfile.glob(tmp_prefix + ".data-?????-of-?????"):
-            file_io.publish(data_file, prefix + data_file[len(tmp_prefix) :])
-        file_io.publish(tmp_prefix + ".index", prefix + ".index")
-    except BaseException as e:
-        for leftover in tf.io.gfile.glob(tmp_prefix + ".*"):
-            file_io.remove_if_exists(leftover)
-        if isinstance(e, tf.errors.ResourceExhaustedError):
+        tensor_bundle.write(prefix, tensors)
+    except Exception as e:
+        # The writer removed its temporary files; a remote (tf.io.gfile)
+        # write reports a full disk as an OpError with the C library's text.
+        if errors.disk_full(e) is not None:
             raise errors.UserError(
                 f"No space left on the device of {directory} to write the "
                 f"checkpoint {prefix} (nothing partial was left): free some "
@@ -478,7 +571,7 @@ def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
 def _update_state(directory, prefix, keep_max):
     """Appends `prefix` to the state file, pruning beyond `keep_max`."""
     name = os.path.basename(prefix)
-    state = tf.train.get_checkpoint_state(directory)
+    state = read_state(directory)
     previous = list(state.all_model_checkpoint_paths) if state else []
     previous = [os.path.basename(p) for p in previous if p]
     all_paths = [p for p in previous if p != name] + [name]

@@ -188,6 +188,7 @@ def _new_files_removed_on_error(out_dir):
     """Creates out_dir if needed; if the block fails (a full disk), removes
     the files it added (and out_dir if it made it): no half-built model
     folder is left behind."""
+    file_io.check_folder_path(out_dir, f"The output folder {out_dir}")
     existed = os.path.isdir(out_dir)
     before = set(os.listdir(out_dir)) if existed else set()
     os.makedirs(out_dir, exist_ok=True)
@@ -363,7 +364,7 @@ def main(argv=None):
             written = hf_to_original(args.from_hf, args.output_dir)
         else:
             written = original_to_hf(args.to_hf, args.output_dir)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, NotADirectoryError) as e:
         # A mistake in the inputs (the scripts' rule: one line, status 1).
         print(f"error: {e}", file=sys.stderr)
         sys.exit(1)

@@ -31,6 +31,7 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import errors
 from modeling import heads
+from modeling.export import folders
 
 # The convention's input names, and the feature (TFRecord) names they take.
 INPUT_WORD_IDS = "input_word_ids"
@@ -54,8 +55,8 @@ DO_LOWER_CASE = "do_lower_case"
 # Not part of the convention: the exports of this repository also carry the
 # BertConfig they were made from (assets.extra/bert_config.json), which lets
 # a user check a sequence length against max_position_embeddings.
-CONFIG_FILE = "bert_config.json"
-EXTRA_ASSETS = "assets.extra"
+CONFIG_FILE = folders.HUB_CONFIG_FILE
+EXTRA_ASSETS = folders.EXTRA_ASSETS
 
 # run_classifier_with_tfhub.py initializes its head with stddev 0.02 (the
 # encoder's initializer_range is not part of the convention).

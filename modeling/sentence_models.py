@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 
+from modeling.data import file_io
 from modeling.data import long_inputs as long_inputs_lib
 
 DEFAULT_MAX_SEQ_LENGTH = 128
@@ -57,9 +58,40 @@ class ModelSource:
         return described
 
 
-def _json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+def read_json(path):
+    """A model folder's JSON file (also run_embeddings' own).
+
+    Raises:
+      FileNotFoundError: naming the file.
+      ValueError: naming the file and line: not UTF-8, not JSON.
+    """
+    text = file_io.read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(
+            f"{path} line {e.lineno}: not valid JSON: {e.msg}"
+        ) from None
+
+
+def _module_path(folder, module):
+    """The folder of one modules.json entry, inside the model folder.
+
+    Raises:
+      ValueError: a path that is not a string, is absolute or leaves the
+        model folder (`../x`): a model folder must be self-contained.
+    """
+    path = module.get("path", "")
+    where = f"{folder}/modules.json"
+    if not isinstance(path, str):
+        raise ValueError(f"{where}: module path {path!r} is not a string")
+    inside = os.path.normpath(path)
+    if os.path.isabs(path) or inside.split(os.sep)[0] == os.pardir:
+        raise ValueError(
+            f"{where}: module path {path!r} leaves the model folder; a "
+            "model folder must be self-contained"
+        )
+    return os.path.join(folder, path)
 
 
 def _sentence_transformers_folder(folder):
@@ -68,14 +100,23 @@ def _sentence_transformers_folder(folder):
 
     Raises:
       ValueError: a module this reader does not compute (Dense, ...), a
-        pooling mode other than one of mean / cls / max.
+        pooling mode other than one of mean / cls / max; a modules.json
+        that is not JSON, not a list of objects, or names a folder outside
+        this one.
     """
-    modules = _json(os.path.join(folder, "modules.json"))
+    modules = read_json(os.path.join(folder, "modules.json"))
+    if not isinstance(modules, list) or not all(
+        isinstance(m, dict) for m in modules
+    ):
+        raise ValueError(
+            f"{folder}/modules.json: not a list of module objects (each with "
+            '"type" and "path")'
+        )
     transformer = pooling = None
     normalize = False
     for module in modules:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
-        path = os.path.join(folder, module.get("path", ""))
+        path = _module_path(folder, module)
         if kind == "Transformer" and transformer is None:
             transformer = path
         elif kind == "Pooling" and pooling is None:
@@ -95,12 +136,12 @@ def _sentence_transformers_folder(folder):
     max_seq_length = None
     config_path = os.path.join(transformer, "sentence_bert_config.json")
     if os.path.exists(config_path):
-        max_seq_length = _json(config_path).get("max_seq_length")
+        max_seq_length = read_json(config_path).get("max_seq_length")
     return transformer, pooling, normalize, max_seq_length
 
 
 def _pooling_mode(path):
-    config = _json(path)
+    config = read_json(path)
     modes = [
         mode
         for mode, key in (
@@ -135,7 +176,7 @@ def _tokenizer_lower_case(folder):
     BertTokenizer lower-cases by default)."""
     path = os.path.join(folder, "tokenizer_config.json")
     if os.path.exists(path):
-        return bool(_json(path).get("do_lower_case", True))
+        return bool(read_json(path).get("do_lower_case", True))
     return True
 
 
@@ -183,7 +224,7 @@ def read_model(
         )
         lower = True
     else:
-        model_type = _json(os.path.join(folder, convert.HF_CONFIG)).get(
+        model_type = read_json(os.path.join(folder, convert.HF_CONFIG)).get(
             "model_type", "bert"
         )
         if model_type != "bert":

@@ -44,6 +44,7 @@ from modeling import text_classifier
 from modeling.data import classifier_data
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
+from modeling.text import tokenization
 from modeling.training import optimization
 
 DEFAULT_BATCH_SIZE = 32
@@ -392,6 +393,6 @@ def _training_texts(x, y):
         )
     for side, side_texts in zip(sides, texts, strict=True):
         for i, text in enumerate(side_texts):
-            if not isinstance(text, str) or not text.strip():
+            if not isinstance(text, str) or tokenization.is_empty_text(text):
                 raise ValueError(f"{side} text {i} is empty")
     return sides, texts, scores

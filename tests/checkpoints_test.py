@@ -1,14 +1,17 @@
 """Tests of modeling.checkpoints against the original release's checkpoints."""
 
+import errno
 import os
 import shutil
 
 import numpy as np
 import pytest
+import script_runner
 import tensorflow as tf
 
 from modeling import checkpoints
 from modeling import config as config_lib
+from modeling import errors
 from modeling import models
 
 
@@ -203,3 +206,59 @@ def test_a_failed_write_leaves_no_temporary_files(tmp_path, monkeypatch):
             str(tmp_path / "model.ckpt-1"), {"a": np.zeros(2, np.float32)}
         )
     assert os.listdir(tmp_path) == []
+
+
+def test_state_file_is_read_as_tensorflow_reads_it(tmp_path):
+    tf_written = tmp_path / "tf"
+    tf_written.mkdir()
+    name = 'model "q" \\ é.ckpt-2'
+    tf.compat.v1.train.update_checkpoint_state(
+        str(tf_written),
+        name,
+        all_model_checkpoint_paths=["/abs/model.ckpt-1", name],
+        all_model_checkpoint_timestamps=[1.5, 2.25],
+        last_preserved_timestamp=1.0,
+    )
+    # A C++ Saver's escapes: octal bytes of UTF-8, \" and \\.
+    escaped = tmp_path / "escaped"
+    escaped.mkdir()
+    (escaped / "checkpoint").write_text(
+        'model_checkpoint_path: "m\\303\\251 \\"x\\"\\\\.ckpt"\n'
+        'all_model_checkpoint_paths: "m\\303\\251 \\"x\\"\\\\.ckpt"\n'
+    )
+    for folder in (tf_written, escaped):
+        ours = checkpoints.read_state(folder)
+        theirs = tf.train.get_checkpoint_state(str(folder))
+        assert ours.model_checkpoint_path == theirs.model_checkpoint_path
+        assert ours.all_model_checkpoint_paths == list(
+            theirs.all_model_checkpoint_paths
+        )
+    assert checkpoints.read_state(escaped).model_checkpoint_path == str(
+        escaped / 'mé "x"\\.ckpt'
+    )
+    (escaped / "checkpoint").write_text("not a state file\n")
+    assert checkpoints.read_state(escaped) is None
+    assert tf.train.get_checkpoint_state(str(escaped)) is None
+    assert checkpoints.read_state(tmp_path / "nothing") is None
+
+
+def test_a_full_disk_is_one_user_error(tmp_path, monkeypatch):
+    checkpoints.write_checkpoint(
+        str(tmp_path / "model.ckpt-1"), {"a": np.zeros(2, np.float32)}
+    )
+    before = script_runner.folder_digests(tmp_path)
+
+    def full(temp, final):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(checkpoints.file_io, "publish", full)
+    with pytest.raises(errors.UserError) as info:
+        checkpoints.write_checkpoint(
+            str(tmp_path / "model.ckpt-2"), {"a": np.ones(2, np.float32)}
+        )
+    assert str(info.value) == (
+        f"No space left on the device of {tmp_path} to write the checkpoint "
+        f"{tmp_path}/model.ckpt-2 (nothing partial was left): free some "
+        "space and re-run"
+    )
+    assert script_runner.folder_digests(tmp_path) == before

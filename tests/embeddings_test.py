@@ -71,6 +71,7 @@ def test_vectors_equal_sentence_transformers(minilm_dir, texts, tmp_path):
         "max_seq_length": 256,
         "do_lower_case": True,
         "hidden_act": "gelu_exact",
+        "init_checkpoint": str(minilm_dir),
     }
 
 
@@ -307,6 +308,14 @@ def test_bad_inputs_name_the_file_and_line(tmp_path):
             )
         )
     assert not (tmp_path / "out" / embeddings.EMBEDDINGS_FILE).exists()
+    # Only what the tokenizer's clean step deletes: as empty.
+    control = _write_lines(tmp_path / "control.txt", ["\x00\x01", "a"])
+    with pytest.raises(ValueError, match=r"control\.txt:1: empty text"):
+        embeddings.run(
+            _settings(
+                tmp_path, folder, do_predict=True, predict_file=str(control)
+            )
+        )
     table = tmp_path / "rows.csv"
     table.write_text("id,body\n1,the cat\n")
     with pytest.raises(ValueError, match=r"rows\.csv.*text"):
@@ -362,6 +371,8 @@ def test_script_error_is_one_line(tmp_path):
     errors = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
     assert errors == [f"error: {blank}:2: empty text"], proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+    # Checked before anything was written: the new folder is gone.
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow  # 14 s: MiniLM converted; lite_test covers the path.
@@ -631,6 +642,8 @@ def test_keras_fit_bad_input(tmp_path):
     model = BertTextEmbedder.from_checkpoint(folder, sequence_length=16)
     with pytest.raises(ValueError, match="positive text 1 is empty"):
         model.fit((["a b", "c d"], ["a", " "]), batch_size=1)
+    with pytest.raises(ValueError, match="positive text 1 is empty"):
+        model.fit((["a b", "c d"], ["a", "\x00\u200b"]), batch_size=1)
     with pytest.raises(ValueError, match="differ in length"):
         model.fit((["a b", "c d"], ["a"]), batch_size=1)
     with pytest.raises(ValueError, match="fewer than one batch"):
@@ -662,3 +675,225 @@ def test_long_inputs_keep_the_vectors_of_texts_that_fit(
     assert np.max(np.abs(got[fits] - want[fits])) <= 1e-5
     assert np.max(np.abs(got[long] - want[long])) > 1e-3
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+# === A trained folder keeps its model; a failed run changes no folder ===
+
+
+def _tiny_st_folder(tmp_path):
+    """The tiny model as a sentence-transformers folder, as MiniLM's reads:
+    HF "gelu" (the exact GELU), cls pooling, max_seq_length 32; the original
+    checkpoint it came from is returned too."""
+    from modeling import convert
+
+    original, _ = _tiny_model(tmp_path)
+    st = tmp_path / "st"
+    convert.original_to_hf(original, st)
+    config = json.loads((st / "config.json").read_text())
+    (st / "config.json").write_text(
+        json.dumps({**config, "hidden_act": "gelu"})
+    )
+    (st / "modules.json").write_text(
+        json.dumps(
+            [
+                {
+                    "path": "",
+                    "type": "sentence_transformers.models.Transformer",
+                },
+                {
+                    "path": "1_Pooling",
+                    "type": "sentence_transformers.models.Pooling",
+                },
+            ]
+        )
+    )
+    (st / "1_Pooling").mkdir()
+    (st / "1_Pooling" / "config.json").write_text(
+        json.dumps({"pooling_mode_cls_token": True})
+    )
+    (st / "sentence_bert_config.json").write_text('{"max_seq_length": 32}')
+    return st, original
+
+
+@pytest.fixture(scope="module")
+def trained_st(tmp_path_factory):
+    """A folder fine-tuned (2 steps) from the tiny sentence-transformers
+    folder with --pooling=max and --do_lower_case=false (both other than
+    the folder's): {"st", "original", "trained", "texts"} paths."""
+    tmp_path = tmp_path_factory.mktemp("trained_st")
+    st, original = _tiny_st_folder(tmp_path)
+    train_file = _pair_files(
+        tmp_path, "multiple_negatives", np.random.RandomState(0), 16
+    )
+    trained = tmp_path / "trained"
+    embeddings.run(
+        _settings(
+            tmp_path,
+            st,
+            output_dir=str(trained),
+            do_train=True,
+            train_file=str(train_file),
+            train_batch_size=8,
+            pooling="max",
+            do_lower_case=False,
+        )
+    )
+    return {
+        "st": st,
+        "original": original,
+        "trained": trained,
+        "texts": _write_lines(tmp_path / "texts.txt", ["the cat", "a dog"]),
+    }
+
+
+def test_a_trained_folder_is_read_as_it_was_trained(trained_st):
+    """embedding_config.json records the model the checkpoints were trained
+    from; a later run without the flags reads it (max pooling, no
+    lower-casing, the exact GELU of the sentence-transformers folder), not
+    the folder's own word (cls, lower-cased)."""
+    trained = trained_st["trained"]
+    saved = json.loads((trained / embeddings.EMBEDDING_CONFIG_FILE).read_text())
+    assert saved == {
+        "source": "sentence-transformers",
+        "pooling": "max",
+        "normalize": False,
+        "max_seq_length": 32,
+        "do_lower_case": False,
+        "hidden_act": "gelu_exact",
+        "init_checkpoint": str(trained_st["st"]),
+    }
+    source = embeddings.read_settings_model(
+        embeddings.Settings(
+            init_checkpoint=str(trained_st["st"]),
+            output_dir=str(trained),
+            export_dir="unused",
+        )
+    )
+    assert source.describe() == {
+        k: v for k, v in saved.items() if k != "init_checkpoint"
+    }
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (
+            {"init_checkpoint": "original"},
+            "--init_checkpoint={original}/bert_model.ckpt (original model, "
+            "hidden_act gelu), but {trained}/embedding_config.json says this "
+            "output_dir's checkpoints were trained from {st} "
+            "(sentence-transformers model, hidden_act gelu_exact): give that "
+            "--init_checkpoint, or another --output_dir to start over",
+        ),
+        (
+            {"pooling": "cls"},
+            "--pooling=cls, but {trained}/embedding_config.json says this "
+            "output_dir's checkpoints were trained with pooling max: leave "
+            "--pooling out, or give another --output_dir to start over",
+        ),
+        (
+            {"do_lower_case": True},
+            "--do_lower_case=True, but {trained}/embedding_config.json says "
+            "this output_dir's checkpoints were trained with do_lower_case "
+            "False: leave --do_lower_case out, or give another --output_dir "
+            "to start over",
+        ),
+    ],
+)
+def test_another_model_for_a_trained_folder_is_one_line(
+    trained_st, values, message
+):
+    """The issue's run: a folder fine-tuned from a sentence-transformers
+    folder, --init_checkpoint an original checkpoint (the tanh GELU, another
+    pooling); or a flag other than the training's. One line naming both
+    values and the file; every folder byte for byte as it was."""
+    from modeling import flags as shared_flags
+
+    names = {k: str(trained_st[k]) for k in ("st", "original", "trained")}
+    folders = [trained_st[k] for k in names]
+    before = [script_runner.folder_digests(f) for f in folders]
+    if values.get("init_checkpoint") == "original":
+        values = {"init_checkpoint": f"{names['original']}/bert_model.ckpt"}
+    settings = embeddings.Settings(
+        **{"init_checkpoint": names["st"], **values},
+        output_dir=names["trained"],
+        do_predict=True,
+        predict_file=str(trained_st["texts"]),
+    )
+    with pytest.raises(ValueError) as caught:
+        embeddings.run(settings)
+    assert str(caught.value) == message.format(**names)
+    assert shared_flags.is_user_error(caught.value)
+    assert [script_runner.folder_digests(f) for f in folders] == before
+
+
+def test_a_failed_run_changes_no_folder(trained_st, tmp_path):
+    """Inputs are checked before anything is written: a run that fails on
+    them leaves a trained folder byte for byte as it was, and a new
+    output_dir empty (the script then removes it:
+    test_script_error_is_one_line), also with --do_train."""
+    trained = trained_st["trained"]
+    before = script_runner.folder_digests(trained)
+    empty = _write_lines(tmp_path / "empty.txt", [])
+    blank = _write_lines(tmp_path / "blank.txt", ["the cat", "\x00\x01"])
+    train_file = _pair_files(
+        tmp_path, "multiple_negatives", np.random.RandomState(1), 16
+    )
+    for output_dir, predict_file, message in (
+        (trained, empty, f"{empty}: no texts"),
+        (trained, blank, f"{blank}:2: empty text"),
+        (tmp_path / "new", empty, f"{empty}: no texts"),
+    ):
+        with pytest.raises(ValueError, match=f"^{message}$"):
+            embeddings.run(
+                _settings(
+                    tmp_path,
+                    trained_st["st"],
+                    output_dir=str(output_dir),
+                    do_predict=True,
+                    predict_file=str(predict_file),
+                    do_train=output_dir != trained,
+                    train_file=str(train_file),
+                    train_batch_size=8,
+                )
+            )
+    assert script_runner.folder_digests(trained) == before
+    assert not list((tmp_path / "new").iterdir())
+
+
+@pytest.mark.parametrize(
+    "modules, message",
+    [
+        ("[{", "{st}/modules.json line 1: not valid JSON: Expecting"),
+        ('{"path": ""}', "{st}/modules.json: not a list of module objects"),
+        ("[1, 2]", "{st}/modules.json: not a list of module objects"),
+        (
+            '[{"path": "../../..", "type": "x.Transformer"}]',
+            "{st}/modules.json: module path '../../..' leaves the model "
+            "folder; a model folder must be self-contained",
+        ),
+        (
+            '[{"path": "/etc", "type": "x.Transformer"}]',
+            "{st}/modules.json: module path '/etc' leaves the model folder",
+        ),
+    ],
+)
+def test_bad_modules_json_is_one_line(trained_st, tmp_path, modules, message):
+    """sentence_models reads modules.json (run_embeddings and
+    BertTextEmbedder.from_checkpoint): not JSON, not a list of objects, or
+    a module folder outside the model folder is one line naming the file."""
+    import shutil
+
+    from modeling import flags as shared_flags
+    from modeling import sentence_models
+
+    st = tmp_path / "st"
+    shutil.copytree(trained_st["st"], st)
+    (st / "modules.json").write_text(modules)
+    before = script_runner.folder_digests(st)
+    with pytest.raises(ValueError) as caught:
+        sentence_models.read_model(str(st))
+    assert str(caught.value).startswith(message.format(st=st))
+    assert "\n" not in str(caught.value)
+    assert shared_flags.is_user_error(caught.value)
+    assert script_runner.folder_digests(st) == before

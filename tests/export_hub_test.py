@@ -397,19 +397,35 @@ def test_with_mlm_needs_a_masked_lm_head(minilm_ckpt, tmp_path):
 
 
 def test_an_export_replaces_the_old_one(tmp_path):
+    """An earlier export is replaced; a file a user put beside it is not
+    deleted: the export is refused, the folder left as it was."""
     hub_helpers.tiny_checkpoint(tmp_path)
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "stale.txt").write_text("old")
     settings = export_task.Settings(
         export_path=str(out),
         vocab_file=str(tmp_path / "vocab.txt"),
         export_type="preprocessing",
         max_seq_length=8,
     )
+    # An earlier export's record and a file of it (one real export here:
+    # user_folders_test.py replaces real exports).
+    (out / "assets.extra").mkdir(parents=True)
+    (out / "assets.extra" / "bert_hub_export.json").write_text("{}")
+    (out / "saved_model.pb").write_text("old")
     assert export_task.run(settings) == {"preprocessing": str(out)}
-    assert not (out / "stale.txt").exists()
-    assert (out / "saved_model.pb").exists()
+    assert (out / "saved_model.pb").read_bytes() != b"old"
+    assert (out / "assets.extra" / "bert_hub_export.json").read_text() == (
+        '{"export_type": "preprocessing"}\n'
+    )
+    (out / "stale.txt").write_text("old")
+    before = script_runner.folder_digests(out)
+    with pytest.raises(
+        errors.UserError,
+        match=f"--export_path={out} holds files that no export writes "
+        r"\(stale.txt\)",
+    ):
+        export_task.run(settings)
+    assert script_runner.folder_digests(out) == before
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
     # A preprocessing model is not an encoder.
     with pytest.raises(errors.UserError, match="not an encoder"):

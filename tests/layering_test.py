@@ -33,6 +33,8 @@ TF_FREE_MODULES = (
     "modeling.data.table_files",
     "modeling.data.conll",
     "modeling.tasks.common",
+    # The flag checks of the export folders (tasks/common.py).
+    "modeling.export.folders",
     "modeling.tasks.predictions",
     # The serving path without TensorFlow (modeling/tasks/lite.py) and what it
     # reads with: the predictor's batching, the task kinds' names, the
@@ -43,6 +45,10 @@ TF_FREE_MODULES = (
     "modeling.data.classifier_data",
     "modeling.data.long_inputs",
     "modeling.data.custom",
+    # Original-format checkpoints, read and written under the JAX backend on
+    # machines without TensorFlow.
+    "modeling.checkpoints",
+    "modeling.tensor_bundle",
 )
 
 

@@ -279,3 +279,170 @@ def test_lite_chooser_equals_the_saved_model(
         np.array([r["probabilities"] for r in rows]), want
     )
     assert [r["label"] for r in rows] == np.argmax(want, -1).tolist()
+
+
+# === Bad exports and inputs: one line naming the file, nothing written ===
+
+
+def _predict_lite(export, data, out):
+    return script_runner.run_without_tensorflow(
+        [
+            "predict_lite.py",
+            f"--export_dir={export}",
+            f"--input_file={data}",
+            f"--output_file={out}",
+        ]
+    )
+
+
+def _one_error_line(proc):
+    """The `error:` line of a failed script: exit 1, no traceback."""
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    errors = [x for x in proc.stderr.splitlines() if x.startswith("error: ")]
+    assert len(errors) == 1, proc.stderr[-3000:]
+    return errors[0]
+
+
+def test_a_header_only_file_is_refused_as_run_classifier_refuses_it(
+    export, tmp_path
+):
+    """run_classifier's --test_file check (CustomProcessor.check_file):
+    exit 1 naming the file; no output; the user's folders unchanged. The
+    export records the training file's text column, which is read by
+    default."""
+    info = json.loads(
+        (export / "assets.extra" / "bert_export.json").read_text()
+    )
+    assert info["text_a_column"] == "text" and "text_b_column" not in info
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "new.csv").write_text("id,text\n")
+    before = script_runner.folder_digests(tmp_path)
+    exported = script_runner.folder_digests(export)
+    out = tmp_path / "predictions.jsonl"
+    line = _one_error_line(_predict_lite(export, data / "new.csv", out))
+    assert line == f"error: {data / 'new.csv'}: no rows to predict"
+    assert script_runner.folder_digests(tmp_path) == before
+    assert script_runner.folder_digests(export) == exported
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("missing", "model.tflite does not exist: no TF Lite model"),
+        ("truncated", "model.tflite: not a TF Lite model, truncated or"),
+        ("positions", "max_seq_length 128 exceeds the model's"),
+    ],
+)
+def test_a_damaged_export_is_one_line_naming_its_file(
+    export, tmp_path, damage, message
+):
+    """model.tflite missing or cut short, or a bert_export.json whose
+    sequence length exceeds the model's position table: predict_lite.py
+    exits 1 with one line naming the file, writing nothing."""
+    import shutil
+
+    copy = tmp_path / "export"
+    shutil.copytree(export, copy)
+    model = copy / "model.tflite"
+    info_path = copy / "assets.extra" / "bert_export.json"
+    named = model
+    if damage == "missing":
+        model.unlink()
+    elif damage == "truncated":
+        model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    else:
+        info = json.loads(info_path.read_text())
+        assert info["max_position_embeddings"] == 64
+        info_path.write_text(json.dumps({**info, "max_seq_length": 128}))
+        named = info_path
+    data = tmp_path / "new.txt"
+    data.write_text("a good film\n")
+    before = script_runner.folder_digests(tmp_path)
+    out = tmp_path / "predictions.jsonl"
+    line = _one_error_line(_predict_lite(copy, data, out))
+    assert line.startswith(f"error: {named}"), line
+    assert message in line, line
+    assert script_runner.folder_digests(tmp_path) == before
+
+
+def _readme_block(marker):
+    """The commands of README.md's bash block holding `marker`: each
+    command's lines joined (backslash continuations), comments dropped."""
+    from constants import REPO_ROOT
+
+    text = (REPO_ROOT / "README.md").read_text()
+    blocks = text.split("```bash\n")[1:]
+    block = next(b.split("```")[0] for b in blocks if marker in b)
+    joined = block.replace("\\\n", " ")
+    return [
+        " ".join(line.split())
+        for line in joined.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def test_the_readmes_tf_free_command_on_its_example_data(
+    tmp_path, uncased_vocab_file
+):
+    """README.md "Serving without TensorFlow": its training command (a tiny
+    model as $BERT_BASE_DIR, /tmp/ in tmp_path) and then its predict_lite.py
+    command as written, without TensorFlow, on its example data: the export
+    records the --text_a_column it was trained with (review), which
+    predict_lite.py reads by default."""
+    import shlex
+    import shutil
+
+    from constants import TINY_CONFIG
+
+    from modeling import checkpoints
+    from modeling import config as config_lib
+    from modeling import models
+
+    commands = _readme_block("predict_lite.py --export_dir=/tmp/reviews_export")
+    train = next(c for c in commands if c.startswith("python run_classifier"))
+    serve = next(c for c in commands if c.startswith("python predict_lite"))
+    assert serve == (
+        "python predict_lite.py --export_dir=/tmp/reviews_export "
+        "--input_file=tests/testdata/own_data/reviews_new.jsonl "
+        "--output_file=/tmp/predictions.jsonl"
+    )
+    base = tmp_path / "bert"
+    base.mkdir()
+    # 128 positions: the command's default max_seq_length.
+    config = config_lib.BertConfig.from_dict(
+        {**TINY_CONFIG, "vocab_size": 30522, "max_position_embeddings": 128}
+    )
+    config.to_json_file(str(base / "bert_config.json"))
+    shutil.copy(uncased_vocab_file, base / "vocab.txt")
+    # A pre-trained checkpoint: the encoder, no classifier head.
+    weights = {
+        checkpoints.variable_name(v): v.numpy()
+        for v in models.BertClassifier(config, 2).weights
+    }
+    checkpoints.write_checkpoint(
+        str(base / "bert_model.ckpt"),
+        {k: v for k, v in weights.items() if not k.startswith("output_")},
+    )
+
+    def argv(command):
+        command = command.replace("/tmp/", f"{tmp_path}/")
+        command = command.replace("$BERT_BASE_DIR", str(base))
+        return shlex.split(command)[1:]  # Without "python".
+
+    script, *args = argv(train)
+    script_runner.run_script(script, args)
+    data = script_runner.REPO / "tests/testdata/own_data/reviews_new.jsonl"
+    before = script_runner.folder_digests(tmp_path / "reviews_export")
+    proc = script_runner.run_without_tensorflow(argv(serve))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [
+        json.loads(x)
+        for x in (tmp_path / "predictions.jsonl").read_text().splitlines()
+    ]
+    want = [json.loads(x)["id"] for x in data.read_text().splitlines()]
+    assert [r["id"] for r in rows] == want
+    labels = {"negative", "neutral", "positive"}
+    assert all(r["label"] in labels for r in rows), rows
+    assert script_runner.folder_digests(tmp_path / "reviews_export") == before

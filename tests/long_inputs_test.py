@@ -6,6 +6,7 @@ decides."""
 import csv
 import json
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from constants import TINY_VOCAB
 from modeling.data import classifier_data
 from modeling.data import glue
 from modeling.data import long_inputs
+from modeling.tasks import common
 from modeling.text import tokenization
 
 TESTDATA = pathlib.Path(__file__).parent / "testdata"
@@ -432,6 +434,121 @@ def test_chunks_learn_what_truncate_cannot_see(tmp_path):
         ["bad", "good"].index(label) for label in labels
     ]
     np.testing.assert_allclose(out["probabilities"].numpy(), want, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def head_tail_run(tmp_path_factory):
+    """(data, model, output_dir) of a tiny run trained with
+    --long_inputs=head_tail --head_tokens=4 (16 texts, 5 steps)."""
+    root = tmp_path_factory.mktemp("head_tail")
+    data = _long_task(root / "data", np.random.RandomState(1), 16)
+    model = _tiny_checkpoint(root / "model")
+    out = root / "out"
+    _run(
+        data, model, out, do_train=True, long_inputs="head_tail", head_tokens=4
+    )
+    return data, model, out
+
+
+@pytest.mark.parametrize(
+    ("flags", "given"),
+    [
+        ({"long_inputs": "chunks"}, "--long_inputs=chunks"),
+        ({"chunk_pooling": "max"}, "--chunk_pooling=max"),
+        ({"long_inputs": "head_tail", "head_tokens": 5}, "--head_tokens=5"),
+    ],
+)
+def test_a_flag_other_than_the_trained_folders_is_refused(
+    head_tail_run, flags, given
+):
+    """A predict-only run in a folder trained with head_tail: a long-input
+    flag given with another value than its long_inputs.json is one line
+    naming the flag and the file, before anything is written."""
+    import script_runner
+
+    from modeling import flags as shared_flags
+
+    data, model, out = head_tail_run
+    before = script_runner.folder_digests(out)
+    name = given[2:].split("=")[0]
+    with pytest.raises(ValueError) as e:
+        _run(data, model, out, do_predict=True, **flags)
+    message = str(e.value)
+    path = out / long_inputs.FILE
+    saved = json.loads(path.read_text())[name]
+    assert re.fullmatch(
+        f"{re.escape(given)} differs from {re.escape(str(path))} "
+        f"\\({name}: {saved}\\), which this output_dir's checkpoints were "
+        "trained with: .*",
+        message,
+    ), message
+    assert shared_flags.is_user_error(e.value)
+    assert script_runner.folder_digests(out) == before
+
+
+def test_the_trained_folders_long_inputs_by_default(head_tail_run, caplog):
+    """Flags left out: the folder's long_inputs.json, logged; flags equal
+    to it are accepted."""
+    import logging
+
+    from modeling.tasks import classifier
+
+    data, model, out = head_tail_run
+    want = long_inputs.LongInputs("head_tail", head_tokens=4)
+    for flags in ({}, {"long_inputs": "head_tail", "head_tokens": 4}):
+        settings = classifier.Settings(
+            task_name="custom",
+            data_dir=None,
+            test_file=str(data / "test.csv"),
+            bert_config_file=str(model / "bert_config.json"),
+            vocab_file=str(model / "vocab.txt"),
+            output_dir=str(out),
+            max_seq_length=16,
+            do_predict=True,
+            **flags,
+        )
+        with caplog.at_level(logging.INFO):
+            assert classifier.prepare(settings).long_inputs == want
+    assert f"Long inputs from {out / long_inputs.FILE}" in caplog.text
+
+
+def test_head_tokens_above_half_of_the_room_is_refused(tmp_path):
+    """max_seq_length 16: 14 pieces of room, a head of at most 7 (the
+    default 128 stays the documented "at most half")."""
+    import script_runner
+
+    def of(head_tokens):
+        settings = common.LongInputSettings(
+            long_inputs="head_tail", head_tokens=head_tokens
+        )
+        return long_inputs.LongInputs.of(settings, None, 16)
+
+    assert of(7).head_tokens == 7
+    assert of(None).head_tokens == long_inputs.DEFAULT_HEAD_TOKENS
+    message = (
+        "--head_tokens=8 is above half of the room: at most 7 "
+        "(max_seq_length 16 less [CLS] and [SEP], halved)"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        of(8)
+    # Through run_classifier: refused before the output folder exists.
+    data = _long_task(tmp_path / "data", np.random.RandomState(2), 4)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "bert_config.json").write_text(json.dumps(TINY_CONFIG))
+    (model / "vocab.txt").write_text("".join(t + "\n" for t in TINY_VOCAB))
+    before = script_runner.folder_digests(tmp_path)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _run(
+            data,
+            model,
+            tmp_path / "out",
+            do_train=True,
+            long_inputs="head_tail",
+            head_tokens=8,
+        )
+    assert script_runner.folder_digests(tmp_path) == before
+    assert not (tmp_path / "out").exists()
 
 
 # === The Keras classes ===

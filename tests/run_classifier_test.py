@@ -72,7 +72,7 @@ def mrpc_run(tmp_path_factory, minilm_ckpt):
         "--iterations_per_loop=2",
         "--eval_during_training",
         f"--glue_submission_dir={out / 'glue'}",
-        f"--export_dir={out / 'export'}",
+        f"--export_dir={out.with_name(out.name + '_export')}",
         "--random_seed=1",
     ]
     script_runner.run_script("run_classifier.py", args)
@@ -268,8 +268,9 @@ print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
 def test_export_serves_raw_text_like_test_results(mrpc_run):
     """The SavedModel, loaded in a fresh process that imports only TF and
     tensorflow-text, reproduces test_results.tsv from the raw test texts."""
+    export = mrpc_run.with_name(mrpc_run.name + "_export")
     info = json.loads(
-        (mrpc_run / "export" / "assets.extra" / "bert_export.json").read_text()
+        (export / "assets.extra" / "bert_export.json").read_text()
     )
     assert info["labels"] == ["0", "1"] and info["max_seq_length"] == SEQ
     examples = glue.get_processor("mrpc").get_test_examples(
@@ -281,7 +282,7 @@ def test_export_serves_raw_text_like_test_results(mrpc_run):
             sys.executable,
             "-c",
             _LOADER,
-            str(mrpc_run / "export"),
+            str(export),
             json.dumps(texts),
         ],
         check=False,

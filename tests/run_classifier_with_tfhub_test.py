@@ -91,7 +91,7 @@ def runs(minilm_ckpt, no_dropout, tmp_path_factory):
         [
             f"--bert_hub_module_handle={encoder}",
             f"--output_dir={with_hub}",
-            f"--export_dir={with_hub / 'export'}",
+            f"--export_dir={with_hub.with_name(with_hub.name + '_export')}",
             *flags,
         ],
     )
@@ -123,7 +123,7 @@ def test_same_records(runs):
 def test_serving_export(runs):
     # run_classifier's --export_dir, on the SavedModel encoder.
     _, with_hub = runs
-    export = with_hub / "export"
+    export = with_hub.with_name(with_hub.name + "_export")
     info = json.loads(
         (export / "assets.extra" / "bert_export.json").read_text()
     )

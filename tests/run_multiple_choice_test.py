@@ -111,7 +111,7 @@ def mc_run(tiny_files, tmp_path_factory):
         train_batch_size=16,
         num_train_epochs=48.0,  # 768 steps, ~15 s on one CPU core
         eval_during_training=True,
-        export_dir=str(out / "export"),
+        export_dir=str(out.with_name(out.name + "_export")),
     )
     settings.run_config.learning_rate = 5e-4
     settings.run_config.save_checkpoints_steps = 384
@@ -352,7 +352,7 @@ def test_export_serves_raw_text_like_test_results(mc_run, tiny_files):
             sys.executable,
             "-c",
             _LOADER,
-            str(out / "export"),
+            str(out.with_name(out.name + "_export")),
             json.dumps(fields),
         ],
         check=False,

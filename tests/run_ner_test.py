@@ -125,7 +125,7 @@ def ner_run(tiny_files, tmp_path_factory):
             "--learning_rate=3e-3",
             "--save_checkpoints_steps=40",
             "--eval_during_training",
-            f"--export_dir={out / 'export'}",
+            f"--export_dir={out.with_name(out.name + '_export')}",
         )
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -365,7 +365,7 @@ def test_export_tags_raw_text_like_the_prediction_file(ner_run, tiny_files):
             sys.executable,
             "-c",
             _LOADER,
-            str(ner_run / "export"),
+            str(ner_run.with_name(ner_run.name + "_export")),
             json.dumps(texts),
         ],
         check=False,

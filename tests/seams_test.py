@@ -3,7 +3,6 @@ each mistake fails in seconds with one message naming the file, line or
 field, leaves a trained folder exactly as it was, and never drops rows
 silently."""
 
-import hashlib
 import json
 import os
 import subprocess
@@ -76,18 +75,6 @@ def trained(tmp_path, config_file, uncased_vocab_file):
     return tmp_path / "out"
 
 
-def _snapshot(folder):
-    """{relative path: sha256} of every file under folder."""
-    out = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            with open(path, "rb") as f:
-                digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(path, folder)] = digest
-    return out
-
-
 def test_a_failed_run_leaves_the_trained_folder_as_it_was(
     trained, tmp_path, config_file, uncased_vocab_file
 ):
@@ -95,7 +82,7 @@ def test_a_failed_run_leaves_the_trained_folder_as_it_was(
     error names the labels, and the folder is byte-for-byte unchanged (no
     wrong labels.json that would refuse the right --labels later)."""
     (trained / custom.LABELS_FILE).unlink()
-    before = _snapshot(trained)
+    before = script_runner.folder_digests(trained)
     test = _csv(tmp_path / "test.csv", header="text,label")
     with pytest.raises(
         checkpoint_manager.ConfigMismatchError,
@@ -111,7 +98,7 @@ def test_a_failed_run_leaves_the_trained_folder_as_it_was(
                 labels="neg,pos,other",
             )
         )
-    assert _snapshot(trained) == before
+    assert script_runner.folder_digests(trained) == before
     # The right labels are then accepted.
     classifier_lib.run(
         _settings(
@@ -135,7 +122,7 @@ def test_training_again_with_other_labels_changes_nothing(
     """A training run into a trained folder with a third label: refused
     before train.tf_record or labels.json is rewritten."""
     (trained / custom.LABELS_FILE).unlink()
-    before = _snapshot(trained)
+    before = script_runner.folder_digests(trained)
     train = _csv(tmp_path / "train3.csv", ROWS + [("so so", "meh")])
     with pytest.raises(
         checkpoint_manager.ConfigMismatchError, match="trained with 2 labels"
@@ -150,7 +137,7 @@ def test_training_again_with_other_labels_changes_nothing(
                 num_train_epochs=2.0,
             )
         )
-    assert _snapshot(trained) == before
+    assert script_runner.folder_digests(trained) == before
 
 
 @pytest.mark.parametrize(
@@ -256,8 +243,10 @@ def test_a_bad_json_line_is_counted_once(tmp_path):
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("1e39", "beyond float32's range"),
-        ("-1e39", "beyond float32's range"),
+        ("1e39", "beyond \\+-9.22e\\+18, the largest whose squared error"),
+        ("-1e39", "beyond \\+-9.22e\\+18"),
+        ("3e38", "beyond \\+-9.22e\\+18"),
+        ("-1e19", "beyond \\+-9.22e\\+18"),
         ("true", "not a number"),
         ('"nan"', "not finite"),
     ],
@@ -273,6 +262,118 @@ def test_regression_targets_outside_float32_name_their_line(
     p = custom.CustomProcessor("regression", files={"train": str(path)})
     with pytest.raises(ValueError, match=f"{path} line 2: .*{message}"):
         p.get_train_examples()
+
+
+def test_a_regression_target_the_loss_cannot_square_fails_before_writing(
+    tmp_path, config_file, uncased_vocab_file
+):
+    """3e38 is a float32, but its square is not: the file, line and value
+    in one line before anything is written (not a non-finite loss in
+    training); 9e18 (below sqrt(float32 max) / 2) is a target."""
+    p = custom.CustomProcessor(
+        "regression",
+        files={"train": _csv(tmp_path / "ok.csv", [("x", "9e18")])},
+    )
+    assert [e.label for e in p.get_train_examples()] == ["9e+18"]
+    train = _csv(tmp_path / "train.csv", [("a", "0.5"), ("b", "3e38")])
+    out = tmp_path / "out"
+    out.mkdir()
+    before = script_runner.folder_digests(tmp_path)
+    with pytest.raises(ValueError) as e:
+        classifier_lib.run(
+            _settings(
+                tmp_path,
+                config_file,
+                uncased_vocab_file,
+                train_file=train,
+                task_type="regression",
+                do_train=True,
+            )
+        )
+    assert str(e.value) == (
+        f"{train} line 3: regression target '3e38' (column 'label') is "
+        "beyond +-9.22e+18, the largest whose squared error float32 holds"
+    )
+    assert script_runner.folder_digests(tmp_path) == before
+    assert not os.listdir(out)
+
+
+def _pretrained(folder, config_dict):
+    """A pre-trained checkpoint (bert_model.ckpt: the encoder, no head) of
+    a model of `config_dict`."""
+    from modeling import checkpoints
+    from modeling import config as config_lib
+    from modeling import models
+
+    folder.mkdir()
+    config = config_lib.BertConfig.from_dict(config_dict)
+    weights = {
+        checkpoints.variable_name(v): v.numpy()
+        for v in models.BertClassifier(config, 2).weights
+    }
+    prefix = str(folder / "bert_model.ckpt")
+    checkpoints.write_checkpoint(
+        prefix,
+        {k: v for k, v in weights.items() if not k.startswith("output_")},
+    )
+    return prefix
+
+
+def test_a_bad_init_checkpoint_publishes_nothing_and_binds_nothing(
+    tmp_path, config_file, uncased_vocab_file
+):
+    """--init_checkpoint missing, or of another config: one line naming the
+    flag before anything is written to output_dir. The labels.json and
+    long_inputs.json that a run without checkpoints left there bind
+    nothing: the corrected run (other labels, truncate) replaces them."""
+    from modeling import flags as shared_flags
+    from modeling.data import long_inputs
+
+    config = json.loads(config_file.read_text())
+    good = _pretrained(tmp_path / "good", config)
+    other = _pretrained(tmp_path / "other", {**config, "intermediate_size": 40})
+    out = tmp_path / "out"
+    out.mkdir()
+    custom.TaskSpec("classification", ["x", "y", "z"], "text").write(
+        str(out / custom.LABELS_FILE)
+    )
+    long_inputs.LongInputs("chunks").save(str(out))
+    train = _csv(tmp_path / "train.csv")
+    before = script_runner.folder_digests(tmp_path)
+    missing = str(tmp_path / "nowhere" / "bert_model.ckpt")
+    for init, error, message in (
+        (missing, FileNotFoundError, f"No checkpoint at {missing}: "),
+        (other, ValueError, "Shape mismatch for variable bert/encoder/"),
+    ):
+        with pytest.raises(error) as e:
+            classifier_lib.run(
+                _settings(
+                    tmp_path,
+                    config_file,
+                    uncased_vocab_file,
+                    train_file=train,
+                    do_train=True,
+                    init_checkpoint=init,
+                )
+            )
+        line = str(e.value)
+        assert line.startswith(f"--init_checkpoint={init}: {message}"), line
+        assert "\n" not in line
+        assert shared_flags.is_user_error(e.value)
+        assert script_runner.folder_digests(tmp_path) == before
+    classifier_lib.run(
+        _settings(
+            tmp_path,
+            config_file,
+            uncased_vocab_file,
+            train_file=train,
+            do_train=True,
+            init_checkpoint=good,
+        )
+    )
+    spec = custom.TaskSpec.read(str(out / custom.LABELS_FILE))
+    assert spec.labels == ["neg", "pos"]
+    assert not (out / long_inputs.FILE).exists()
 
 
 @pytest.mark.parametrize(
@@ -399,7 +500,7 @@ def test_ner_failed_runs_leave_the_trained_folder_as_it_was(
     )
     out = tmp_path / "ner_out"
     (out / conll.LABEL_LIST_FILE).unlink()
-    before = _snapshot(out)
+    before = script_runner.folder_digests(out)
     test = _conll(tmp_path / "test.txt", [["Paris"]])
     with pytest.raises(
         checkpoint_manager.ConfigMismatchError,
@@ -415,7 +516,7 @@ def test_ner_failed_runs_leave_the_trained_folder_as_it_was(
                 label_list="O,B-LOC,I-LOC,B-PER,I-PER",
             )
         )
-    assert _snapshot(out) == before
+    assert script_runner.folder_digests(out) == before
     # A typo in the eval file of a training run: before any training.
     start = time.monotonic()
     with pytest.raises(FileNotFoundError, match="typo.txt"):
@@ -433,7 +534,7 @@ def test_ner_failed_runs_leave_the_trained_folder_as_it_was(
             )
         )
     assert time.monotonic() - start < 20
-    assert _snapshot(out) == before
+    assert script_runner.folder_digests(out) == before
 
 
 def test_run_ner_leaves_no_empty_output_folder(

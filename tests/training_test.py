@@ -19,6 +19,7 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling.data import input_pipeline
 from modeling.tasks import pretraining
+from modeling.training import checkpoint_manager
 from modeling.training import trainer as trainer_lib
 
 BATCH = 8
@@ -155,6 +156,33 @@ def test_sigterm_saves_a_checkpoint_mid_loop(data, tmp_path):
         f"model.ckpt-{step}"
     )
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_sigterm_right_after_a_save_writes_it_once(data, tmp_path, monkeypatch):
+    """SIGTERM just after the scheduled checkpoint of step 2: the next
+    compiled call runs no step, and that step's checkpoint is not written a
+    second time."""
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path, num_train_steps=6)
+    saves = []
+    save = checkpoint_manager.CheckpointManager.save
+
+    def counting_save(manager, *args, **kwargs):
+        saves.append(trainer.global_step)
+        return save(manager, *args, **kwargs)
+
+    monkeypatch.setattr(
+        checkpoint_manager.CheckpointManager, "save", counting_save
+    )
+    trainer.save_callbacks.append(
+        lambda step, prefix: os.kill(os.getpid(), signal.SIGTERM)
+    )
+    start = time.time()
+    with pytest.raises(trainer_lib.TrainingInterrupted, match="step 2"):
+        trainer.train(_dataset_fn(records))
+    assert saves == [2]
+    assert time.time() - start < 120
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
 
 
 def test_nan_loss_stops_with_the_step_and_keeps_good_checkpoints(

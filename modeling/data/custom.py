@@ -41,6 +41,7 @@ from modeling import task_kinds
 from modeling.data import file_io
 from modeling.data import table_files
 from modeling.data.classifier_data import InputExample
+from modeling.text import tokenization
 
 TASK_NAME = "custom"
 TASK_TYPES = task_kinds.NAMES
@@ -68,8 +69,12 @@ AUTO = "auto"
 # seconds); larger ones only their first CHECK_ROWS rows.
 CHECK_WHOLE_BYTES = 64 << 20
 CHECK_ROWS = 1000
-# The largest float32 (a regression target beyond it overflows the loss).
-_FLOAT32_MAX = 3.4028234663852886e38
+# The largest regression target: the loss is the squared error
+# (prediction - target)^2 in float32, whose largest value is 3.4028235e38.
+# With |target| and |prediction| at most sqrt(3.4028235e38) / 2 (about
+# 9.2e18), the difference is at most sqrt(3.4028235e38) and its square
+# float32's largest: a larger target makes the loss inf at the first step.
+MAX_REGRESSION_TARGET = math.sqrt(3.4028234663852886e38) / 2
 
 
 @dataclasses.dataclass
@@ -432,10 +437,11 @@ class CustomProcessor:
                 ) from None
             if not math.isfinite(number):
                 raise _BadRow(f"regression target {value!r} is not finite")
-            if abs(number) > _FLOAT32_MAX:
+            if abs(number) > MAX_REGRESSION_TARGET:
                 raise _BadRow(
                     f"regression target {value!r} (column {column!r}) is "
-                    "beyond float32's range (+-3.4e38)"
+                    f"beyond +-{MAX_REGRESSION_TARGET:.3g}, the largest whose "
+                    "squared error float32 holds"
                 )
             return str(number)
         if self.is_multi_label:
@@ -534,7 +540,7 @@ def _text(row, column, where):
     if isinstance(value, (dict, list, bool)) or value is None:
         raise _BadRow(f"{column!r} is not a text: {value!r}")
     text = str(value)
-    if not text.strip():
+    if tokenization.is_empty_text(text):
         raise _BadRow(f"empty text in column {column!r}")
     return text
 
@@ -551,7 +557,7 @@ def find_set_file(data_dir, set_type):
     return None
 
 
-def processor_from_settings(settings):
+def processor_from_settings(settings, trained=True):
     """The CustomProcessor of run_classifier's settings, its labels resolved:
     --labels, else output_dir/labels.json (an earlier training run), else
     the training file's; the saved file also gives the task type and the
@@ -559,6 +565,12 @@ def processor_from_settings(settings):
     and no saved file) the result is to be written to output_dir/labels.json
     (`publish_spec`, once the run has checked its inputs): nothing is
     written here.
+
+    Args:
+      trained: whether output_dir holds checkpoints. Without any, its
+        labels.json (left by a run that failed before its first
+        checkpoint) describes no model: it binds nothing and a training run
+        replaces it.
 
     Raises:
       ValueError: a file missing for a mode; --labels or --task_type
@@ -582,7 +594,17 @@ def processor_from_settings(settings):
             path = candidate if file_io.exists(candidate) else path
         files[set_type] = path or find_set_file(s.data_dir, set_type)
     saved_path = os.path.join(s.output_dir, LABELS_FILE)
-    saved = TaskSpec.read(saved_path) if file_io.exists(saved_path) else None
+    saved = None
+    if file_io.exists(saved_path):
+        if trained:
+            saved = TaskSpec.read(saved_path)
+        else:
+            logging.info(
+                "%s: not used, %s holds no checkpoint (a training run "
+                "replaces it)",
+                saved_path,
+                s.output_dir,
+            )
     task_type = s.task_type or (saved.task_type if saved else "classification")
     if saved and saved.task_type != task_type:
         raise ValueError(
@@ -620,9 +642,13 @@ def processor_from_settings(settings):
     if s.do_train:
         processor.set_labels_from_training()
     if processor.labels is None and not processor.is_regression:
+        why = (
+            f"{s.output_dir} holds no checkpoint"
+            if file_io.exists(saved_path)
+            else f"{saved_path} does not exist"
+        )
         raise ValueError(
-            f"No label list: {saved_path} does not exist; train first "
-            "(--do_train) or give --labels"
+            f"No label list: {why}; train first (--do_train) or give --labels"
         )
     new_threshold = (
         saved is not None

@@ -192,6 +192,29 @@ def atomic_write(final, mode="w", encoding="utf-8"):
         raise
 
 
+def read_bytes(path, offset=0, size=None):
+    """Bytes of a local or remote file: `size` of them from `offset` (all
+    the rest when None); fewer when the file ends first, so a caller that
+    needs exactly `size` compares the length (a checkpoint's tensor read
+    at its offset in the data file, modeling/tensor_bundle.py).
+
+    Raises:
+      FileNotFoundError: naming the file.
+    """
+    path = os.fspath(path)
+    if is_remote(path):
+        gfile = _gfile()
+        if not gfile.exists(path):
+            raise FileNotFoundError(f"File not found: {path}")
+        opened = gfile.GFile(path, "rb")
+    else:
+        opened = open(path, "rb")  # noqa: SIM115 (closed below)
+    with opened as f:
+        if offset:
+            f.seek(offset)
+        return f.read(-1 if size is None else size)
+
+
 def read_text(path):
     """The UTF-8 text of a local or remote file.
 
@@ -200,17 +223,9 @@ def read_text(path):
       ValueError: `<path> line N: not UTF-8 text`.
     """
     path = os.fspath(path)
-    if is_remote(path):
-        gfile = _gfile()
-        if not gfile.exists(path):
-            raise FileNotFoundError(f"Data file not found: {path}")
-        with gfile.GFile(path, "rb") as f:
-            data = f.read()
-    else:
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"Data file not found: {path}")
-        with open(path, "rb") as f:
-            data = f.read()
+    if not exists(path):
+        raise FileNotFoundError(f"Data file not found: {path}")
+    data = read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -286,6 +301,52 @@ def remove_empty_run_dirs():
 def exists(path):
     path = os.fspath(path)
     return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def is_dir(path):
+    """Whether `path` is a folder (local, a link to one included, or
+    remote)."""
+    path = os.fspath(path)
+    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+
+
+def list_dir(path):
+    """The sorted names in the folder `path` (a remote subfolder's without
+    tf.io.gfile's trailing "/")."""
+    path = os.fspath(path)
+    if is_remote(path):
+        return sorted(name.rstrip("/") for name in _gfile().listdir(path))
+    return sorted(os.listdir(path))
+
+
+def check_folder_path(path, name):
+    """Refuses an output folder that exists as something else (a file, or
+    a link to one): before a run starts, rather than a traceback from its
+    first write.
+
+    Args:
+      name: how the message names it, e.g. "--output_dir=<path>".
+
+    Raises:
+      NotADirectoryError: "<name> is a file, not a folder".
+    """
+    if exists(path) and not is_dir(path):
+        raise NotADirectoryError(f"{name} is a file, not a folder")
+
+
+def overlap(a, b):
+    """Whether the paths `a` and `b` name the same folder or one lies
+    inside the other: local paths compared once resolved (links followed,
+    relative to the working directory), remote ones as written."""
+
+    def canonical(path):
+        path = os.fspath(path)
+        if is_remote(path):
+            return path.rstrip("/") + "/"
+        return os.path.join(os.path.realpath(path), "")
+
+    a, b = canonical(a), canonical(b)
+    return a.startswith(b) or b.startswith(a)
 
 
 def size(path):

@@ -16,6 +16,7 @@ import os
 from modeling.data.classifier_data import InputExample
 from modeling.data.classifier_data import data_file
 from modeling.data.classifier_data import read_tsv
+from modeling.text import tokenization
 
 
 class DataProcessor:
@@ -157,7 +158,7 @@ class DataProcessor:
 
 def _text(line, column, where, field):
     text = line[column]
-    if not text.strip():
+    if tokenization.is_empty_text(text):
         raise ValueError(f"{where}: empty {field} (column {column + 1})")
     return text
 

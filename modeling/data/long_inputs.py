@@ -30,6 +30,9 @@ import json
 import os
 
 import numpy as np
+from absl import logging
+
+from modeling.data import file_io
 
 TRUNCATE = "truncate"
 HEAD_TAIL = "head_tail"
@@ -81,35 +84,70 @@ class LongInputs:
             )
 
     @classmethod
-    def of(cls, settings, output_dir=None):
+    def of(cls, settings, output_dir=None, max_seq_length=None):
         """The LongInputs of a run's flags (long_inputs, head_tokens,
-        chunk_stride, chunk_pooling): without --long_inputs, those that
-        trained in `output_dir` (its FILE), else truncate; a flag left out
-        takes the default."""
-        saved = {}
-        path = output_dir and os.path.join(output_dir, FILE)
-        if settings.long_inputs is None and path and os.path.exists(path):
-            with open(path, encoding="utf-8") as f:
-                saved = json.load(f)
+        chunk_stride, chunk_pooling; None: not given).
+
+        Args:
+          output_dir: the folder whose FILE binds the run (the caller passes
+            it only where its checkpoints are the run's model): the flags
+            left out take its values (logged), a flag given must equal its
+            value. Without one, a flag left out takes the default.
+          max_seq_length: when given, a --head_tokens given above half of
+            the room is refused, and `check` runs.
+
+        Raises:
+          ValueError: one line naming the flag (and the file, or the limit).
+        """
         given = {
             "long_inputs": settings.long_inputs,
             "head_tokens": settings.head_tokens,
             "chunk_stride": settings.chunk_stride,
             "chunk_pooling": settings.chunk_pooling,
         }
-        return cls.from_json(
-            {**saved, **{k: v for k, v in given.items() if v is not None}}
-        )
+        given = {k: v for k, v in given.items() if v is not None}
+        path = output_dir and os.path.join(output_dir, FILE)
+        saved = {}
+        if path and file_io.exists(path):
+            try:
+                saved = cls.from_json(json.loads(file_io.read_text(path)))
+            except (ValueError, TypeError, AttributeError) as e:
+                raise ValueError(f"{path}: not a {FILE} ({e})") from None
+            saved = saved.to_json()
+            for name, value in given.items():
+                if value != saved[name]:
+                    raise ValueError(
+                        f"--{name}={value} differs from {path} ({name}: "
+                        f"{saved[name]}), which this output_dir's "
+                        "checkpoints were trained with: leave the flag out, "
+                        "or use another --output_dir"
+                    )
+            if not given:
+                logging.info("Long inputs from %s: %s", path, saved)
+        result = cls.from_json({**saved, **given})
+        if max_seq_length is not None:
+            half = (max_seq_length - 2) // 2
+            if "head_tokens" in given and result.head_tokens > half:
+                # _head_tail would cut it to half of the room, silently.
+                raise ValueError(
+                    f"--head_tokens={result.head_tokens} is above half of "
+                    f"the room: at most {half} (max_seq_length "
+                    f"{max_seq_length} less [CLS] and [SEP], halved)"
+                )
+            result.check(max_seq_length)
+        return result
 
     def save(self, output_dir):
         """Records the strategy in output_dir/FILE (a later predict-only run
-        and the export use it); truncate writes nothing."""
-        from modeling.data import file_io
-
-        if self.strategy != TRUNCATE:
+        and the export use it); truncate writes none (and removes one left
+        by a run that made no checkpoint: a folder without FILE was trained
+        with truncate)."""
+        path = os.path.join(output_dir, FILE)
+        if self.strategy == TRUNCATE:
+            file_io.remove_if_exists(path)
+        else:
             file_io.write_text(
-                os.path.join(output_dir, FILE),
-                json.dumps(self.to_json(), indent=2) + "\n",
+                path, json.dumps(self.to_json(), indent=2) + "\n"
             )
 
     @property

@@ -35,6 +35,7 @@ import sys
 from absl import logging
 
 from modeling.data import file_io
+from modeling.text import tokenization
 
 # Extension -> format.
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -386,13 +387,13 @@ class TextFile:
         if self.is_text:
             for number, line in enumerate(file_io.read_lines(self.path), 1):
                 text = line.rstrip("\r\n")
-                if not text.strip():
+                if tokenization.is_empty_text(text):
                     raise ValueError(f"{self.path}:{number}: empty text")
                 yield str(number), text
             return
         for line, row in self.table.rows():
             text = row.get(self.text_column)
-            if not isinstance(text, str) or not text.strip():
+            if not isinstance(text, str) or tokenization.is_empty_text(text):
                 raise ValueError(
                     f"{self.table.where(line)}: empty or missing "
                     f"{self.text_column!r}"

@@ -37,6 +37,7 @@ words, pieces]); a pair is cut as the original's `_truncate_seq_pair` does
 robin.
 """
 
+import json
 import os
 
 import keras
@@ -49,15 +50,14 @@ from modeling import errors
 from modeling import heads
 from modeling import hub
 from modeling import models
-from modeling.data import file_io
 from modeling.data import input_pipeline
+from modeling.export import folders
 from modeling.text import in_graph
 
 SERVING_DEFAULT = "serving_default"
 TRAIN = "train"
 MLM = "mlm"
-ENCODER_DIR = "encoder"
-PREPROCESSING_DIR = "preprocessing"
+ENCODER_DIR, PREPROCESSING_DIR = folders.HUB_PARTS
 EXPORT_TYPES = ("encoder", "preprocessing", "both")
 
 
@@ -340,10 +340,7 @@ def save_encoder(
     finally:
         keras.config.set_dtype_policy(previous)
     tf.saved_model.save(root, path, signatures=root.signatures())
-    extra = os.path.join(path, hub.EXTRA_ASSETS)
-    tf.io.gfile.makedirs(extra)
-    with tf.io.gfile.GFile(os.path.join(extra, hub.CONFIG_FILE), "w") as f:
-        f.write(bert_config.to_json_string())
+    folders.write_extra(path, hub.CONFIG_FILE, bert_config.to_json_string())
 
 
 def save_preprocessing(
@@ -368,7 +365,10 @@ def export(
     pad_to_longest=False,
 ):
     """Writes the SavedModels, atomically (a temporary folder beside
-    `export_path`, renamed when complete; an old export there is replaced).
+    `export_path`, renamed when complete: folders.publishing, which
+    replaces an earlier export there, never a folder holding anything
+    else). Each SavedModel is marked as this repository's export
+    (assets.extra/bert_hub_export.json).
 
     Args:
       export_path: str; with export_type "both" it gets `encoder/` and
@@ -396,8 +396,8 @@ def export(
             config_lib.check_max_seq_length(max_seq_length, bert_config)
     export_path = os.fspath(export_path).rstrip("/")
     kinds = ["encoder", "preprocessing"] if export_type == "both" else None
-    folders = {}
-    with file_io.atomic_path(export_path) as tmp:
+    written = {}
+    with folders.publishing(export_path) as tmp:
         for kind in kinds or [export_type]:
             sub = {"encoder": ENCODER_DIR, "preprocessing": PREPROCESSING_DIR}
             # "both": one subfolder each; else export_path is the SavedModel.
@@ -419,10 +419,12 @@ def export(
                     max_seq_length,
                     pad_to_longest,
                 )
-            folders[kind] = (
+            folders.write_extra(
+                folder,
+                folders.HUB_EXPORT_FILE,
+                json.dumps({"export_type": kind}) + "\n",
+            )
+            written[kind] = (
                 os.path.join(export_path, sub[kind]) if kinds else export_path
             )
-        # A folder is renamed only onto an absent one: the old export goes
-        # just before the complete new one takes its name.
-        file_io.remove_if_exists(export_path)
-    return folders
+    return written

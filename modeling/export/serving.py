@@ -25,8 +25,8 @@ import os
 import tensorflow as tf
 
 from modeling import task_kinds
-from modeling.data import file_io
 from modeling.data import input_pipeline
+from modeling.export import folders
 from modeling.text import in_graph
 from modeling.text import vocabulary
 
@@ -34,7 +34,7 @@ SERVING_DEFAULT = "serving_default"
 SERVING_FEATURES = "serving_features"
 # A classifier export's copy of its vocabulary (bert_export.json "vocab_file").
 VOCAB_FILE = "vocab.txt"
-EXPORT_INFO_FILE = "bert_export.json"
+EXPORT_INFO_FILE = folders.EXPORT_INFO_FILE
 
 
 class TextPreprocessor(tf.Module):
@@ -220,11 +220,12 @@ def export_classifier(
     max_seq_length=None,
     tflite_quantize=None,
     long_inputs=None,
+    text_columns=(None, None),
 ):
     """Writes the serving SavedModel (atomically) to `export_dir`.
 
     The SavedModel is written under a temporary name beside `export_dir`
-    (`file_io.atomic_path`) and renamed, so a reader never sees half an
+    (`folders.publishing`) and renamed, so a reader never sees half an
     export. `bert_export.json` in assets.extra records the labels (in
     output order), the task kind (with a multi-label threshold) and the
     sequence length.
@@ -232,7 +233,8 @@ def export_classifier(
     Args:
       model: the fine-tuned `BertClassifier`, float32 or mixed precision.
       preprocessor: see `ClassifierServer`.
-      export_dir: str, the output directory (replaced if it exists).
+      export_dir: str, the output directory (an earlier export there is
+        replaced; see save_export).
       kind: the task_kinds.TaskKind.
       has_text_b: bool.
       label_list: the task's labels, or None (regression).
@@ -245,6 +247,9 @@ def export_classifier(
         the run did (in the graph: in_graph.long_input_windows) and adds
         "num_windows"; recorded for modeling/tasks/lite.py, which does the
         same without TensorFlow.
+      text_columns: (text_a, text_b) column names of the files the model
+        was trained on (None: unknown or none), recorded as predict_lite.py's
+        default columns.
 
     Returns:
       export_dir.
@@ -270,6 +275,16 @@ def export_classifier(
     if server.long_inputs is not None:
         info.update(long_inputs.to_json())
         info["outputs"].append("num_windows")
+    config = getattr(model, "config", None)  # None: a hub encoder's.
+    if config is not None:
+        # The position table's length, which a server checks
+        # max_seq_length against.
+        info["max_position_embeddings"] = int(config.max_position_embeddings)
+    for name, column in zip(
+        ("text_a_column", "text_b_column"), text_columns, strict=True
+    ):
+        if column:
+            info[name] = column
     files = tokenization_files(
         info, preprocessor.vocab_file, preprocessor.do_lower_case
     )
@@ -392,7 +407,8 @@ def with_tokenization(info, vocab_file, do_lower_case, extra_files):
 def save_export(server, export_dir, signatures, info, extra_files=None):
     """Writes `server` as a SavedModel with `info` in
     assets.extra/bert_export.json, atomically: under a temporary name beside
-    `export_dir`, then renamed onto it (an old export is replaced).
+    `export_dir`, then renamed onto it (folders.publishing: it replaces an
+    earlier export, never a folder holding anything else; a link's target).
 
     Args:
       extra_files: None, or (files, tflite): files {name: bytes} written
@@ -400,7 +416,7 @@ def save_export(server, export_dir, signatures, info, extra_files=None):
         a vocabulary) and what `info` records of a TF Lite model under
         "tflite" (None: none).
     """
-    with file_io.atomic_path(export_dir.rstrip("/")) as tmp_dir:
+    with folders.publishing(export_dir) as tmp_dir:
         tf.saved_model.save(server, tmp_dir, signatures=signatures)
         if extra_files is not None:
             files, tflite_info = extra_files
@@ -409,11 +425,7 @@ def save_export(server, export_dir, signatures, info, extra_files=None):
             for name, content in files.items():
                 with tf.io.gfile.GFile(os.path.join(tmp_dir, name), "wb") as f:
                     f.write(content)
-        extra = os.path.join(tmp_dir, "assets.extra")
-        tf.io.gfile.makedirs(extra)
-        with tf.io.gfile.GFile(os.path.join(extra, EXPORT_INFO_FILE), "w") as f:
-            f.write(json.dumps(info, indent=2) + "\n")
-        # A folder is renamed only onto an absent one: the old export goes
-        # just before the complete new one takes its name.
-        file_io.remove_if_exists(export_dir)
+        folders.write_extra(
+            tmp_dir, EXPORT_INFO_FILE, json.dumps(info, indent=2) + "\n"
+        )
     return export_dir

@@ -416,13 +416,16 @@ class ShardRecordFiles:
         file_io.remove_if_exists(self.work_dir)
 
     def stale_files(self, count):
-        """Published files of this prefix whose shard count is not `count`."""
+        """Published files of this prefix whose shard count is not `count`
+        (a folder of such a name is not one: it stays)."""
         shape = re.compile(re.escape(self.prefix) + r"-\d{5,}-of-(\d{5,})")
         matches = file_io.glob_files(glob.escape(self.prefix) + "-*-of-*")
         return [
             path
             for path in matches
-            if (m := shape.fullmatch(path)) and int(m.group(1)) != count
+            if (m := shape.fullmatch(path))
+            and int(m.group(1)) != count
+            and not file_io.is_dir(path)
         ]
 
     def first_records(self, count, limit):

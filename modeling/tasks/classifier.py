@@ -29,6 +29,7 @@ from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.text import tokenization
+from modeling.training import checkpoint_manager
 
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
 HEAD_VARIABLES = models.BertClassifier.HEAD_VARIABLES
@@ -197,7 +198,9 @@ def prepare(settings):
 
     Raises:
       ValueError: no mode selected, max_seq_length too long, case mismatch
-        with the checkpoint name, unknown task, vocab larger than the model's.
+        with the checkpoint name, unknown task, vocab larger than the model's,
+        a --long_inputs flag other than the long_inputs.json of the
+        checkpoints in output_dir (LongInputs.of).
     """
     s = settings
     tokenization.validate_case_matches_checkpoint(
@@ -230,8 +233,11 @@ def prepare(settings):
         )
     if bert_config is not None:
         config_lib.check_vocab_size(s.vocab_file, bert_config)
+    # Only a folder holding checkpoints binds the run to the labels.json and
+    # long_inputs.json its training wrote.
+    trained = bool(checkpoint_manager.find_checkpoints(s.output_dir))
     if s.task_name.lower() == custom.TASK_NAME:
-        processor = custom.processor_from_settings(s)
+        processor = custom.processor_from_settings(s, trained)
     else:
         if not s.data_dir:
             raise ValueError(
@@ -248,6 +254,9 @@ def prepare(settings):
         raise ValueError(
             f"--glue_submission_dir: {s.task_name} is not a GLUE task"
         )
+    long_inputs = long_inputs_lib.LongInputs.of(
+        s, s.output_dir if trained else None, s.max_seq_length
+    )
     strategy = common.set_up(s)
     tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
     threshold = getattr(processor, "multi_label_threshold", None)
@@ -255,8 +264,6 @@ def prepare(settings):
         processor.task_type,
         None if threshold == custom.AUTO else threshold,
     )
-    long_inputs = long_inputs_lib.LongInputs.of(s, s.output_dir)
-    long_inputs.check(s.max_seq_length)
     if long_inputs.strategy != long_inputs_lib.TRUNCATE:
         logging.info("Long inputs: %s", long_inputs.to_json())
     return ClassifierTask(
@@ -522,6 +529,11 @@ def export(task, model):
         max_seq_length=s.max_seq_length,
         tflite_quantize=fine_tuning.tflite_quantize(s),
         long_inputs=task.long_inputs,
+        # A custom task's columns: predict_lite.py reads them by default.
+        text_columns=(
+            getattr(task.processor, "text_a_column", None),
+            getattr(task.processor, "text_b_column", None),
+        ),
     )
     logging.info("Exported the serving SavedModel to %s", s.export_dir)
 
@@ -550,6 +562,8 @@ def run(settings):
     trainer.check_output_dir(
         _element_spec(task, s.train_batch_size if s.do_train else None)
     )
+    if not _hub_handle(s):
+        fine_tuning.check_init_checkpoint(trainer, s, HEAD_VARIABLES)
     if trainer.is_chief and isinstance(task.processor, custom.CustomProcessor):
         custom.publish_spec(task.processor)
     if s.do_train and trainer.is_chief:

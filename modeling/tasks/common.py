@@ -44,6 +44,7 @@ import typing
 
 from modeling import errors
 from modeling.data import file_io
+from modeling.export import folders
 from modeling.training import schedule
 
 # The evaluation summary a task writes to its output folder.
@@ -114,6 +115,7 @@ class FineTuningSettings(CommonSettings):
     def __post_init__(self):
         if not self.output_dir:
             raise ValueError("output_dir is required")
+        check_output_folders(self)
         if self.run_config is None:
             # The shared training flags' defaults (a task built in Python).
             from modeling.training import trainer  # TensorFlow.
@@ -143,6 +145,42 @@ def uses_tpu(settings):
         or strategy == "tpu"
         or type(strategy).__name__.startswith("TPUStrategy")
     )
+
+
+# The folders a run writes into besides an export, by flag: an export
+# folder must lie apart from each (publishing an export replaces its folder).
+_RUN_FOLDERS = ("output_dir", "glue_submission_dir")
+
+
+def check_output_folders(settings, export_flag="export_dir"):
+    """Checks the folders a run writes, with its settings: before anything
+    is read, trained or written.
+
+    - --output_dir, if it exists, is a folder;
+    - the export folder (the `export_flag` field: --export_dir, or
+      export_hub's --export_path) is one an export may replace
+      (folders.check_replaceable: absent, empty, or an earlier export);
+    - it is apart from the run's other folders (_RUN_FOLDERS): neither the
+      same folder nor one inside the other.
+
+    Raises:
+      NotADirectoryError, errors.UserError: naming the flags and paths.
+    """
+    output_dir = getattr(settings, "output_dir", None)
+    if output_dir:
+        file_io.check_folder_path(output_dir, f"--output_dir={output_dir}")
+    export_dir = getattr(settings, export_flag, None)
+    if not export_dir:
+        return
+    for flag in _RUN_FOLDERS:
+        folder = getattr(settings, flag, None)
+        if folder and file_io.overlap(folder, export_dir):
+            raise errors.UserError(
+                f"--{export_flag}={export_dir} and --{flag}={folder} must be "
+                "separate folders, neither inside the other: an export "
+                "replaces its whole folder"
+            )
+    folders.check_replaceable(export_dir, export_flag)
 
 
 def check_predict_runtime(settings):

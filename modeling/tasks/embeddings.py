@@ -23,7 +23,11 @@ Modes:
 - --do_train: fine-tunes on pairs (`train`): anchor / positive (/ negative)
   with in-batch negatives, or sentence1 / sentence2 / score with CoSENT
   (losses.py), on the shared Trainer; later modes use the trained weights,
-  and so does a later run with the same output_dir.
+  and so does a later run with the same output_dir, with the model
+  embedding_config.json says they were trained from (another
+  --init_checkpoint, activation, --pooling or --do_lower_case is an error).
+Nothing is written to output_dir before every input file is read
+(`check_inputs`): a failed run leaves it as it was.
 - --do_predict: embeddings.npy (float32 [N, H], input order), written as
   it goes into a file published when complete; ids.txt beside it.
 - --do_search: the corpus embedded once (or --corpus_embeddings, a previous
@@ -55,14 +59,19 @@ from modeling.data import long_inputs as long_inputs_lib
 from modeling.data import table_files
 from modeling.tasks import common
 from modeling.tasks import predictions
+from modeling.text import tokenization
 
 EMBEDDINGS_FILE = "embeddings.npy"
 IDS_FILE = "ids.txt"
 CORPUS_EMBEDDINGS_FILE = "corpus_embeddings.npy"
 CORPUS_IDS_FILE = "corpus_ids.txt"
 SEARCH_RESULTS_FILE = "search_results.jsonl"
-# Written beside a folder's outputs: what the vectors were made with.
+# Written beside a folder's outputs: what the vectors were made with; in a
+# folder a run trained in, the model its checkpoints were trained from
+# (`trained_description`: later runs read it).
 EMBEDDING_CONFIG_FILE = "embedding_config.json"
+# Flags a trained folder's description decides: given, they must agree.
+_TRAINED_WITH = ("pooling", "do_lower_case")
 # Texts featurized and embedded at a time (their features in memory).
 CHUNK_ROWS = 8192
 # Corpus rows scored against the queries at a time.
@@ -110,6 +119,7 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
             )
         if any(modes) and not s.output_dir:
             raise ValueError("--output_dir is required")
+        common.check_output_folders(s)
         for flag, needed in (
             ("train_file", s.do_train),
             ("predict_file", s.do_predict),
@@ -144,20 +154,135 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
 
 def read_settings_model(settings):
     """read_model of the flags, with their --long_inputs (or those of a
-    run that trained in output_dir)."""
+    run that trained in output_dir). In a folder a run trained in, what its
+    EMBEDDING_CONFIG_FILE says replaces the model folder's word: pooling,
+    casing, normalization and max_seq_length (the last two may be given
+    otherwise for this run).
+
+    Raises:
+      ValueError: --init_checkpoint (its activation), --pooling or
+        --do_lower_case other than those output_dir's checkpoints were
+        trained with; naming both values and the file.
+    """
     s = settings
-    long_inputs = long_inputs_lib.LongInputs.of(s, s.output_dir)
+    path = description_path(s.output_dir)
+    saved = trained_description(s.output_dir) or {}
+    for flag in _TRAINED_WITH:
+        value = getattr(s, flag)
+        if value is not None and saved.get(flag, value) != value:
+            raise ValueError(
+                f"--{flag}={value}, but {path} says this output_dir's "
+                f"checkpoints were trained with {flag} {saved[flag]}: leave "
+                f"--{flag} out, or give another --output_dir to start over"
+            )
+
+    def flag_or_saved(flag):
+        value = getattr(s, flag)
+        return saved.get(flag) if value is None else value
+
     source = sentence_models.read_model(
         s.init_checkpoint,
         bert_config_file=s.bert_config_file,
         vocab_file=s.vocab_file,
-        do_lower_case=s.do_lower_case,
-        pooling=s.pooling,
-        normalize=s.normalize,
-        max_seq_length=s.max_seq_length,
+        do_lower_case=flag_or_saved("do_lower_case"),
+        pooling=flag_or_saved("pooling"),
+        normalize=flag_or_saved("normalize"),
+        max_seq_length=flag_or_saved("max_seq_length"),
     )
-    long_inputs.check(source.max_seq_length)
+    if saved:
+        _check_trained_from(s.init_checkpoint, source, saved, path)
+    long_inputs = long_inputs_lib.LongInputs.of(
+        s,
+        s.output_dir if _trained(s.output_dir) else None,
+        source.max_seq_length,
+    )
     return dataclasses.replace(source, long_inputs=long_inputs)
+
+
+def _trained(output_dir):
+    """Whether a run trained in output_dir (it holds checkpoints): only
+    then do its EMBEDDING_CONFIG_FILE and long_inputs.json bind a run."""
+    from modeling.training import checkpoint_manager  # TensorFlow.
+
+    return bool(checkpoint_manager.find_checkpoints(output_dir))
+
+
+def description_path(output_dir):
+    return output_dir and os.path.join(output_dir, EMBEDDING_CONFIG_FILE)
+
+
+def trained_description(output_dir):
+    """What EMBEDDING_CONFIG_FILE says in a folder a run trained in (it has
+    a checkpoint), else None (nothing trained there, or trained before the
+    file was kept)."""
+    path = description_path(output_dir)
+    if not (path and file_io.exists(path) and _trained(output_dir)):
+        return None
+    saved = sentence_models.read_json(path)
+    if not isinstance(saved, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return saved
+
+
+def description(source, init_checkpoint):
+    """What EMBEDDING_CONFIG_FILE records: source.describe() and where the
+    weights were read from (`_model_location`)."""
+    return {
+        **source.describe(),
+        "init_checkpoint": _model_location(source, init_checkpoint),
+    }
+
+
+def write_description(settings, source):
+    """Writes EMBEDDING_CONFIG_FILE in output_dir (atomically)."""
+    file_io.write_text(
+        description_path(settings.output_dir),
+        json.dumps(description(source, settings.init_checkpoint), indent=2)
+        + "\n",
+    )
+
+
+def _model_location(source, init_checkpoint):
+    """The folder given, or an original checkpoint's prefix (its folder and
+    the prefix name the same model); absolute when local."""
+    location = source.weights if source.kind == "original" else init_checkpoint
+    location = os.fspath(location)
+    if file_io.is_remote(location):
+        return location
+    return os.path.abspath(location)
+
+
+def _check_trained_from(init_checkpoint, source, saved, path):
+    """Raises ValueError when --init_checkpoint is not the model the
+    checkpoints of output_dir were trained from (`saved`, read from `path`):
+    another location, or another kind of model or activation (the same
+    weights under another GELU give other vectors)."""
+    given = description(source, init_checkpoint)
+    location = saved.get("init_checkpoint")
+    same_place = location is None or (
+        os.path.realpath(location) == os.path.realpath(given["init_checkpoint"])
+        if not file_io.is_remote(location)
+        else location == given["init_checkpoint"]
+    )
+    same_model = all(
+        saved.get(key, given[key]) == given[key]
+        for key in ("source", "hidden_act")
+    )
+    if same_place and same_model:
+        return
+
+    def said(values):
+        return (
+            f"{values.get('source', '?')} model, hidden_act "
+            f"{values.get('hidden_act', '?')}"
+        )
+
+    trained = f"{location} ({said(saved)})" if location else f"a {said(saved)}"
+    raise ValueError(
+        f"--init_checkpoint={init_checkpoint} ({said(given)}), but {path} "
+        f"says this output_dir's checkpoints were trained from {trained}: "
+        "give that --init_checkpoint, or another --output_dir to start over"
+    )
 
 
 @dataclasses.dataclass
@@ -224,7 +349,6 @@ def make_embedder(settings, strategy=None, source=None, model=None):
     already), with `model` (default: its weights, or those of the newest
     checkpoint in output_dir: a run trained there)."""
     from modeling import checkpoints
-    from modeling.text import tokenization
     from modeling.training import predictor as predictor_lib
 
     s = settings
@@ -306,7 +430,7 @@ def read_train_file(path, tokenizer, max_seq_length, long_inputs=None):
         where = table.where(line)
         for side in sides:
             value = row.get(side)
-            if not isinstance(value, str) or not value.strip():
+            if not isinstance(value, str) or tokenization.is_empty_text(value):
                 raise ValueError(f"{where}: empty or missing {side!r}")
             texts[side].append(value)
         if loss == "cosent":
@@ -386,10 +510,12 @@ def train(settings, strategy, source, tokenizer):
     arrays, loss, count = read_train_file(
         s.train_file, tokenizer, source.max_seq_length, source.long_inputs
     )
-    source.long_inputs.save(s.output_dir)
     num_train_steps, num_warmup_steps = common.fine_tuning_steps(
         s, count, "training pairs"
     )
+    # Before the first checkpoint: a resumed or later run reads them.
+    source.long_inputs.save(s.output_dir)
+    write_description(s, source)
     logging.info(
         "***** Training: %d pairs, %s loss, batch size %d, %d steps *****",
         count,
@@ -511,24 +637,33 @@ def top_k(queries, corpus, k, chunk_rows=SEARCH_CHUNK_ROWS):
     return best_index, best_scores
 
 
+def saved_corpus(path, dim):
+    """(embeddings, ids) of --corpus_embeddings: the memory-mapped .npy and
+    the ids.txt beside it (else the row numbers from 0).
+
+    Raises:
+      ValueError: not this model's vectors; another number of ids.
+    """
+    corpus = load_embeddings(path, dim)
+    ids_path = os.path.join(os.path.dirname(path) or ".", IDS_FILE)
+    corpus_ids = (
+        file_io.read_text(ids_path).splitlines()
+        if os.path.exists(ids_path)
+        else [str(i) for i in range(len(corpus))]
+    )
+    if len(corpus_ids) != len(corpus):
+        raise ValueError(
+            f"{ids_path}: {len(corpus_ids)} ids for {len(corpus)} "
+            f"embeddings in {path}"
+        )
+    return corpus, corpus_ids
+
+
 def search(settings, embedder):
     """--do_search: search_results.jsonl in output_dir."""
     s = settings
     if s.corpus_embeddings:
-        corpus = load_embeddings(s.corpus_embeddings, embedder.dim)
-        ids_path = os.path.join(
-            os.path.dirname(s.corpus_embeddings) or ".", IDS_FILE
-        )
-        corpus_ids = (
-            file_io.read_text(ids_path).splitlines()
-            if os.path.exists(ids_path)
-            else [str(i) for i in range(len(corpus))]
-        )
-        if len(corpus_ids) != len(corpus):
-            raise ValueError(
-                f"{ids_path}: {len(corpus_ids)} ids for {len(corpus)} "
-                f"embeddings in {s.corpus_embeddings}"
-            )
+        corpus, corpus_ids = saved_corpus(s.corpus_embeddings, embedder.dim)
     else:
         texts = table_files.TextFile(s.corpus_file, s.text_column, s.id_column)
         path = os.path.join(s.output_dir, CORPUS_EMBEDDINGS_FILE)
@@ -636,10 +771,15 @@ def _unit(vectors):
 _RETRIEVAL = ("query", "positive")
 
 
-def evaluate(settings, embedder):
-    """--do_eval: eval_results.txt in output_dir (see the module doc)."""
-    s = settings
-    table = table_files.TableFile(s.eval_file)
+def read_eval_file(path):
+    """(kind "scored" or "retrieval", {column: values}, row count) of
+    --eval_file (see the module doc).
+
+    Raises:
+      ValueError: naming the file (and line): neither set of columns, an
+        empty text, a score that is not a number, no row.
+    """
+    table = table_files.TableFile(path)
     columns = set(table.columns)
     if set(_SCORED) <= columns:
         kind, names = "scored", _SCORED
@@ -647,7 +787,7 @@ def evaluate(settings, embedder):
         kind, names = "retrieval", _RETRIEVAL
     else:
         raise ValueError(
-            f"{s.eval_file}: needs the columns {', '.join(_SCORED)} "
+            f"{path}: needs the columns {', '.join(_SCORED)} "
             f"(scored pairs) or {', '.join(_RETRIEVAL)} (queries and their "
             f"positives); it has {', '.join(table.columns) or 'none'}"
         )
@@ -658,12 +798,20 @@ def evaluate(settings, embedder):
             value = row.get(name)
             if name == "score":
                 value = _score(value, where)
-            elif not isinstance(value, str) or not value.strip():
+            elif not isinstance(value, str) or tokenization.is_empty_text(
+                value
+            ):
                 raise ValueError(f"{where}: empty or missing {name!r}")
             values[name].append(value)
     count = len(values[names[0]])
     if not count:
-        raise ValueError(f"{s.eval_file}: no rows to evaluate")
+        raise ValueError(f"{path}: no rows to evaluate")
+    return kind, values, count
+
+
+def evaluate(settings, embedder):
+    """--do_eval: eval_results.txt in output_dir (see the module doc)."""
+    kind, values, count = read_eval_file(settings.eval_file)
     if kind == "scored":
         a = embedder.embed(values["sentence1"])
         b = embedder.embed(values["sentence2"])
@@ -722,20 +870,16 @@ def run(settings):
     strategy = common.set_up(s)
     source = read_settings_model(s)
     logging.info("Embedding model: %s", source.describe())
+    # Everything that can be checked is, before anything is written to
+    # output_dir (a failed run leaves it as it was, and no new folder).
+    check_inputs(s, source.config.hidden_size)
     model = None
     if s.do_train:
-        from modeling.text import tokenization
-
         tokenizer = tokenization.FullTokenizer(
             source.vocab_file, source.do_lower_case
         )
         model = train(s, strategy, source, tokenizer)
     embedder = make_embedder(s, strategy, source, model)
-    if s.output_dir:
-        file_io.write_text(
-            os.path.join(s.output_dir, EMBEDDING_CONFIG_FILE),
-            json.dumps(embedder.source.describe(), indent=2) + "\n",
-        )
     results = None
     if s.do_predict:
         predict(s, embedder)
@@ -748,6 +892,36 @@ def run(settings):
         fine_tuning.write_eval_results(
             os.path.join(s.output_dir, common.EVAL_RESULTS_FILE), results
         )
+    if (
+        (s.do_predict or s.do_search or s.do_eval)
+        and not s.do_train
+        and trained_description(s.output_dir) is None
+    ):
+        # What the outputs were made with, once they are there (a trained
+        # folder keeps the description of its training: train wrote it).
+        write_description(s, source)
     if s.export_dir:
         export(s, embedder)
     return results
+
+
+def check_inputs(settings, dim):
+    """Reads the input files of the modes before training or writing: a
+    missing column, an empty text, a file without texts or another model's
+    --corpus_embeddings fails at once, with nothing written (the training
+    file is read first thing in `train`)."""
+    s = settings
+    for needed, path in (
+        (s.do_predict, s.predict_file),
+        (s.do_search and not s.corpus_embeddings, s.corpus_file),
+    ):
+        if needed:
+            table_files.TextFile(path, s.text_column, s.id_column).count()
+    if s.do_search:
+        if s.corpus_embeddings:
+            saved_corpus(s.corpus_embeddings, dim)
+        queries = table_files.TextFile(s.query_file, s.text_column, s.id_column)
+        for _ in queries.rows():
+            pass
+    if s.do_eval:
+        read_eval_file(s.eval_file)

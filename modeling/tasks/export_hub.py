@@ -10,6 +10,7 @@ from absl import logging
 
 from modeling import errors
 from modeling.export import hub as hub_export
+from modeling.tasks import common
 from modeling.text import tokenization
 
 
@@ -67,6 +68,7 @@ def run(settings):
             f"--max_seq_length must be at least 3 ([CLS] A [SEP] B [SEP] "
             f"needs that much), got {s.max_seq_length}"
         )
+    common.check_output_folders(s, export_flag="export_path")
     folders = hub_export.export(
         s.export_path,
         s.export_type,

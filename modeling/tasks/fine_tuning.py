@@ -160,6 +160,27 @@ def init_from_checkpoint(model, path):
     return checkpoints.load_weights(model.bert, path)
 
 
+def check_init_checkpoint(trainer, settings, ignore_missing=HEAD_VARIABLES):
+    """--init_checkpoint, when the run will start from it (output_dir holds
+    no checkpoint): there, readable, and of this model's names and shapes
+    (`ignore_missing`: the new head). What a run calls after
+    Trainer.check_output_dir, before it writes anything to output_dir.
+
+    Raises:
+      FileNotFoundError, ValueError: one line naming the flag.
+    """
+    s = settings
+    if not s.init_checkpoint or trainer.manager.candidates():
+        return
+    try:
+        checkpoints.check_weights(
+            trainer.model, s.init_checkpoint, ignore_missing
+        )
+    except (FileNotFoundError, ValueError) as e:
+        message = f"--init_checkpoint={s.init_checkpoint}: {e}"
+        raise type(e)(message) from None
+
+
 def train_dataset(arrays, batch_size, seed, start_step=0, map_batch=None):
     """Training batches: every epoch a new seeded shuffle of all examples,
     repeated, remainder dropped, positioned after `start_step` batches (a

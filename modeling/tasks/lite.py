@@ -37,12 +37,13 @@ from modeling.data import conll
 from modeling.data import feature_names
 from modeling.data import file_io
 from modeling.data import long_inputs as long_inputs_lib
+from modeling.export import folders
 from modeling.tasks import predictions
 from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
 from modeling.training import predictor
 
-INFO_FILE = os.path.join("assets.extra", "bert_export.json")
+INFO_FILE = os.path.join(folders.EXTRA_ASSETS, folders.EXPORT_INFO_FILE)
 # The outputs a classifier export's model.tflite has, per task type.
 _OUTPUTS = {
     "classification": ("probabilities", "predictions"),
@@ -64,6 +65,8 @@ class LiteClassifier:
       task_type: "classification", "regression" or "multi_label".
       has_text_b: whether the model takes sentence pairs.
       max_seq_length: the pieces a row is cut to.
+      text_a_column, text_b_column: the columns of the files it was trained
+        on (None: not recorded), what `predict_file` reads by default.
 
     Raises:
       FileNotFoundError: no export there.
@@ -74,8 +77,7 @@ class LiteClassifier:
 
     def __init__(self, export_dir, batch_size=32, num_threads=None):
         self.export_dir = os.fspath(export_dir)
-        info_path = os.path.join(self.export_dir, INFO_FILE)
-        info = json.loads(file_io.read_text(info_path))
+        info_path, info = _info(self.export_dir)
         self.task_type = info.get("task_type")
         if self.task_type not in _OUTPUTS:
             raise ValueError(
@@ -90,6 +92,8 @@ class LiteClassifier:
         self.labels = info["labels"]
         self.has_text_b = info["has_text_b"]
         self.max_seq_length = info["max_seq_length"]
+        self.text_a_column = info.get("text_a_column")
+        self.text_b_column = info.get("text_b_column")
         self.threshold = info.get("multi_label_threshold") or 0.5
         # As the training run read long texts (modeling/data/long_inputs.py).
         self.long_inputs = long_inputs_lib.LongInputs.from_json(info)
@@ -453,9 +457,7 @@ class LiteEmbedder:
 def load(export_dir, batch_size=32, num_threads=None):
     """The LiteClassifier, LiteTagger, LiteChooser, LiteSquad or
     LiteEmbedder of an export folder."""
-    info = json.loads(
-        file_io.read_text(os.path.join(os.fspath(export_dir), INFO_FILE))
-    )
+    _, info = _info(os.fspath(export_dir))
     kinds = {
         "token_classification": LiteTagger,
         "multiple_choice": LiteChooser,
@@ -474,8 +476,7 @@ def _read_info(export_dir, task, output):
     Raises:
       ValueError: another task's export, or no such TF Lite model.
     """
-    info_path = os.path.join(export_dir, INFO_FILE)
-    info = json.loads(file_io.read_text(info_path))
+    info_path, info = _info(export_dir)
     if info.get("task") != task:
         raise ValueError(f"{info_path}: not a {task} export")
     outputs = (info.get("tflite") or {}).get("outputs")
@@ -484,9 +485,34 @@ def _read_info(export_dir, task, output):
     return info
 
 
+def _info(export_dir):
+    """(path, contents) of an export's bert_export.json.
+
+    Raises:
+      FileNotFoundError: no such file (not an export folder).
+      ValueError: naming the file: not a JSON object.
+    """
+    path = os.path.join(export_dir, INFO_FILE)
+    try:
+        info = json.loads(file_io.read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from None
+    if not isinstance(info, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return path, info
+
+
 def _tokenizer_and_backend(export_dir, info, num_threads):
     if "vocab_file" not in info:
         raise ValueError(_NO_TFLITE.format(export_dir=export_dir))
+    # A row longer than the position table would index past it.
+    positions = info.get("max_position_embeddings")
+    if positions is not None and info.get("max_seq_length", 0) > positions:
+        raise ValueError(
+            f"{os.path.join(export_dir, INFO_FILE)}: max_seq_length "
+            f"{info['max_seq_length']} exceeds the model's "
+            f"max_position_embeddings {positions}"
+        )
     tokenizer = tokenization.FullTokenizer(
         os.path.join(export_dir, info["vocab_file"]), info["do_lower_case"]
     )
@@ -559,11 +585,15 @@ def predict_file(
         processor = custom.CustomProcessor(
             model.task_type,
             files={"test": input_file},
-            text_a_column=text_a_column,
-            text_b_column=text_b_column,
+            # The columns the model was trained on, unless named here.
+            text_a_column=text_a_column or model.text_a_column,
+            text_b_column=text_b_column or model.text_b_column,
             id_column=id_column,
             labels=model.labels,
         )
+        # run_classifier's check of a --test_file: its columns, and at
+        # least one row to predict.
+        processor.check_file("test")
         rows = (
             (e.index, e.text_a, e.text_b)
             for e in processor.iter_test_examples()

@@ -127,6 +127,7 @@ class Settings(common.CommonSettings):
     def __post_init__(self):
         if not self.output_dir:
             raise ValueError("output_dir is required")
+        common.check_output_folders(self)
         if self.input_format not in common.PRETRAINING_INPUT_FORMATS:
             raise ValueError(
                 f"--input_format={self.input_format}: must be one of "

@@ -134,6 +134,14 @@ def whitespace_tokenize(text):
     return text.split()
 
 
+def is_empty_text(text):
+    """Whether `text` gives the tokenizer no word: empty or whitespace only,
+    also once its clean step has deleted the control characters, U+0000 and
+    U+FFFD ("\\x00\\x01" is as empty as "  "). The one rule input readers
+    refuse an empty text by (a row would be `[CLS] [SEP]` alone)."""
+    return _CharTables.get().word_char.search(text) is None
+
+
 def _is_whitespace(char):
     """Whether `char` is whitespace for `_clean_text` (space, \\t\\n\\r, Zs)."""
     if char in " \t\n\r":
@@ -240,6 +248,10 @@ class _CharTables:
         self.ranges["cjk"] = [list(r) for r in CJK_RANGES]
         classes = {k: _char_class(v) for k, v in self.ranges.items()}
         self.delete = re.compile(classes["delete"] + "+")
+        # A character that `BasicTokenizer.split_words` keeps in a word:
+        # neither deleted by the clean step nor whitespace (what `\s` and
+        # str.split() take as such: the spaces cleaning makes included).
+        self.word_char = re.compile(f"[^{classes['delete'][1:-1]}\\s]")
         self.space = re.compile(classes["space"])
         self.cjk = re.compile(classes["cjk"])
         punct = classes["punct"]

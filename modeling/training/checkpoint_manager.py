@@ -49,6 +49,31 @@ def _is_output_layer(name):
     return name.rsplit("/", 1)[-1] in ("output_weights", "output_bias")
 
 
+def find_checkpoints(directory):
+    """Prefixes of the training checkpoints in `directory`, newest step
+    first; [] for a folder without any (or none at all): such a folder binds
+    no later run to its labels.json or long_inputs.json.
+
+    The state file's list and any `model.ckpt-N.index` on disk (a crash
+    between publishing a checkpoint and updating the state file leaves one
+    unlisted) are both considered.
+    """
+    if not directory or not tf.io.gfile.isdir(directory):
+        return []
+    found = {}
+    state = tf.train.get_checkpoint_state(directory)
+    listed = list(state.all_model_checkpoint_paths) if state else []
+    pattern = os.path.join(directory, f"{PREFIX}-*.index")
+    on_disk = [p[: -len(".index")] for p in tf.io.gfile.glob(pattern)]
+    for path in listed + on_disk:
+        name = os.path.basename(path)
+        match = _STEP_RE.match(name)
+        if match:
+            found[name] = int(match.group(1))
+    ordered = sorted(found, key=found.get, reverse=True)
+    return [os.path.join(directory, name) for name in ordered]
+
+
 class CheckpointManager:
     """Saves and restores (model, optimizer) in one directory.
 
@@ -96,24 +121,9 @@ class CheckpointManager:
         return prefix
 
     def candidates(self):
-        """Prefixes of the checkpoints in the directory, newest step first.
-
-        The state file's list and any `model.ckpt-N.index` on disk (a crash
-        between publishing a checkpoint and updating the state file leaves one
-        unlisted) are both considered.
-        """
-        found = {}
-        state = tf.train.get_checkpoint_state(self.directory)
-        listed = list(state.all_model_checkpoint_paths) if state else []
-        pattern = os.path.join(self.directory, f"{PREFIX}-*.index")
-        on_disk = [p[: -len(".index")] for p in tf.io.gfile.glob(pattern)]
-        for path in listed + on_disk:
-            name = os.path.basename(path)
-            match = _STEP_RE.match(name)
-            if match:
-                found[name] = int(match.group(1))
-        ordered = sorted(found, key=found.get, reverse=True)
-        return [os.path.join(self.directory, name) for name in ordered]
+        """Prefixes of the checkpoints in the directory, newest step first
+        (`find_checkpoints`)."""
+        return find_checkpoints(self.directory)
 
     def restore_latest(self):
         """Restores the newest readable checkpoint, falling back on damage.

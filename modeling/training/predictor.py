@@ -188,12 +188,27 @@ class TFLiteBackend:
             if isinstance(content, bytes)
             else {"model_path": os.fspath(content)}
         )
-        with warnings.catch_warnings():
-            # tf.lite.Interpreter's notice of its move to ai-edge-litert.
-            warnings.simplefilter("ignore")
-            self.interpreter = _interpreter_class()(
-                **source, num_threads=num_threads or os.cpu_count()
+        where = source.get("model_path", "The TF Lite model")
+        if not isinstance(content, bytes) and not os.path.isfile(where):
+            raise FileNotFoundError(
+                f"{where} does not exist: no TF Lite model (export again "
+                "with --predict_runtime=tflite or tflite_int8)"
             )
+        try:
+            with warnings.catch_warnings():
+                # tf.lite.Interpreter's notice of its move to ai-edge-litert.
+                warnings.simplefilter("ignore")
+                self.interpreter = _interpreter_class()(
+                    **source, num_threads=num_threads or os.cpu_count()
+                )
+        except (ValueError, RuntimeError) as e:
+            # The runtime's "The model is not a valid Flatbuffer buffer".
+            text = str(e).strip()
+            reason = text.splitlines()[0] if text else type(e).__name__
+            raise ValueError(
+                f"{where}: not a TF Lite model, truncated or damaged? "
+                f"({reason}); export it again"
+            ) from None
         self.inputs = {
             d["name"]: d["index"] for d in self.interpreter.get_input_details()
         }

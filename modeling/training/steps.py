@@ -232,7 +232,10 @@ class StopSignal:
 
     _SENTINEL = b"\xff"
 
-    def __init__(self, stuck_after_secs=5.0):
+    # A step waiting this long for its batch after SIGTERM counts as stuck.
+    # Saving then is safe (no update is under way while a step waits), so
+    # the bound is short: SIGTERM ends a run within a few seconds.
+    def __init__(self, stuck_after_secs=2.0):
         self.flag = tf.Variable(False, trainable=False, name="stop_requested")
         self.waiting_for_input = tf.Variable(
             False, trainable=False, name="waiting_for_input"

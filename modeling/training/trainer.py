@@ -336,6 +336,8 @@ class Trainer:
         # The rate (for the ETA) is measured from the end of the first call,
         # which includes tracing and compilation.
         rate_start = None
+        # A resumed run starts from the checkpoint of its first step.
+        saved_step = step if step else None
         while step < cfg.num_train_steps:
             num_steps = self._next_chunk(step)
             start_time = time.time()
@@ -369,9 +371,13 @@ class Trainer:
             on_time = bool(cfg.save_checkpoints_secs) and (
                 time.time() - last_save >= cfg.save_checkpoints_secs
             )
-            if on_schedule or on_time or stopping:
+            # SIGTERM right after a scheduled save: the next call runs no
+            # step, and that step's checkpoint is already written.
+            repeat = stopping and step == saved_step
+            if (on_schedule or on_time or stopping) and not repeat:
                 with self._save_lock:
                     prefix = self.manager.save()
+                saved_step = step
                 last_save = time.time()
                 if on_time and not on_schedule:
                     logging.info(
@@ -384,6 +390,12 @@ class Trainer:
                 if on_schedule or stopping:
                     for callback in self.save_callbacks:
                         callback(step, prefix)
+            elif repeat:
+                logging.info(
+                    "SIGTERM: the checkpoint of global_step %d is already "
+                    "written.",
+                    step,
+                )
             if stopping:
                 raise TrainingInterrupted(
                     f"SIGTERM: saved a checkpoint at global_step {step} in "

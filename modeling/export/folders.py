@@ -1,0 +1,208 @@
+"""What an export folder of this repository holds, and the one rule for
+putting a new export where a folder already is.
+
+Every export is written under a temporary name beside its folder and
+renamed onto it when complete (`publishing`): serving.save_export
+(run_classifier, run_squad, run_ner, run_multiple_choice and
+run_embeddings' --export_dir, the Keras models' export_for_serving) and
+hub.export (export_hub.py's --export_path). A folder can only be renamed
+onto an absent one, so an existing folder must go first. It goes only when
+it is empty or holds an export of this repository and nothing an export
+does not write (`check_replaceable`); anything else there (a user's
+folder, a file put beside an earlier export, a run's --output_dir) is an
+error naming the folder, and nothing is changed. The scripts check this
+with their settings (tasks/common.py check_output_folders), before any
+training, and `publishing` checks again just before the old export goes
+(the folder may have changed during the run).
+
+An export folder that is a symbolic link stays one: the export is
+published as the folder it points to (`target`).
+
+Imports neither TensorFlow nor Keras: the scripts' flag checks use it.
+"""
+
+import contextlib
+import json
+import os
+import re
+
+from absl import logging
+
+from modeling import errors
+from modeling.data import file_io
+
+# Beside the SavedModel's own files: what this repository adds to it.
+EXTRA_ASSETS = "assets.extra"
+# A serving export's record (serving.save_export): labels, task kind,
+# tokenization, and the files it wrote besides the SavedModel ("vocab_file",
+# "tflite": {"file": ...}).
+EXPORT_INFO_FILE = "bert_export.json"
+# A TF Hub-style encoder's BertConfig (modeling/hub.py CONFIG_FILE).
+HUB_CONFIG_FILE = "bert_config.json"
+# In each SavedModel hub.export writes: {"export_type": "encoder" or
+# "preprocessing"} (a preprocessing model has no other mark).
+HUB_EXPORT_FILE = "bert_hub_export.json"
+# export_hub.py --export_type=both: one SavedModel in each subfolder.
+HUB_PARTS = ("encoder", "preprocessing")
+# What tf.saved_model.save writes at the top of its folder (assets/ holds
+# the files the model tracks: its vocabulary).
+_SAVED_MODEL_FILES = ("saved_model.pb", "fingerprint.pb")
+_VARIABLES = "variables"
+_ASSETS = "assets"
+_VARIABLE_FILE = re.compile(r"variables\.(index|data-\d{5}-of-\d{5})")
+# How many of the entries no export writes a message names.
+_NAMED = 3
+
+
+def write_extra(folder, name, text):
+    """Writes `text` to <folder>/assets.extra/<name> (atomically)."""
+    extra = os.path.join(folder, EXTRA_ASSETS)
+    file_io.make_dirs(extra)
+    file_io.write_text(os.path.join(extra, name), text)
+
+
+def target(export_dir):
+    """The folder an export to `export_dir` is published as: where a
+    symbolic link points (the link stays as it is), else export_dir."""
+    path = os.fspath(export_dir).rstrip("/") or "/"
+    if not file_io.is_remote(path) and os.path.islink(path):
+        return os.path.realpath(path)
+    return path
+
+
+def _own_names(path):
+    """(names at the top, names in assets.extra) that the export in the
+    SavedModel folder `path` wrote besides the SavedModel's files, or None
+    when no record in its assets.extra marks it as an export of this
+    repository."""
+    extra = os.path.join(path, EXTRA_ASSETS)
+    info_path = os.path.join(extra, EXPORT_INFO_FILE)
+    if file_io.exists(info_path):
+        try:
+            info = json.loads(file_io.read_text(info_path))
+        except ValueError:  # Damaged: not recognizably ours.
+            return None
+        if not isinstance(info, dict):
+            return None
+        tflite = info.get("tflite")
+        files = {
+            info.get("vocab_file"),
+            tflite.get("file") if isinstance(tflite, dict) else None,
+        }
+        return {f for f in files if isinstance(f, str)}, {EXPORT_INFO_FILE}
+    hub_marks = (HUB_EXPORT_FILE, HUB_CONFIG_FILE)
+    if any(file_io.exists(os.path.join(extra, n)) for n in hub_marks):
+        return set(), set(hub_marks)
+    return None
+
+
+def _foreign_in(path, name, allowed):
+    """The entries of the subfolder `name` of `path` not matched by
+    `allowed` (a name -> bool), as "name/entry"; ["name"] if it is a
+    file."""
+    folder = os.path.join(path, name)
+    if not file_io.is_dir(folder):
+        return [name]
+    return [f"{name}/{n}" for n in file_io.list_dir(folder) if not allowed(n)]
+
+
+def foreign_entries(path):
+    """The entries of the existing folder `path` (paths relative to it)
+    that no export of this repository writes: [] for an empty folder or an
+    export with nothing else in it; every entry of a folder that holds no
+    export.
+
+    A serving or hub SavedModel (its record in assets.extra) may hold the
+    SavedModel's files, its variables, assets, the records in assets.extra
+    and the files its record names; export_hub's "both" folder holds
+    encoder/ and preprocessing/, each such a SavedModel (or empty).
+    """
+    names = file_io.list_dir(path)
+    if names and all(
+        n in HUB_PARTS and file_io.is_dir(os.path.join(path, n)) for n in names
+    ):
+        return [
+            f"{n}/{entry}"
+            for n in names
+            for entry in foreign_entries(os.path.join(path, n))
+        ]
+    own = None if not names else _own_names(path)
+    if own is None:
+        return names
+    top, extra = own
+    out = []
+    for name in names:
+        if name == _VARIABLES:
+            out += _foreign_in(path, name, _VARIABLE_FILE.fullmatch)
+        elif name == EXTRA_ASSETS:
+            out += _foreign_in(path, name, extra.__contains__)
+        elif name == _ASSETS:
+            folder = os.path.join(path, name)
+            out += _foreign_in(
+                path,
+                name,
+                lambda n, f=folder: not file_io.is_dir(os.path.join(f, n)),
+            )
+        elif name in _SAVED_MODEL_FILES or name in top:
+            if file_io.is_dir(os.path.join(path, name)):
+                out.append(name)
+        else:
+            out.append(name)
+    return out
+
+
+def check_replaceable(export_dir, flag=None):
+    """Refuses an export folder that a new export may not replace: one that
+    exists and is not empty or an export of this repository alone.
+
+    Args:
+      export_dir: the folder (a link: the folder it points to is checked).
+      flag: the flag that named it ("export_dir"), for the message.
+
+    Raises:
+      NotADirectoryError: it is a file.
+      errors.UserError: naming the folder and what in it no export writes.
+    """
+    path = target(export_dir)
+    name = f"--{flag}={export_dir}" if flag else str(export_dir)
+    if path != os.fspath(export_dir).rstrip("/"):
+        name += f" (a link to {path})"
+    if not file_io.exists(path):
+        return
+    file_io.check_folder_path(path, name)
+    foreign = foreign_entries(path)
+    if not foreign:
+        return
+    shown = ", ".join(foreign[:_NAMED])
+    if len(foreign) > _NAMED:
+        shown += f" and {len(foreign) - _NAMED} more"
+    # Entries named at the top only, and no record: not an export at all.
+    if _own_names(path) is None and not any("/" in f for f in foreign):
+        what = f"is not an export of this repository (it holds {shown})"
+    else:
+        what = f"holds files that no export writes ({shown})"
+    raise errors.UserError(
+        f"{name} {what}: an export replaces only an earlier export or an "
+        "empty folder, and nothing was changed (choose a new or empty "
+        "folder, or move those files)"
+    )
+
+
+@contextlib.contextmanager
+def publishing(export_dir):
+    """Yields a temporary folder beside `export_dir` (its target, for a
+    link) to write an export into; when the block succeeds, publishes it
+    in place of the earlier export there. Refuses (check_replaceable)
+    before anything is written and again just before the earlier export is
+    removed; on any error the temporary folder is removed and the folder
+    left as it was."""
+    check_replaceable(export_dir)
+    final = target(export_dir)
+    with file_io.atomic_path(final) as tmp:
+        yield tmp
+        check_replaceable(export_dir)
+        if file_io.exists(final) and file_io.list_dir(final):
+            logging.info("Replacing the earlier export in %s", final)
+        # A folder is renamed only onto an absent one: the old export goes
+        # just before the complete new one takes its name.
+        file_io.remove_if_exists(final)

@@ -1,0 +1,476 @@
+"""A user's folders are never deleted (modeling/export/folders.py): an
+export replaces only an earlier export of this repository or an empty
+folder, --export_dir and --output_dir must lie apart, and an --output_dir
+that is a file is refused; every refusal is one message naming the flag and
+the folder, before any training, with every file of the user's folders
+byte-for-byte unchanged."""
+
+import json
+import os
+import subprocess
+import sys
+
+import hub_helpers
+import pytest
+import script_runner
+import tensorflow as tf
+
+from modeling import convert
+from modeling import errors
+from modeling.data import file_io
+from modeling.export import folders
+from modeling.export import serving
+from modeling.pretraining_data import records
+from modeling.tasks import classifier
+from modeling.tasks import embeddings
+from modeling.tasks import export_hub
+from modeling.tasks import multiple_choice
+from modeling.tasks import ner
+from modeling.tasks import pretraining
+from modeling.tasks import squad
+
+# What the refusals raise (both one line, exit status 1 from a script).
+REFUSED = (errors.UserError, NotADirectoryError)
+
+
+class _Server(tf.Module):
+    """The smallest model save_export can write: x -> 2x."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.float32)])
+    def double(self, x):
+        return {"y": 2 * x}
+
+
+def _export(path, info, files=None):
+    """A real export through serving.save_export (what every script's
+    --export_dir and export_for_serving call)."""
+    server = _Server()
+    signatures = {"serving_default": server.double.get_concrete_function()}
+    extra = None if files is None else (files, None)
+    return serving.save_export(server, str(path), signatures, info, extra)
+
+
+def _info(path):
+    return json.loads(
+        (path / folders.EXTRA_ASSETS / folders.EXPORT_INFO_FILE).read_text()
+    )
+
+
+def _user_folder(path):
+    """A folder of a user's files, a subfolder included."""
+    (path / "data").mkdir(parents=True)
+    (path / "notes.txt").write_text("my notes\n")
+    (path / "data" / "train.tsv").write_text("a\tb\n")
+    return path
+
+
+def _no_temporaries(folder):
+    return not [p for p in folder.iterdir() if ".tmp-" in p.name]
+
+
+# === The export itself (serving.save_export, folders.publishing) ===
+
+
+def test_an_export_replaces_an_earlier_export(tmp_path):
+    out = tmp_path / "export"
+    # The first with the files an export may add (named in its record).
+    _export(
+        out,
+        {"task": "first", "vocab_file": "vocab.txt", "tflite": {"file": "m"}},
+        {"vocab.txt": b"[PAD]\n", "m": b"lite"},
+    )
+    assert (out / "m").exists() and (out / "vocab.txt").exists()
+    _export(out, {"task": "second"})
+    assert _info(out) == {"task": "second"}
+    assert not (out / "m").exists() and not (out / "vocab.txt").exists()
+    assert _no_temporaries(tmp_path)
+
+
+def test_an_export_fills_an_empty_folder(tmp_path):
+    out = tmp_path / "export"
+    out.mkdir()
+    _export(out, {"task": "t"})
+    assert _info(out) == {"task": "t"}
+
+
+def test_a_user_file_beside_an_earlier_export_is_refused(tmp_path):
+    out = tmp_path / "export"
+    _export(out, {"task": "old"})
+    (out / "notes.txt").write_text("mine")
+    before = script_runner.folder_digests(out)
+    with pytest.raises(errors.UserError) as e:
+        _export(out, {"task": "new"})
+    message = str(e.value)
+    assert f"{out} holds files that no export writes (notes.txt)" in message
+    assert "\n" not in message
+    assert script_runner.folder_digests(out) == before
+    assert _no_temporaries(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["user folder", "file"])
+def test_a_folder_of_user_files_or_a_file_is_refused(tmp_path, kind):
+    user = _user_folder(tmp_path / "mine")
+    out = user if kind == "user folder" else user / "notes.txt"
+    before = script_runner.folder_digests(user)
+    with pytest.raises(REFUSED) as e:
+        _export(out, {"task": "t"})
+    want = (
+        "is not an export of this repository (it holds data, notes.txt)"
+        if kind == "user folder"
+        else "is a file, not a folder"
+    )
+    assert str(e.value).startswith(f"{out} {want}")
+    assert script_runner.folder_digests(user) == before
+    assert _no_temporaries(tmp_path)
+
+
+def test_a_link_is_published_into_its_target(tmp_path):
+    """The link stays a link: the export replaces the folder it names."""
+    target = tmp_path / "real"
+    _export(target, {"task": "old"})
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    _export(link, {"task": "new"})
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert _info(target) == {"task": "new"}
+    # A link to a user's folder is refused like the folder.
+    user = _user_folder(tmp_path / "mine")
+    before = script_runner.folder_digests(user)
+    link.unlink()
+    link.symlink_to(user)
+    with pytest.raises(errors.UserError, match=f"{link} \\(a link to {user}"):
+        _export(link, {"task": "t"})
+    assert script_runner.folder_digests(user) == before
+    assert link.is_symlink() and _no_temporaries(tmp_path)
+
+
+def test_a_file_added_during_the_export_is_refused_at_publish(tmp_path):
+    """Checked again just before the earlier export goes."""
+    out = tmp_path / "export"
+    _export(out, {"task": "old"})
+    with (
+        pytest.raises(errors.UserError, match="late.txt"),
+        folders.publishing(out) as tmp,
+    ):
+        os.mkdir(tmp)
+        (out / "late.txt").write_text("written while the run trained")
+    assert (out / "late.txt").read_text().startswith("written")
+    assert _info(out) == {"task": "old"}
+    assert _no_temporaries(tmp_path)
+
+
+def _files(root, names):
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x")
+    return root
+
+
+@pytest.mark.parametrize(
+    "names, foreign",
+    [
+        # export_hub --export_type=both, marked (this version).
+        (
+            [
+                "encoder/saved_model.pb",
+                "encoder/variables/variables.index",
+                "encoder/variables/variables.data-00000-of-00001",
+                "encoder/assets/vocab.txt",
+                "encoder/assets.extra/bert_config.json",
+                "encoder/assets.extra/bert_hub_export.json",
+                "preprocessing/saved_model.pb",
+                "preprocessing/assets.extra/bert_hub_export.json",
+            ],
+            [],
+        ),
+        # An encoder exported before the mark: its bert_config.json.
+        (["saved_model.pb", "assets.extra/bert_config.json"], []),
+        # A user's file inside a part of "both".
+        (
+            [
+                "encoder/assets.extra/bert_hub_export.json",
+                "encoder/notes.txt",
+                "preprocessing/assets.extra/bert_hub_export.json",
+            ],
+            ["encoder/notes.txt"],
+        ),
+        # A SavedModel this repository did not write.
+        (
+            ["saved_model.pb", "variables/variables.index"],
+            ["saved_model.pb", "variables"],
+        ),
+        # Files hidden in an export's folders.
+        (
+            [
+                "saved_model.pb",
+                "assets.extra/bert_hub_export.json",
+                "assets.extra/mine.json",
+                "variables/mine.bin",
+                "assets/sub/mine.txt",
+            ],
+            ["assets/sub", "assets.extra/mine.json", "variables/mine.bin"],
+        ),
+    ],
+)
+def test_what_counts_as_an_export(tmp_path, names, foreign):
+    assert folders.foreign_entries(_files(tmp_path, names)) == foreign
+
+
+def test_overlap_is_by_folder_not_by_name_prefix(tmp_path):
+    run = str(tmp_path / "run")
+    assert file_io.overlap(run, f"{run}/")
+    assert file_io.overlap(run, f"{run}/export")
+    assert file_io.overlap(f"{run}/export/..", run)
+    assert not file_io.overlap(run, f"{run}_export")
+    assert not file_io.overlap("gs://b/run", "gs://b/run_export")
+    assert file_io.overlap("gs://b/run/", "gs://b/run/export")
+
+
+# === The other writers that replace what a user names ===
+
+
+def test_convert_refuses_an_output_dir_that_is_a_file(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    hub_helpers.tiny_checkpoint(model)
+    user = _user_folder(tmp_path / "user")
+    before = script_runner.folder_digests(user)
+    args = ["--to_hf", str(model), "--output_dir", str(user / "notes.txt")]
+    with pytest.raises(SystemExit) as e:
+        convert.main(args)
+    assert e.value.code == 1
+    assert capsys.readouterr().err == (
+        f"error: The output folder {user}/notes.txt is a file, not a folder\n"
+    )
+    assert script_runner.folder_digests(user) == before
+
+
+def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
+    """create_pretraining_data's per-shard output removes the files of an
+    earlier shard count, never a folder of such a name."""
+    old = tmp_path / "out.tfrecord-00000-of-00002"
+    old.write_bytes(b"")
+    user = _user_folder(tmp_path / "out.tfrecord-00001-of-00002")
+    shards = records.ShardRecordFiles(str(tmp_path / "out.tfrecord"))
+    assert shards.stale_files(3) == [str(old)]
+    assert (user / "notes.txt").exists()
+
+
+# === Every script's settings check, in every combination ===
+
+# Each script's task settings with the flags that get it to the check (the
+# other files named need not exist: nothing is read before it). The export
+# flag, or None for a script without one.
+_SCRIPTS = {
+    "run_classifier": (
+        "export_dir",
+        lambda **kw: classifier.Settings(
+            bert_config_file="c.json",
+            vocab_file="v.txt",
+            data_dir="d",
+            task_name="mrpc",
+            do_train=True,
+            **kw,
+        ),
+    ),
+    "run_classifier_with_tfhub": (
+        "export_dir",
+        lambda **kw: classifier.HubSettings(
+            bert_hub_module_handle="h", data_dir="d", task_name="mrpc", **kw
+        ),
+    ),
+    "run_squad": (
+        "export_dir",
+        lambda **kw: squad.Settings(
+            bert_config_file="c.json", vocab_file="v.txt", **kw
+        ),
+    ),
+    "run_ner": (
+        "export_dir",
+        lambda **kw: ner.Settings(
+            bert_config_file="c.json", vocab_file="v.txt", **kw
+        ),
+    ),
+    "run_multiple_choice": (
+        "export_dir",
+        lambda **kw: multiple_choice.Settings(
+            bert_config_file="c.json", vocab_file="v.txt", **kw
+        ),
+    ),
+    "run_embeddings": (
+        "export_dir",
+        lambda **kw: embeddings.Settings(
+            init_checkpoint="m", do_predict=True, predict_file="t", **kw
+        ),
+    ),
+    "export_hub": (
+        "export_path",
+        lambda **kw: export_hub.run(
+            export_hub.Settings(
+                vocab_file="v.txt", export_type="preprocessing", **kw
+            )
+        ),
+    ),
+    "run_pretraining": (
+        None,
+        lambda **kw: pretraining.Settings(
+            bert_config_file="c.json", input_file="r", do_train=True, **kw
+        ),
+    ),
+}
+
+# (output_dir, export folder, the refusal's words or None: accepted);
+# "user" and "other" are folders of a user's files, "new" does not exist.
+_COMBINATIONS = {
+    "export at user files": (
+        "new",
+        "user",
+        "{export} is not an export of this repository",
+    ),
+    "both at the same folder": ("user", "user", "{export} and {output}"),
+    "export inside output": ("user", "user/data", "{export} and {output}"),
+    "output inside export": ("user/data", "user", "{export} and {output}"),
+    "export a link to output": ("user", "link", "{export} and {output}"),
+    "each at other user files": (
+        "user",
+        "other",
+        "{export} is not an export of this repository",
+    ),
+    "export at a file": ("new", "user/notes.txt", "{export} is a file"),
+    "output at a file": ("user/notes.txt", "new", "{output} is a file"),
+    "output at user files": ("user", "new", None),
+}
+
+
+def _applicable(script, combination):
+    """run_pretraining has no export; export_hub no --output_dir."""
+    export_flag = _SCRIPTS[script][0]
+    output, export, _ = _COMBINATIONS[combination]
+    if export_flag is None:
+        return export == "new"
+    return export_flag == "export_dir" or output == "new"
+
+
+@pytest.mark.parametrize(
+    "script, combination",
+    [
+        (script, combination)
+        for script in _SCRIPTS
+        for combination in _COMBINATIONS
+        if _applicable(script, combination)
+    ],
+)
+def test_every_scripts_folders_are_checked_before_it_runs(
+    tmp_path, script, combination
+):
+    export_flag, settings = _SCRIPTS[script]
+    output, export, refusal = _COMBINATIONS[combination]
+    users = [_user_folder(tmp_path / "user"), _user_folder(tmp_path / "other")]
+    (tmp_path / "link").symlink_to(tmp_path / "user")
+    before = {p: script_runner.folder_digests(p) for p in users}
+    values = {}
+    if output != "new" or export_flag != "export_path":
+        values["output_dir"] = str(tmp_path / output)
+    if export_flag:
+        values[export_flag] = str(tmp_path / export)
+    if refusal is None:
+        settings(**values)  # Accepted: the run would start.
+        return
+    with pytest.raises(REFUSED) as e:
+        settings(**values)
+    message = str(e.value)
+    want = refusal.format(
+        export=f"--{export_flag}={values.get(export_flag)}",
+        output=f"--output_dir={values.get('output_dir')}",
+    )
+    assert want in message and "\n" not in message
+    for user in users:
+        assert script_runner.folder_digests(user) == before[user]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "link",
+        "other",
+        "user",
+    ]
+
+
+# === End to end ===
+
+
+def test_embeddings_leave_a_users_output_dir_and_replace_an_export(tmp_path):
+    """run_embeddings with --output_dir at a user's folder writes its files
+    beside theirs and deletes none; its export replaces an earlier one."""
+    model = tmp_path / "model"
+    model.mkdir()
+    hub_helpers.tiny_checkpoint(model)
+    texts = tmp_path / "texts.txt"
+    texts.write_text("w1 w2 w3\nw4\n")
+    user = _user_folder(tmp_path / "user")
+    before = script_runner.folder_digests(user)
+    export = tmp_path / "export"
+    _export(export, {"task": "old"})
+    embeddings.run(
+        embeddings.Settings(
+            init_checkpoint=str(model),
+            output_dir=str(user),
+            export_dir=str(export),
+            do_predict=True,
+            predict_file=str(texts),
+            max_seq_length=8,
+        )
+    )
+    after = script_runner.folder_digests(user)
+    assert {k: after[k] for k in before} == before
+    assert (user / embeddings.EMBEDDINGS_FILE).exists()
+    assert _info(export)["task"] == "embeddings"
+    assert _no_temporaries(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "script, args, message",
+    [
+        # The run that deleted checkpoints, labels and predictions.
+        (
+            "run_classifier.py",
+            [
+                "--task_name=MRPC",
+                "--data_dir={root}/data",
+                "--vocab_file={root}/vocab.txt",
+                "--bert_config_file={root}/bert_config.json",
+                "--output_dir={root}/run",
+                "--export_dir={root}/run",
+                "--do_train",
+            ],
+            "--export_dir={root}/run and --output_dir={root}/run must be "
+            "separate folders",
+        ),
+        (
+            "export_hub.py",
+            [
+                "--vocab_file={root}/vocab.txt",
+                "--export_type=preprocessing",
+                "--export_path={root}/run",
+            ],
+            "--export_path={root}/run is not an export of this repository",
+        ),
+    ],
+)
+def test_scripts_refuse_with_one_line(tmp_path, script, args, message):
+    """The exit status and the one `error:` line; the run folder of the
+    observed case keeps every file."""
+    run = tmp_path / "run"
+    _files(run, ["model.ckpt-1.index", "labels.json", "test_results.tsv"])
+    before = script_runner.folder_digests(tmp_path)
+    root = str(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, script, *[a.format(root=root) for a in args]],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=script_runner.REPO,
+        timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and message.format(root=root) in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert script_runner.folder_digests(tmp_path) == before
