@@ -56,6 +56,10 @@ setuptools.setup(
             "seqeval>=1.2.2",
             # Pinned: another version formats differently.
             "ruff==0.17.6",
+            # Keras 3's JAX backend (CPU wheel): tests/jax_backend_test.py
+            # runs the model, the optimizer and the training step on it.
+            # On GPUs install jax[cuda12] or jax[cuda13] instead (README).
+            "jax[cpu]>=0.6",
         ],
         # apache-beam: create_pretraining_data.py --runner=beam, the same
         # per-shard generation on a cluster engine (DirectRunner, Dataflow,

@@ -225,6 +225,163 @@ def run_mode(mode, args):
     }
 
 
+# Dense (no sparsity) peaks from NVIDIA's H100 / H200 datasheets, TFLOP/s:
+# (bf16/fp16 tensor cores, tf32 tensor cores). H200 has the H100 SXM's.
+DATASHEET_PEAKS = {
+    "H100 PCIe": (756.0, 378.0),
+    "H100": (989.4, 494.7),  # SXM (HBM3); the NVL is listed apart
+    "H200": (989.4, 494.7),
+}
+MODELS = {
+    "base": BASE,
+    "large": dict(
+        BASE,
+        hidden_size=1024,
+        num_hidden_layers=24,
+        num_attention_heads=16,
+        intermediate_size=4096,
+    ),
+}
+
+
+def datasheet_peak(device_kind, precision):
+    """The card's dense peak in TFLOP/s for `precision` (None: unknown)."""
+    for name, peaks in DATASHEET_PEAKS.items():
+        if name in device_kind:
+            return peaks[0] if precision != "float32" else peaks[1]
+    return None
+
+
+def jax_matmul_peak(dtype, n):
+    """Mean FLOP/s of an n x n matmul in `dtype` on JAX's default device
+    (float32 at XLA's default precision: TF32 tensor cores on GPUs)."""
+    import jax
+    import jax.numpy as jnp
+
+    a = jax.random.normal(jax.random.key(0), (n, n), jnp.float32)
+    a, b = a.astype(dtype), (a * 0.5).astype(dtype)
+    matmul = jax.jit(jnp.matmul)
+    for _ in range(3):
+        matmul(a, b).block_until_ready()
+    repeats = 10
+    start = time.perf_counter()
+    for _ in range(repeats):
+        c = matmul(a, b)
+    c.block_until_ready()
+    return 2 * n**3 * repeats / (time.perf_counter() - start)
+
+
+def numpy_batch(cfg, batch, seq, preds, seed=0):
+    """The synthetic batch of `synthetic_batch`, drawn with numpy."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    low = 1000 if cfg["vocab_size"] > 2000 else 5
+    ids = rng.integers(low, cfg["vocab_size"], (batch, seq), dtype=np.int32)
+    positions = np.sort(
+        rng.integers(1, seq, (batch, preds), dtype=np.int32), axis=-1
+    )
+    segments = np.zeros((batch, seq), np.int32)
+    segments[:, seq // 2 :] = 1
+    return {
+        "input_ids": ids,
+        "input_mask": np.ones((batch, seq), np.int32),
+        "segment_ids": segments,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": np.take_along_axis(ids, positions, axis=1),
+        "masked_lm_weights": np.ones((batch, preds), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (batch, 1), dtype=np.int32),
+    }
+
+
+def build_jax_step(args, precision, seq, batch, overrides=None):
+    """BERT (args.model, random init) with the pre-training heads and its
+    JAX training step on a synthetic batch: (step, state, placed batch,
+    config dict, predictions per sequence)."""
+    import keras
+
+    from modeling import config as config_lib
+    from modeling import losses
+    from modeling import models
+    from modeling.training import jax_steps
+
+    # bench/gpu_hf_peer.py's predictions per sequence: 20 at 128, 76 at 512.
+    preds = args.preds if seq <= 128 else max(args.preds, 76)
+    keras.mixed_precision.set_global_policy(precision)
+    keras.utils.set_random_seed(0)
+    cfg = dict(MODELS[args.model], **json.loads(args.config_overrides or "{}"))
+    cfg.update(overrides or {})
+    model = models.BertPretrainer(config_lib.BertConfig.from_dict(cfg))
+    features = numpy_batch(cfg, batch, seq, preds)
+    model(features)
+
+    def loss_fn(features, outputs):
+        terms = losses.pretraining_losses(outputs, features)
+        return {"loss": terms["total_loss"]}
+
+    step = jax_steps.TrainStep(
+        model,
+        loss_fn,
+        jax_steps.OptimizerSettings(1e-4, 10**6, 100),
+        gradient_accumulation_steps=args.accumulation,
+    )
+    return step, step.initial_state(), step.place_batch(features), cfg, preds
+
+
+def run_jax_mode(mode, args):
+    """Times one JAX mode in this process (KERAS_BACKEND=jax, no
+    TensorFlow needed): "<precision>:<seq>:<batch>"; returns a dict."""
+    import jax
+    import keras
+
+    precision, seq, batch = mode.split(":")
+    seq, batch = int(seq), int(batch)
+    step, state, placed, cfg, preds = build_jax_step(
+        args, precision, seq, batch
+    )
+    start = time.perf_counter()
+    for _ in range(max(args.warmup, 1)):
+        state, logs = step._step(state, placed)
+    jax.block_until_ready(logs)
+    warmup_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        state, logs = step._step(state, placed)
+    jax.block_until_ready(logs)
+    elapsed = time.perf_counter() - start
+    device = jax.devices()[0]
+    flops = training_flops(cfg, batch, seq, preds)
+    dtype = "bfloat16" if precision != "float32" else "float32"
+    measured = jax_matmul_peak(dtype, args.matmul_n)
+    rate = flops * args.steps / elapsed
+    spec = datasheet_peak(device.device_kind, precision)
+    stats = getattr(device, "memory_stats", lambda: None)() or {}
+    result = {
+        "mode": mode,
+        "backend": "jax",
+        "model": args.model,
+        "precision": precision,
+        "seq": seq,
+        "batch": batch,
+        "predictions": preds,
+        "sequences_per_sec": round(batch * args.steps / elapsed, 1),
+        "step_seconds": round(elapsed / args.steps, 5),
+        "compile_and_warmup_seconds": round(warmup_s, 1),
+        "train_tflops_per_step": round(flops / 1e12, 4),
+        "achieved_tflops": round(rate / 1e12, 2),
+        "matmul_measured_tflops": round(measured / 1e12, 1),
+        "mfu_measured": round(rate / measured, 3),
+        "datasheet_tflops": spec,
+        "mfu_datasheet": round(rate / (spec * 1e12), 3) if spec else None,
+        "peak_device_gib": round(stats.get("peak_bytes_in_use", 0) / 2**30, 2),
+        "loss": round(float(logs["loss"]), 4),
+        "device": device.device_kind,
+        "jax": jax.__version__,
+        "keras": keras.__version__,
+    }
+    return result
+
+
 def run_dynamic_masking(args):
     """The dynamic-masking part (module docstring) in this process."""
     import tensorflow as tf
@@ -327,58 +484,141 @@ def parse_args(argv):
     parser.add_argument("--demo_batch", type=int, default=32)
     parser.add_argument("--demo_steps", type=int, default=200)
     parser.add_argument("--input_batches", type=int, default=2000)
+    parser.add_argument(
+        "--backend",
+        default="tensorflow",
+        help="tensorflow (--modes), jax (--jax_modes; KERAS_BACKEND=jax, "
+        "TensorFlow not needed) or both, comma-separated",
+    )
+    parser.add_argument(
+        "--jax_modes",
+        default="",
+        help="precision:seq:batch,... (default: float32 and mixed_bfloat16 "
+        "at --seq and --batch)",
+    )
+    parser.add_argument("--model", default="base", choices=sorted(MODELS))
+    parser.add_argument("--accumulation", type=int, default=1)
+    parser.add_argument("--matmul_n", type=int, default=2048)
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=0,
+        help="seconds: start no mode after this (0: no limit)",
+    )
+    parser.add_argument(
+        "--out", default="", help="also write the JSON here, after each mode"
+    )
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if not args.jax_modes:
+        args.jax_modes = ",".join(
+            f"{p}:{args.seq}:{args.batch}"
+            for p in ("float32", "mixed_bfloat16")
+        )
+    return args
+
+
+def gpu_description():
+    """The GPUs as nvidia-smi names them, with the driver; {} without one."""
+    try:
+        out = subprocess.run(
+            [
+                "nvidia-smi",
+                "--query-gpu=name,driver_version,memory.total,power.limit",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"gpus": [line.strip() for line in out.splitlines() if line.strip()]}
 
 
 def main(argv):
+    started = time.perf_counter()
     args = parse_args(argv)
     if args.child:
         if args.child == "dynamic_masking":
             result = run_dynamic_masking(args)
+        elif args.child.startswith("jax:"):
+            result = run_jax_mode(args.child[len("jax:") :], args)
         else:
             result = run_mode(args.child, args)
         print("RESULT " + json.dumps(result), flush=True)
         return
+    backends = args.backend.split(",")
     children = []
     for part in args.parts.split(","):
         if part == "model":
-            children.extend(args.modes.split(","))
+            for backend in backends:
+                if backend == "tensorflow":
+                    children.extend(args.modes.split(","))
+                elif backend == "jax":
+                    modes = args.jax_modes.split(",")
+                    children.extend("jax:" + m for m in modes)
+                else:
+                    raise SystemExit(
+                        f"unknown backend {backend!r}: tensorflow, jax"
+                    )
         elif part == "dynamic_masking":
             children.append(part)
         else:
             raise SystemExit(f"unknown part {part!r}: model, dynamic_masking")
-    results = []
+    report = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(),
+        "machine": {
+            "node": platform.node(),
+            **machine.describe(),
+            **gpu_description(),
+        },
+        "settings": {
+            "model": args.model,
+            "batch": args.batch,
+            "seq": args.seq,
+            "predictions": args.preds,
+            "timed_steps": args.steps,
+        },
+        "results": [],
+    }
     for mode in children:
-        if mode not in (*MODES, "dynamic_masking"):
+        if not mode.startswith("jax:") and mode not in (
+            *MODES,
+            "dynamic_masking",
+        ):
             raise SystemExit(f"unknown mode {mode!r}; expected {MODES}")
+        if args.budget and time.perf_counter() - started > args.budget:
+            report["results"].append({"mode": mode, "skipped": "budget"})
+            continue
         child = [
             sys.executable,
             os.path.abspath(__file__),
             *argv,
             f"--child={mode}",
         ]
-        env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+        path = os.pathsep.join(
+            p for p in (ROOT, os.environ.get("PYTHONPATH")) if p
+        )
+        env = dict(os.environ, PYTHONPATH=path, TF_CPP_MIN_LOG_LEVEL="2")
+        if mode.startswith("jax:"):
+            env["KERAS_BACKEND"] = "jax"
         proc = subprocess.run(
             child, env=env, capture_output=True, text=True, check=False
         )
         lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
         if proc.returncode or not lines:
-            results.append({"mode": mode, "error": proc.stderr[-2000:]})
-            continue
-        results.append(json.loads(lines[-1][len("RESULT ") :]))
-    report = {
-        "date": datetime.datetime.now(datetime.UTC).isoformat(),
-        "machine": {"node": platform.node(), **machine.describe()},
-        "settings": {
-            "model": "BERT-base",
-            "batch": args.batch,
-            "seq": args.seq,
-            "predictions": args.preds,
-            "timed_steps": args.steps,
-        },
-        "results": results,
-    }
+            error = proc.stderr[-2000:]
+            if "RESOURCE_EXHAUSTED" in proc.stderr:
+                error = "out of memory (RESOURCE_EXHAUSTED)"
+            report["results"].append({"mode": mode, "error": error})
+        else:
+            report["results"].append(json.loads(lines[-1][len("RESULT ") :]))
+        if args.out:
+            with open(args.out + ".tmp", "w") as f:
+                f.write(json.dumps(report, indent=2) + "\n")
+            os.replace(args.out + ".tmp", args.out)
     print(json.dumps(report, indent=2))
 
 

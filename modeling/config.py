@@ -13,8 +13,6 @@ import inspect
 import json
 import logging
 
-import tensorflow as tf
-
 from modeling.data import file_io
 
 _LOG = logging.getLogger(__name__)
@@ -164,11 +162,11 @@ class BertConfig:
 
     @classmethod
     def from_json_file(cls, json_file):
-        """Reads a `bert_config.json` (local path or any tf.io.gfile path)."""
+        """Reads a `bert_config.json` (local path, or a gs:// path where
+        TensorFlow is installed)."""
         try:
-            with tf.io.gfile.GFile(json_file, "r") as reader:
-                text = reader.read()
-        except tf.errors.NotFoundError as e:
+            text = file_io.read_text(json_file)
+        except FileNotFoundError as e:
             raise FileNotFoundError(
                 f"bert_config_file {json_file} does not exist"
             ) from e
@@ -254,8 +252,7 @@ _DEFAULTS = {
 def vocab_size_of(vocab_file):
     """Number of entries of a vocab file, counted as the original does
     (one per line)."""
-    with tf.io.gfile.GFile(vocab_file, "r") as f:
-        return sum(1 for _ in f)
+    return len(file_io.read_lines(vocab_file))
 
 
 def check_vocab_size(vocab_file_or_size, config):

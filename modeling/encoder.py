@@ -68,7 +68,8 @@ class TransformerEncoder(keras.layers.Layer):
 
 def _recomputed(block, x, input_mask):
     """block(x, input_mask, training=True), keeping only `x` for the
-    backward pass, which runs the block again (tf.recompute_grad).
+    backward pass, which runs the block again (tf.recompute_grad on
+    TensorFlow, jax.checkpoint on JAX through keras.remat).
 
     A block's activations for the backward pass are ~160 MB per layer at
     batch 32 x 128 (hidden 384), most of a fine-tune's memory; kept instead
@@ -76,8 +77,6 @@ def _recomputed(block, x, input_mask):
     dropout seeds are drawn once, before, so the rerun drops the same units
     as the first run (layers.Dropout).
     """
-    import tensorflow as tf  # tf.recompute_grad has no keras.ops peer.
-
     dropouts = [
         layer
         for layer in block._flatten_layers()
@@ -85,7 +84,6 @@ def _recomputed(block, x, input_mask):
     ]
     seeds = [layer.draw_seed() for layer in dropouts]
 
-    @tf.recompute_grad
     def run(h):
         for layer, seed in zip(dropouts, seeds):
             layer.set_drawn_seed(seed)
@@ -95,7 +93,12 @@ def _recomputed(block, x, input_mask):
             for layer in dropouts:
                 layer.set_drawn_seed(None)
 
-    return run(x)
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        # What tests/encoder_test.py measures (masks, memory) on TF.
+        return tf.recompute_grad(run)(x)
+    return keras.remat(run)(x)
 
 
 def set_gradient_checkpointing(model, enabled=True):

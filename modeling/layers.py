@@ -95,9 +95,11 @@ class Dropout(keras.layers.Dropout):
     """
 
     def draw_seed(self):
-        import tensorflow as tf  # The checkpointing path is TF-only.
-
         seed = self.seed_generator.next()
+        if keras.backend.backend() != "tensorflow":
+            return seed  # JAX: the generator's key, what a plain call uses.
+        import tensorflow as tf
+
         if seed.dtype != tf.int32:  # keras's cast: stateless ops take int32.
             seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
         return seed
@@ -106,6 +108,9 @@ class Dropout(keras.layers.Dropout):
         seed = getattr(self, "_drawn_seed", None)
         if seed is None or not training or self.rate == 0:
             return super().call(inputs, training=training)
+        if keras.backend.backend() != "tensorflow":
+            # JAX's dropout takes a key array as its seed.
+            return keras.random.dropout(inputs, self.rate, seed=seed)
         import tensorflow as tf
 
         return tf.nn.experimental.stateless_dropout(
@@ -164,6 +169,13 @@ class BertEmbeddings(keras.layers.Layer):
 
     The three tables are plain weights of this layer (named as the original),
     not keras.layers.Embedding, whose table would be called `embeddings`.
+
+    Under a mixed precision policy the rows are looked up in the float32
+    tables and then cast (`autocast=False`): the same values as a lookup in
+    a cast table, but the gradient of a lookup, which adds up the rows of
+    every occurrence of a token, is summed in float32, as TensorFlow's
+    IndexedSlices are. (A bfloat16 scatter-add loses precision on frequent
+    tokens, and on GPUs it is slow.)
     """
 
     def __init__(
@@ -177,6 +189,7 @@ class BertEmbeddings(keras.layers.Layer):
         use_one_hot_embeddings=False,
         **kwargs,
     ):
+        kwargs["autocast"] = False  # The casts are explicit (see above).
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
@@ -216,17 +229,25 @@ class BertEmbeddings(keras.layers.Layer):
         Returns:
             compute-dtype Tensor [B, T, H].
         """
+        dtype = self.compute_dtype
         if self.use_one_hot_embeddings:
             # One-hot matmul instead of a gather: faster on TPUs.
-            one_hot = ops.one_hot(
-                input_ids, self.vocab_size, dtype=self.compute_dtype
+            one_hot = ops.one_hot(input_ids, self.vocab_size, dtype=dtype)
+            words = ops.matmul(
+                one_hot, ops.cast(self.word_embeddings.value, dtype)
             )
-            words = ops.matmul(one_hot, self.word_embeddings)
         else:
-            words = ops.take(self.word_embeddings, input_ids, axis=0)
-        # The original uses a one-hot matmul for the (tiny) type table; a
-        # gather gives the same numbers (one non-zero term per output).
-        types = ops.take(self.token_type_embeddings, segment_ids, axis=0)
+            words = ops.cast(
+                ops.take(self.word_embeddings.value, input_ids, axis=0), dtype
+            )
+        # The original's one-hot matmul for the (tiny) type table: the same
+        # numbers as a gather (one non-zero term per output), and its
+        # gradient is a matmul, not a scatter-add of every token onto two
+        # rows (on GPUs that scatter took 40% of a BERT-base step).
+        types = ops.matmul(
+            ops.one_hot(segment_ids, self.type_vocab_size, dtype=dtype),
+            ops.cast(self.token_type_embeddings.value, dtype),
+        )
         seq_length = ops.shape(input_ids)[1]
         if isinstance(seq_length, int) and (
             seq_length > self.max_position_embeddings
@@ -235,9 +256,13 @@ class BertEmbeddings(keras.layers.Layer):
                 f"sequence length {seq_length} is longer than "
                 f"max_position_embeddings ({self.max_position_embeddings})"
             )
+        # .value: the array; JAX cannot slice a Variable itself.
         positions = ops.slice(
-            self.position_embeddings, (0, 0), (seq_length, self.hidden_size)
+            self.position_embeddings.value,
+            (0, 0),
+            (seq_length, self.hidden_size),
         )
+        positions = ops.cast(positions, dtype)
         x = words + types + positions[None, :, :]
         return self.dropout(self.layer_norm(x), training=training)
 

@@ -10,16 +10,9 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import losses as losses_lib
 from modeling import models
+from modeling.data import feature_names
 
-FEATURES = (
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "masked_lm_positions",
-    "masked_lm_ids",
-    "masked_lm_weights",
-    "next_sentence_labels",
-)
+FEATURES = feature_names.PRETRAINING_FEATURES
 OUTPUTS = (
     "embedding_output",
     "sequence_output",

@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 import tolerance
 
+from modeling.data import feature_names
 from modeling.training import optimization
 
 
@@ -136,15 +137,7 @@ def _golden_steps(golden_dir):
     )
 
 
-FEATURE_NAMES = (
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "masked_lm_positions",
-    "masked_lm_ids",
-    "masked_lm_weights",
-    "next_sentence_labels",
-)
+FEATURE_NAMES = feature_names.PRETRAINING_FEATURES
 
 
 class _TinyRun:

@@ -10,6 +10,13 @@ PRETRAINING_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
 PRETRAINING_PRED_INT_FEATURES = ("masked_lm_positions", "masked_lm_ids")
 PRETRAINING_PRED_FLOAT_FEATURES = ("masked_lm_weights",)
 NEXT_SENTENCE_LABELS = "next_sentence_labels"
+# Every feature of a pre-training record, in the original's order.
+PRETRAINING_FEATURES = (
+    PRETRAINING_SEQ_FEATURES
+    + PRETRAINING_PRED_INT_FEATURES
+    + PRETRAINING_PRED_FLOAT_FEATURES
+    + (NEXT_SENTENCE_LABELS,)
+)
 
 # === Classifier records (run_classifier.py) ===
 CLASSIFIER_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")

@@ -32,10 +32,10 @@ import keras
 import tensorflow as tf
 
 from modeling.training import schedule
+from modeling.training import update_rules
 
-# The original's exclusion list (regexes searched in the checkpoint name).
-EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
-OPTIMIZER_TYPES = ("adamw", "lamb")
+EXCLUDE_FROM_WEIGHT_DECAY = update_rules.EXCLUDE_FROM_WEIGHT_DECAY
+OPTIMIZER_TYPES = update_rules.OPTIMIZER_TYPES
 # Variables whose gradient the original left as IndexedSlices (tf.gather).
 SPARSE_GRADIENT_NAMES = (r"word_embeddings$",)
 
@@ -58,22 +58,9 @@ class WarmupLinearDecay:
 
     def __call__(self, step):
         """Learning rate (float32 scalar) for integer `step`."""
-        step = tf.convert_to_tensor(step)
-        # tf.train.polynomial_decay(power=1, end=0, cycle=False): the step is
-        # clamped at num_train_steps, so the rate stays 0 afterwards.
-        decay_steps = tf.constant(self.num_train_steps, tf.float32)
-        p = tf.minimum(tf.cast(step, tf.float32), decay_steps) / decay_steps
-        lr = tf.constant(self.init_lr, tf.float32) * (1.0 - p)
-        if self.num_warmup_steps:
-            step_int = tf.cast(step, tf.int32)
-            warmup_int = tf.constant(self.num_warmup_steps, tf.int32)
-            done = tf.cast(step_int, tf.float32) / tf.cast(
-                warmup_int, tf.float32
-            )
-            warmup_lr = tf.constant(self.init_lr, tf.float32) * done
-            is_warmup = tf.cast(step_int < warmup_int, tf.float32)
-            lr = (1.0 - is_warmup) * lr + is_warmup * warmup_lr
-        return lr
+        return update_rules.learning_rate(
+            step, self.init_lr, self.num_train_steps, self.num_warmup_steps
+        )
 
 
 def default_variable_name(var):
@@ -95,6 +82,7 @@ class AdamWeightDecay(tf.Module):
     """
 
     slot_names = ("adam_m", "adam_v")
+    lamb = False  # Lamb: the update scaled by the trust ratio.
 
     def __init__(
         self,
@@ -170,10 +158,8 @@ class AdamWeightDecay(tf.Module):
         return tf.constant(self.learning_rate, tf.float32)
 
     def _use_weight_decay(self, name):
-        if not self.weight_decay_rate:
-            return False
-        return not any(
-            re.search(r, name) for r in self.exclude_from_weight_decay
+        return update_rules.uses_weight_decay(
+            name, self.weight_decay_rate, self.exclude_from_weight_decay
         )
 
     # === Update ===
@@ -261,18 +247,19 @@ class AdamWeightDecay(tf.Module):
         )
 
     def _update_fn(self, var, grad, m, v, lr, use_decay, should_apply):
-        # Python floats first, as the original: 1.0 - 0.9 rounds to 0.1 in f32.
-        next_m = tf.multiply(self.beta_1, m) + tf.multiply(
-            1.0 - self.beta_1, grad
+        next_var, next_m, next_v = update_rules.adam_update(
+            var,
+            grad,
+            m,
+            v,
+            lr,
+            use_decay,
+            weight_decay_rate=self.weight_decay_rate,
+            beta_1=self.beta_1,
+            beta_2=self.beta_2,
+            epsilon=self.epsilon,
+            lamb=self.lamb,
         )
-        next_v = tf.multiply(self.beta_2, v) + tf.multiply(
-            1.0 - self.beta_2, tf.square(grad)
-        )
-        update = next_m / (tf.sqrt(next_v) + self.epsilon)
-        if use_decay:
-            update += self.weight_decay_rate * var
-        update = self._adapt(update, var, next_m, next_v, use_decay)
-        next_var = var - lr * update
         if not (isinstance(should_apply, bool) and should_apply):
             next_var = tf.where(should_apply, next_var, var)
             next_m = tf.where(should_apply, next_m, m)
@@ -280,11 +267,6 @@ class AdamWeightDecay(tf.Module):
         return tf.group(
             var.assign(next_var), m.assign(next_m), v.assign(next_v)
         )
-
-    def _adapt(self, update, var, next_m, next_v, use_decay):
-        """Hook for LAMB's trust ratio; AdamWeightDecay leaves it alone."""
-        del var, next_m, next_v, use_decay
-        return update
 
 
 class Lamb(AdamWeightDecay):
@@ -295,18 +277,7 @@ class Lamb(AdamWeightDecay):
     moments are used without bias correction, like the rest of this module.
     """
 
-    def _adapt(self, update, var, next_m, next_v, use_decay):
-        del next_m, next_v
-        if not use_decay:
-            return update
-        w_norm = tf.norm(var)
-        u_norm = tf.norm(update)
-        ratio = tf.where(
-            (w_norm > 0.0) & (u_norm > 0.0),
-            w_norm / u_norm,
-            tf.ones_like(w_norm),
-        )
-        return ratio * update
+    lamb = True
 
 
 def _tf_variable(var):

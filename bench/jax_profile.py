@@ -1,0 +1,158 @@
+"""Where a JAX training step of bench/pretraining.py spends its time: the
+device kernels of a few traced steps, summed by name, largest first.
+
+    KERAS_BACKEND=jax python bench/jax_profile.py --mode=mixed_bfloat16:128:256
+
+Builds the step as `bench/pretraining.py --backend=jax` does, runs
+`--warmup` steps, traces `--steps` with `jax.profiler` (a Perfetto JSON
+trace, read back here: no TensorBoard needed) and prints one JSON object:
+the step time, and the top `--top` kernels with their share of the summed
+kernel time. `--variants` times the same mode with named changes to the
+config (comma-separated; "no_dropout") for comparison.
+"""
+
+import argparse
+import collections
+import glob
+import gzip
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pretraining  # noqa: E402  (bench/pretraining.py, beside this file)
+
+VARIANTS = {
+    "no_dropout": {
+        "hidden_dropout_prob": 0.0,
+        "attention_probs_dropout_prob": 0.0,
+    },
+}
+
+
+def time_steps(step, state, placed, steps):
+    import jax
+
+    start = time.perf_counter()
+    for _ in range(steps):
+        state, logs = step._step(state, placed)
+    jax.block_until_ready(logs)
+    return state, (time.perf_counter() - start) / steps
+
+
+def _thread_class(name):
+    for key in ("XLA Ops", "XLA Modules", "Stream"):
+        if key in name:
+            return key
+    return name
+
+
+def kernel_table(trace_dir, top, include_host=False):
+    """The device events of the Perfetto trace, summed by name per kind of
+    track: "XLA Ops" (HLO ops and fusions), "Stream" (CUDA kernels and
+    copies), "XLA Modules" (whole programs); top `top` of each."""
+    files = glob.glob(
+        os.path.join(trace_dir, "**", "*perfetto_trace.json.gz"),
+        recursive=True,
+    )
+    if not files:
+        return {"error": f"no perfetto trace under {trace_dir}"}
+    with gzip.open(files[0], "rt") as f:
+        trace = json.load(f)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    processes, threads = {}, {}
+    for e in events:
+        if e.get("ph") != "M":
+            continue
+        if e.get("name") == "process_name":
+            processes[e["pid"]] = e.get("args", {}).get("name", "")
+        elif e.get("name") == "thread_name":
+            threads[(e["pid"], e.get("tid"))] = e.get("args", {}).get(
+                "name", ""
+            )
+    device_pids = {
+        pid
+        for pid, name in processes.items()
+        if include_host or ("/device:" in name and "CPU" not in name.upper())
+    }
+    totals = collections.defaultdict(collections.Counter)
+    for e in events:
+        if e.get("ph") == "X" and e.get("pid") in device_pids:
+            track = _thread_class(threads.get((e["pid"], e.get("tid")), ""))
+            totals[track][e.get("name", "?")] += float(e.get("dur", 0))
+    out = {"device_processes": sorted(processes[p] for p in device_pids)}
+    for track, counter in totals.items():
+        total = sum(counter.values())
+        out[track] = {
+            "us_total": round(total, 1),
+            "top": [
+                [name[:100], round(us, 1), round(us / total, 4)]
+                for name, us in counter.most_common(top)
+            ],
+        }
+    return out
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", default="mixed_bfloat16:128:256")
+    parser.add_argument("--model", default="base")
+    parser.add_argument("--preds", type=int, default=20)
+    parser.add_argument("--accumulation", type=int, default=1)
+    parser.add_argument("--config_overrides", default="")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--variants", default="")
+    parser.add_argument("--out", default="")
+    parser.add_argument(
+        "--hlo_out", default="", help="write the compiled HLO text (.gz)"
+    )
+    parser.add_argument(
+        "--include_host", action="store_true", help="CPU tracks too (tests)"
+    )
+    args = parser.parse_args(argv)
+    import jax
+
+    precision, seq, batch = args.mode.split(":")
+    step, state, placed, _, _ = pretraining.build_jax_step(
+        args, precision, int(seq), int(batch)
+    )
+    if args.hlo_out:
+        # The optimized program: what the trace's fusion names stand for.
+        text = step._step.lower(state, placed).compile().as_text()
+        with gzip.open(args.hlo_out, "wt") as f:
+            f.write(text)
+    state, _ = time_steps(step, state, placed, args.warmup)
+    state, step_s = time_steps(step, state, placed, 10)
+    trace_dir = tempfile.mkdtemp(prefix="jax_trace_")
+    with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+        state, _ = time_steps(step, state, placed, args.steps)
+    report = {
+        "mode": args.mode,
+        "device": jax.devices()[0].device_kind,
+        "step_seconds": round(step_s, 5),
+        "kernels_per_traced_steps": args.steps,
+        **kernel_table(trace_dir, args.top, args.include_host),
+    }
+    del step, state, placed
+    report["variants"] = {}
+    for name in filter(None, args.variants.split(",")):
+        v_step, v_state, v_placed, _, _ = pretraining.build_jax_step(
+            args, precision, int(seq), int(batch), VARIANTS[name]
+        )
+        v_state, _ = time_steps(v_step, v_state, v_placed, args.warmup)
+        _, v_s = time_steps(v_step, v_state, v_placed, 10)
+        report["variants"][name] = round(v_s, 5)
+        del v_step, v_state, v_placed
+    text = json.dumps(report, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,302 @@
+"""The compiled training step on Keras 3's JAX backend.
+
+The TensorFlow step (training/steps.py) runs the model under tf.distribute;
+this one is a pure function of arrays compiled once by `jax.jit`:
+
+    state, logs = step(state, batch)
+
+where `state` holds the model's trainable and non-trainable values (the
+dropout seed generators are among the latter), the optimizer's `adam_m` /
+`adam_v` per trainable variable and the step counter, and `batch` a dict of
+numpy arrays (the host's tf.data pipeline yields them, or synthetic ones).
+The model runs through Keras's stateless API (`model.stateless_call`), the
+gradients come from `jax.value_and_grad`, and the update is the original's
+arithmetic (training/update_rules.py, shared with the TensorFlow
+optimizer). The old state's buffers are donated, so a step holds one copy
+of the weights and slots.
+
+Data parallel: with several local devices (GPUs, TPU cores, or host devices
+under `XLA_FLAGS=--xla_force_host_platform_device_count=N`), the state is
+replicated and each batch is split along its first axis over a
+`keras.distribution.DeviceMesh`; XLA all-reduces the gradients, so the step
+computes the mean over the global batch as one device would.
+
+Gradient accumulation: N micro-batches of batch / N run in a `lax.scan`;
+their mean gradient makes one update (the TensorFlow step's rule).
+
+Where JAX differs from the TensorFlow optimizer: TensorFlow keeps the
+word-embedding gradient as IndexedSlices, and `tf.clip_by_global_norm`
+counts a token that occurs k times in a batch as k rows; here the gradient
+is dense (the k rows summed first), so the global norm, and with it the
+clip scale, can differ slightly when the norm exceeds `clip_norm`.
+tests/jax_backend_test.py bounds the difference on real batches.
+
+This module imports no TensorFlow: it runs where only JAX is installed.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import keras
+import numpy as np
+
+from modeling.training import update_rules
+
+
+@dataclasses.dataclass
+class OptimizerSettings:
+    """The original optimizer's settings (`optimization.create_optimizer`).
+
+    Attributes:
+      learning_rate: peak rate.
+      num_train_steps: the rate decays linearly to 0 at this step.
+      num_warmup_steps: linear warmup length.
+      optimizer_type: "adamw" (the original) or "lamb".
+      weight_decay_rate, beta_1, beta_2, epsilon, clip_norm: the original's
+        constants.
+    """
+
+    learning_rate: float
+    num_train_steps: int
+    num_warmup_steps: int = 0
+    optimizer_type: str = "adamw"
+    weight_decay_rate: float = 0.01
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-6
+    clip_norm: float | None = 1.0
+
+    def __post_init__(self):
+        if self.optimizer_type not in update_rules.OPTIMIZER_TYPES:
+            raise ValueError(
+                f"Unknown optimizer_type {self.optimizer_type!r}; expected "
+                f"one of {update_rules.OPTIMIZER_TYPES}"
+            )
+
+
+def variable_name(variable):
+    """A Keras variable's checkpoint name: its path (modeling/layers.py)."""
+    return variable.path
+
+
+class TrainStep:
+    """One training step of `model` as a jitted function of arrays.
+
+    Args:
+      model: a built keras.Model taking a dict of features.
+      loss_fn: (features, outputs) -> dict of float32 scalars with "loss"
+        (keras.ops only: it is traced by JAX).
+      settings: OptimizerSettings.
+      gradient_accumulation_steps: micro-batches per update.
+      devices: the devices to split each batch over (default: every local
+        device of the default backend); one device runs without sharding.
+    """
+
+    def __init__(
+        self,
+        model,
+        loss_fn,
+        settings,
+        gradient_accumulation_steps=1,
+        devices=None,
+    ):
+        if keras.backend.backend() != "jax":
+            raise RuntimeError(
+                "jax_steps.TrainStep needs KERAS_BACKEND=jax (this process "
+                f"runs Keras on {keras.backend.backend()})"
+            )
+        if gradient_accumulation_steps < 1:
+            raise ValueError(
+                "gradient_accumulation_steps must be >= 1: "
+                f"{gradient_accumulation_steps}"
+            )
+        self.model = model
+        self.loss_fn = loss_fn
+        self.settings = settings
+        self.accumulation = gradient_accumulation_steps
+        self.names = [variable_name(v) for v in model.trainable_variables]
+        self.use_decay = [
+            update_rules.uses_weight_decay(n, settings.weight_decay_rate)
+            for n in self.names
+        ]
+        self.devices = list(devices or jax.local_devices())
+        self._mesh = None
+        if len(self.devices) > 1:
+            mesh = keras.distribution.DeviceMesh(
+                (len(self.devices),), ["batch"], self.devices
+            )
+            self._mesh = mesh.backend_mesh
+        self._step = jax.jit(self._train_step, donate_argnums=0)
+
+    # === State ===
+
+    def initial_state(self, global_step=0, slots=None):
+        """The state from the model's current values.
+
+        Args:
+          global_step: int, the step counter to start from.
+          slots: None (zeros), or {checkpoint name: array} holding
+            `<name>/adam_m` and `<name>/adam_v` of every trainable variable
+            (a resumed run).
+        """
+        model = self.model
+        m, v = [], []
+        for name, var in zip(self.names, model.trainable_variables):
+            if slots is None:
+                zeros = np.zeros(var.shape, np.float32)
+                m.append(zeros)
+                v.append(zeros)
+            else:
+                m.append(np.asarray(slots[f"{name}/adam_m"], np.float32))
+                v.append(np.asarray(slots[f"{name}/adam_v"], np.float32))
+        state = {
+            "trainable": [var.value for var in model.trainable_variables],
+            "non_trainable": [
+                var.value for var in model.non_trainable_variables
+            ],
+            "adam_m": m,
+            "adam_v": v,
+            "step": np.asarray(global_step, np.int32),
+        }
+        return self._place(state, replicate=True)
+
+    def write_back(self, state):
+        """Copies the state's weights into the model's variables."""
+        for var, value in zip(
+            self.model.trainable_variables, state["trainable"]
+        ):
+            var.assign(value)
+        for var, value in zip(
+            self.model.non_trainable_variables, state["non_trainable"]
+        ):
+            var.assign(value)
+
+    def checkpoint_arrays(self, state):
+        """{original checkpoint name: numpy array} of the weights and the
+        optimizer's slots (`global_step` is the int(state["step"]))."""
+        out = {}
+        for name, w, m, v in zip(
+            self.names, state["trainable"], state["adam_m"], state["adam_v"]
+        ):
+            out[name] = np.asarray(w)
+            out[f"{name}/adam_m"] = np.asarray(m)
+            out[f"{name}/adam_v"] = np.asarray(v)
+        for var, value in zip(
+            self.model.non_trainable_variables, state["non_trainable"]
+        ):
+            if "seed_generator" not in var.path:
+                out[variable_name(var)] = np.asarray(value)
+        return out
+
+    def _place(self, tree, replicate):
+        if self._mesh is None:
+            return jax.device_put(tree, self.devices[0])
+        spec = jax.sharding.PartitionSpec() if replicate else None
+        if replicate:
+            sharding = jax.sharding.NamedSharding(self._mesh, spec)
+            return jax.device_put(tree, sharding)
+        batch = jax.sharding.NamedSharding(
+            self._mesh, jax.sharding.PartitionSpec("batch")
+        )
+        return jax.device_put(tree, batch)
+
+    def place_batch(self, batch):
+        """The batch on the devices (split along its first axis over them)."""
+        if self._mesh is not None:
+            n = len(self.devices)
+            for name, array in batch.items():
+                if np.shape(array)[0] % (n * self.accumulation):
+                    raise ValueError(
+                        f"batch of {np.shape(array)[0]} ({name}) does not "
+                        f"split into {n} devices x {self.accumulation} "
+                        "micro-batches"
+                    )
+        return self._place(dict(batch), replicate=False)
+
+    # === The step ===
+
+    def __call__(self, state, batch):
+        """(new state, logs): one update from `batch` (a dict of arrays)."""
+        return self._step(state, self.place_batch(batch))
+
+    def _loss(self, trainable, non_trainable, batch):
+        outputs, non_trainable = self.model.stateless_call(
+            trainable, non_trainable, batch, training=True
+        )
+        logs = dict(self.loss_fn(batch, outputs))
+        loss = jnp.asarray(logs["loss"], jnp.float32)
+        return loss, (logs, non_trainable)
+
+    def _grads(self, trainable, non_trainable, batch):
+        grad_fn = jax.value_and_grad(self._loss, has_aux=True)
+        if self.accumulation == 1:
+            (_, (logs, non_trainable)), grads = grad_fn(
+                trainable, non_trainable, batch
+            )
+            return logs, grads, non_trainable
+        n = self.accumulation
+        micro = jax.tree.map(
+            lambda x: x.reshape((n, x.shape[0] // n) + x.shape[1:]), batch
+        )
+
+        def body(carry, features):
+            grad_sum, nt = carry
+            (_, (logs, nt)), grads = grad_fn(trainable, nt, features)
+            grad_sum = jax.tree.map(jnp.add, grad_sum, grads)
+            return (grad_sum, nt), logs
+
+        zeros = jax.tree.map(jnp.zeros_like, trainable)
+        (grad_sum, non_trainable), logs = jax.lax.scan(
+            body, (zeros, non_trainable), micro
+        )
+        grads = jax.tree.map(lambda g: g / n, grad_sum)
+        logs = jax.tree.map(lambda x: jnp.mean(x, axis=0), logs)
+        return logs, grads, non_trainable
+
+    def _train_step(self, state, batch):
+        s = self.settings
+        logs, grads, non_trainable = self._grads(
+            state["trainable"], state["non_trainable"], batch
+        )
+        grads = [jnp.asarray(g, jnp.float32) for g in grads]
+        if s.clip_norm is not None:
+            grads, norm = update_rules.clip_by_global_norm(grads, s.clip_norm)
+        else:
+            norm = update_rules.global_norm(grads)
+        lr = update_rules.learning_rate(
+            state["step"],
+            s.learning_rate,
+            s.num_train_steps,
+            s.num_warmup_steps,
+        )
+        new = {"trainable": [], "adam_m": [], "adam_v": []}
+        for var, grad, m, v, decay in zip(
+            state["trainable"],
+            grads,
+            state["adam_m"],
+            state["adam_v"],
+            self.use_decay,
+        ):
+            next_var, next_m, next_v = update_rules.adam_update(
+                var,
+                grad,
+                m,
+                v,
+                lr,
+                decay,
+                weight_decay_rate=s.weight_decay_rate,
+                beta_1=s.beta_1,
+                beta_2=s.beta_2,
+                epsilon=s.epsilon,
+                lamb=s.optimizer_type == "lamb",
+            )
+            new["trainable"].append(next_var.astype(var.dtype))
+            new["adam_m"].append(next_m)
+            new["adam_v"].append(next_v)
+        new["non_trainable"] = non_trainable
+        new["step"] = state["step"] + 1
+        logs = {k: jnp.asarray(v, jnp.float32) for k, v in logs.items()}
+        logs["grad_norm"] = norm
+        logs["learning_rate"] = lr
+        return new, logs

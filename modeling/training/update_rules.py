@@ -1,0 +1,116 @@
+"""The original optimizer's arithmetic in `keras.ops`, for every backend.
+
+One copy of each formula of google-research/bert `optimization.py`, used by
+the TensorFlow optimizer (`optimization.AdamWeightDecay`, under
+tf.distribute, which keeps the IndexedSlices form of the word-embedding
+gradient for the clip norm) and by the JAX training step
+(`training/jax_steps.py`); no TensorFlow is imported here.
+
+* `learning_rate`: warmup, then linear decay to 0 at `num_train_steps`,
+  evaluated in float32 as TF1's `polynomial_decay` did; `step` is the
+  `global_step` BEFORE the update's increment.
+* `adam_update`: Adam WITHOUT bias correction, epsilon added after the
+  square root, decoupled weight decay scaled by the learning rate and
+  computed on the pre-update weight; LAMB's trust ratio when asked.
+* `clip_by_global_norm`: the dense form of TF's `tf.clip_by_global_norm`.
+"""
+
+import re
+
+from keras import ops
+
+# The original's exclusion list (regexes searched in the checkpoint name).
+EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+OPTIMIZER_TYPES = ("adamw", "lamb")
+
+
+def learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
+    """The rate (float32 scalar) of the update made at integer `step`.
+
+    `init_lr * step / num_warmup_steps` while step < num_warmup_steps, else
+    `init_lr * (1 - min(step, num_train_steps) / num_train_steps)`.
+    """
+    decay_steps = ops.convert_to_tensor(float(num_train_steps), "float32")
+    p = ops.minimum(ops.cast(step, "float32"), decay_steps) / decay_steps
+    init = ops.convert_to_tensor(float(init_lr), "float32")
+    lr = init * (1.0 - p)
+    if num_warmup_steps:
+        step_int = ops.cast(step, "int32")
+        warmup_int = ops.convert_to_tensor(int(num_warmup_steps), "int32")
+        done = ops.cast(step_int, "float32") / ops.cast(warmup_int, "float32")
+        warmup_lr = init * done
+        is_warmup = ops.cast(step_int < warmup_int, "float32")
+        lr = (1.0 - is_warmup) * lr + is_warmup * warmup_lr
+    return lr
+
+
+def uses_weight_decay(
+    name, weight_decay_rate, exclude=EXCLUDE_FROM_WEIGHT_DECAY
+):
+    """Whether the variable of checkpoint name `name` decays."""
+    if not weight_decay_rate:
+        return False
+    return not any(re.search(r, name) for r in exclude or ())
+
+
+def adam_update(
+    var,
+    grad,
+    m,
+    v,
+    lr,
+    use_decay,
+    weight_decay_rate=0.01,
+    beta_1=0.9,
+    beta_2=0.999,
+    epsilon=1e-6,
+    lamb=False,
+):
+    """One AdamWeightDecay (or LAMB) update of one variable.
+
+    Args:
+      var, grad, m, v: float32 arrays of one shape (the weight, its
+        gradient, its adam_m and adam_v slots).
+      lr: float32 scalar, `learning_rate` at this step.
+      use_decay: Python bool, `uses_weight_decay` of the variable.
+      lamb: Python bool, scale the update by LAMB's trust ratio
+        ||w|| / ||update|| (1 where either is 0, and for the variables
+        without weight decay).
+
+    Returns:
+      (next_var, next_m, next_v).
+    """
+    # Python floats first, as the original: 1.0 - 0.9 rounds to 0.1 in f32.
+    next_m = ops.multiply(beta_1, m) + ops.multiply(1.0 - beta_1, grad)
+    next_v = ops.multiply(beta_2, v) + ops.multiply(
+        1.0 - beta_2, ops.square(grad)
+    )
+    update = next_m / (ops.sqrt(next_v) + epsilon)
+    if use_decay:
+        update += weight_decay_rate * var
+    if lamb and use_decay:
+        w_norm = ops.sqrt(ops.sum(ops.square(var)))
+        u_norm = ops.sqrt(ops.sum(ops.square(update)))
+        ratio = ops.where(
+            ops.logical_and(w_norm > 0.0, u_norm > 0.0),
+            w_norm / u_norm,
+            ops.ones_like(w_norm),
+        )
+        update = ratio * update
+    return var - lr * update, next_m, next_v
+
+
+def global_norm(grads):
+    """sqrt of the sum of every gradient's squares (float32 scalar)."""
+    return ops.sqrt(sum(ops.sum(ops.square(g)) for g in grads))
+
+
+def clip_by_global_norm(grads, clip_norm):
+    """(grads scaled so their global norm is at most clip_norm, the norm
+    before clipping): TF's formula, clip_norm * min(1 / norm, 1 / clip_norm);
+    a non-finite norm makes every gradient NaN, as TF's does."""
+    norm = global_norm(grads)
+    scale = clip_norm * ops.minimum(1.0 / norm, 1.0 / clip_norm)
+    nan = ops.convert_to_tensor(float("nan"), "float32")
+    scale = ops.where(ops.isfinite(norm), scale, nan)
+    return [g * scale for g in grads], norm

@@ -1,0 +1,172 @@
+"""The model core, the original optimizer and the training step on Keras 3's
+JAX backend, in processes where TensorFlow cannot be imported
+(tests/jax_worker.py): the golden outputs and the original's 3 optimizer
+steps, data parallel over 2 host devices, gradient accumulation, gradient
+checkpointing with dropout, mixed_bfloat16."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import script_runner
+import tolerance
+from constants import REPO_ROOT
+from models_test import OUTPUTS
+
+from modeling import checkpoints
+
+pytest.importorskip("jax", reason="jax is not installed (the test extra)")
+
+WORKER = str(REPO_ROOT / "tests" / "jax_worker.py")
+
+
+def _run(job, tmp_path, golden_dir=None, env=None):
+    """The worker's arrays for `job`, run with TensorFlow blocked."""
+    out = tmp_path / f"{job}.npz"
+    args = [WORKER, job, str(out)] + ([str(golden_dir)] if golden_dir else [])
+    proc = script_runner.run_without_tensorflow(
+        args,
+        blocked=("tensorflow", "tensorflow_text"),
+        env={
+            "KERAS_BACKEND": "jax",
+            "PYTHONPATH": str(REPO_ROOT),
+            **(env or {}),
+        },
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "tensorflow imported: False" in proc.stdout
+    with np.load(out) as data:
+        return {k: data[k] for k in data.files}
+
+
+def test_golden_outputs_under_jax(golden_dir, tmp_path):
+    """The original release's outputs on tiny_init, held to 1e-5 of the
+    magnitudes summed, as models_test holds TensorFlow's."""
+    got = _run("golden_outputs", tmp_path, golden_dir)
+    with np.load(golden_dir / "tiny_outputs.npz") as data:
+        golden = {k: data[k] for k in data.files}
+    hidden = tolerance.magnitude(golden["sequence_output"])
+    for name in OUTPUTS:
+        assert got[name].shape == golden[name].shape, name
+        scale = max(hidden, tolerance.magnitude(golden[name]))
+        tolerance.assert_float32_close(
+            got[name], golden[name], scale=scale, err_msg=name
+        )
+    tolerance.assert_float32_close(
+        got["all_encoder_layers"], golden["all_encoder_layers"]
+    )
+
+
+def test_three_steps_under_jax_equal_the_originals(golden_dir, tmp_path):
+    """3 updates of the original optimizer through the JAX step: the losses,
+    every weight, adam_m, adam_v and global_step of the original's
+    checkpoint, within 1e-5 (as the TensorFlow optimizer's test).
+
+    The original's word-embedding gradient is IndexedSlices, whose clip
+    norm counts a repeated token's rows apart; JAX's is dense. On this batch
+    the gradient's norm is below the clip threshold in all three steps, so
+    the update is the same; a wrong clip or a wrong formula moves the
+    weights by the learning rate (1e-2), far past 1e-5."""
+    got = _run("three_steps", tmp_path, golden_dir)
+    steps = json.loads(
+        (golden_dir / "tiny_after_3_steps" / "steps.json").read_text()
+    )
+    np.testing.assert_allclose(
+        got.pop("_losses"), steps["losses_before_each_step"], rtol=0, atol=1e-5
+    )
+    golden = checkpoints.read_checkpoint(
+        golden_dir / "tiny_after_3_steps" / "model.ckpt-3"
+    )
+    assert set(got) == set(golden)
+    assert int(got["global_step"]) == int(golden["global_step"]) == 3
+    for name in sorted(set(golden) - {"global_step"}):
+        np.testing.assert_allclose(
+            got[name], golden[name], rtol=0, atol=1e-5, err_msg=name
+        )
+
+
+# The worker's learning rate: the scale below which a weight's difference is
+# rounding (a weight the gradient leaves at ~0, such as the key bias, which
+# the softmax ignores, holds float noise of ~1e-17), while a wrong gradient
+# moves weights by about the rate times the gradient.
+LEARNING_RATE = 1e-2
+
+
+def _assert_same_weights(got, a, b):
+    names = [k[: -len(a)] for k in got if k.endswith(a) and k != "loss" + a]
+    assert names
+    for name in names:
+        scale = max(tolerance.magnitude(got[name + a]), LEARNING_RATE)
+        tolerance.assert_float32_close(
+            got[name + b], got[name + a], scale=scale, err_msg=name
+        )
+
+
+def test_data_parallel_over_two_devices_equals_one(tmp_path):
+    """The same global batch split over 2 host devices: the mean gradient
+    is the one device's, up to float32 summation order."""
+    got = _run(
+        "data_parallel",
+        tmp_path,
+        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+    _assert_same_weights(got, "_1", "_2")
+
+
+def test_gradient_accumulation_equals_one_batch(tmp_path):
+    got = _run("accumulation", tmp_path)
+    _assert_same_weights(got, "_1", "_2")
+
+
+def test_gradient_checkpointing_drops_the_same_units(tmp_path):
+    """keras.remat (jax.checkpoint) with dropout on: the rerun in the
+    backward pass draws the masks of the forward pass, so the step equals
+    one without checkpointing."""
+    got = _run("remat", tmp_path)
+    assert float(got["loss_remat"]) == pytest.approx(
+        float(got["loss_plain"]), abs=1e-6
+    )
+    _assert_same_weights(got, "_plain", "_remat")
+
+
+def test_mixed_bfloat16_under_jax(tmp_path):
+    """bf16 compute, float32 variables, a loss within bf16's precision of
+    the float32 one."""
+    got = _run("mixed_bfloat16", tmp_path)
+    assert str(got["mixed_bfloat16_dtype"]) == "float32"
+    assert float(got["mixed_bfloat16"]) == pytest.approx(
+        float(got["float32"]), rel=2e-2
+    )
+    assert float(got["mixed_bfloat16"]) != float(got["float32"])
+
+
+def test_the_core_and_the_jax_step_import_no_tensorflow():
+    code = (
+        "import os\n"
+        "os.environ['KERAS_BACKEND'] = 'jax'\n"
+        "import modeling.config, modeling.layers, modeling.encoder\n"
+        "import modeling.heads, modeling.models, modeling.losses\n"
+        "import modeling.task_kinds, modeling.checkpoints\n"
+        "import modeling.training.update_rules, modeling.training.jax_steps\n"
+        "print('tensorflow' in sys.modules)\n"
+    )
+    proc = script_runner.run_without_tensorflow(
+        [],
+        code=code,
+        blocked=("tensorflow", "tensorflow_text"),
+        env={"PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().endswith("False")
+
+
+@pytest.mark.parametrize("name", ["OptimizerSettings"])
+def test_an_unknown_optimizer_type_is_refused(name):
+    del name
+    # The settings are plain Python: checked here, on the TF backend.
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    from modeling.training import jax_steps
+
+    with pytest.raises(ValueError, match="Unknown optimizer_type 'sgd'"):
+        jax_steps.OptimizerSettings(1e-3, 10, optimizer_type="sgd")

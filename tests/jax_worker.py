@@ -1,0 +1,226 @@
+"""Runs under KERAS_BACKEND=jax, with TensorFlow unimportable, for
+tests/jax_backend_test.py (a pytest process runs Keras on TensorFlow, and a
+process cannot switch its backend): `python jax_worker.py JOB OUT [GOLDEN]`
+writes the arrays a test compares to OUT (.npz).
+
+Jobs:
+  golden_outputs  BertPretrainer from golden tiny_init on the tiny batch,
+                  dropout off: every output and loss.
+  three_steps     3 updates of the original optimizer (lr 1e-2, 10 steps,
+                  2 warmup) from tiny_init on the tiny batch, dropout off,
+                  through jax_steps.TrainStep: the losses and every
+                  checkpoint array (weights, adam_m, adam_v, global_step).
+  data_parallel   a small random model, 2 steps on one device and on two
+                  (XLA_FLAGS=--xla_force_host_platform_device_count=2) from
+                  the same state and global batch: both weights.
+  remat           one step with dropout on, without and with gradient
+                  checkpointing, from the same state: both weights.
+  accumulation    one step on a batch of 8, and one of 2 x 4 micro-batches:
+                  both weights (dropout off).
+  mixed_bfloat16  the tiny model's loss in float32 and mixed_bfloat16.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from modeling.data.feature_names import PRETRAINING_FEATURES as FEATURES
+
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+SMALL = {
+    "vocab_size": 60,
+    "hidden_size": 16,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 24,
+    "max_position_embeddings": 32,
+}
+
+
+def _modules():
+    import keras
+
+    from modeling import checkpoints
+    from modeling import config as config_lib
+    from modeling import encoder
+    from modeling import losses
+    from modeling import models
+    from modeling.training import jax_steps
+
+    assert keras.backend.backend() == "jax", keras.backend.backend()
+    return checkpoints, config_lib, encoder, losses, models, jax_steps
+
+
+def _loss_fn(features, outputs):
+    from modeling import losses
+
+    return {"loss": losses.pretraining_losses(outputs, features)["total_loss"]}
+
+
+def _golden_model(golden, overrides=None):
+    checkpoints, config_lib, _, _, models, _ = _modules()
+    with open(os.path.join(golden, "tiny_init", "bert_config.json")) as f:
+        cfg = json.load(f)
+    cfg.update(overrides or {})
+    model = models.BertPretrainer(config_lib.BertConfig.from_dict(cfg))
+    checkpoints.load_weights(model, os.path.join(golden, "tiny_init"))
+    data = np.load(os.path.join(golden, "tiny_outputs.npz"))
+    return model, {k: data[k] for k in FEATURES}
+
+
+def _small_batch(batch=8, seq=16, preds=3, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, SMALL["vocab_size"], (batch, seq)).astype(np.int32)
+    mask = np.ones((batch, seq), np.int32)
+    mask[::2, seq - 4 :] = 0  # some padding
+    segments = np.zeros((batch, seq), np.int32)
+    segments[:, seq // 2 :] = 1
+    positions = np.sort(
+        rng.choice(np.arange(1, seq - 4), (batch, preds)), axis=-1
+    ).astype(np.int32)
+    return {
+        "input_ids": ids,
+        "input_mask": mask,
+        "segment_ids": segments,
+        "masked_lm_positions": positions,
+        "masked_lm_ids": np.take_along_axis(ids, positions, axis=1),
+        "masked_lm_weights": np.ones((batch, preds), np.float32),
+        "next_sentence_labels": rng.integers(0, 2, (batch, 1)).astype(np.int32),
+    }
+
+
+def _small_step(overrides=None, **step_kwargs):
+    import keras
+
+    _, config_lib, _, _, models, jax_steps = _modules()
+    keras.utils.set_random_seed(1)
+    cfg = config_lib.BertConfig.from_dict({**SMALL, **(overrides or {})})
+    model = models.BertPretrainer(cfg)
+    batch = _small_batch()
+    model(batch)
+    # epsilon 1: the update is close to linear in the gradient, so two
+    # computations of one gradient that differ in float32 summation order
+    # give weights as close as their gradients. (With the original's 1e-6,
+    # Adam's g / (|g| + eps) turns the rounding of a gradient element near
+    # eps into a difference of up to the learning rate; the golden test
+    # holds the original constants.)
+    settings = jax_steps.OptimizerSettings(1e-2, 10, 2, epsilon=1.0)
+    step = jax_steps.TrainStep(model, _loss_fn, settings, **step_kwargs)
+    return step, batch
+
+
+def _weights(step, state):
+    return {f"w{i}": np.asarray(w) for i, w in enumerate(state["trainable"])}
+
+
+def golden_outputs(golden):
+    from modeling import losses
+
+    model, features = _golden_model(golden)
+    outputs = model(features, training=False)
+    outputs.update(losses.pretraining_losses(outputs, features))
+    out = {
+        k: np.asarray(v)
+        for k, v in outputs.items()
+        if k != "all_encoder_layers"
+    }
+    out["all_encoder_layers"] = np.stack(
+        [np.asarray(x) for x in outputs["all_encoder_layers"]]
+    )
+    return out
+
+
+def three_steps(golden):
+    *_, jax_steps = _modules()
+    model, features = _golden_model(golden, NO_DROPOUT)
+    step = jax_steps.TrainStep(
+        model, _loss_fn, jax_steps.OptimizerSettings(1e-2, 10, 2)
+    )
+    state = step.initial_state()
+    losses = []
+    for _ in range(3):
+        state, logs = step(state, features)
+        losses.append(float(logs["loss"]))
+    out = step.checkpoint_arrays(state)
+    out["global_step"] = np.asarray(int(state["step"]), np.int64)
+    out["_losses"] = np.asarray(losses)
+    return out
+
+
+def data_parallel(_):
+    import jax
+
+    devices = jax.devices()
+    assert len(devices) == 2, devices
+    out = {}
+    for n in (1, 2):
+        step, batch = _small_step(NO_DROPOUT, devices=devices[:n])
+        state = step.initial_state()
+        for _ in range(2):
+            state, _ = step(state, batch)
+        out.update({f"{k}_{n}": v for k, v in _weights(step, state).items()})
+    return out
+
+
+def remat(_):
+    out = {}
+    for name, enabled in (("plain", False), ("remat", True)):
+        _, _, encoder, *_ = _modules()
+        step, batch = _small_step()
+        encoder.set_gradient_checkpointing(step.model, enabled)
+        state = step.initial_state()
+        state, logs = step(state, batch)
+        out.update({f"{k}_{name}": v for k, v in _weights(step, state).items()})
+        out[f"loss_{name}"] = np.asarray(logs["loss"])
+    return out
+
+
+def accumulation(_):
+    out = {}
+    for n in (1, 2):
+        step, batch = _small_step(NO_DROPOUT, gradient_accumulation_steps=n)
+        state = step.initial_state()
+        state, _ = step(state, batch)
+        out.update({f"{k}_{n}": v for k, v in _weights(step, state).items()})
+    return out
+
+
+def mixed_bfloat16(_):
+    import keras
+
+    out = {}
+    for policy in ("float32", "mixed_bfloat16"):
+        keras.mixed_precision.set_global_policy(policy)
+        step, batch = _small_step(NO_DROPOUT)
+        state = step.initial_state()
+        state, logs = step(state, batch)
+        out[policy] = np.asarray(logs["loss"])
+        out[f"{policy}_dtype"] = np.asarray(str(state["trainable"][0].dtype))
+    return out
+
+
+JOBS = {
+    f.__name__: f
+    for f in (
+        golden_outputs,
+        three_steps,
+        data_parallel,
+        remat,
+        accumulation,
+        mixed_bfloat16,
+    )
+}
+
+
+def main(argv):
+    job, out_file = argv[0], argv[1]
+    golden = argv[2] if len(argv) > 2 else None
+    arrays = JOBS[job](golden)
+    np.savez(out_file, **arrays)
+    print("tensorflow imported:", "tensorflow" in sys.modules)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
