@@ -7,6 +7,7 @@ checkpointing with dropout, mixed_bfloat16."""
 import json
 import os
 
+import jax_worker
 import numpy as np
 import pytest
 import script_runner
@@ -21,29 +22,38 @@ pytest.importorskip("jax", reason="jax is not installed (the test extra)")
 WORKER = str(REPO_ROOT / "tests" / "jax_worker.py")
 
 
-def _run(job, tmp_path, golden_dir=None, env=None):
-    """The worker's arrays for `job`, run with TensorFlow blocked."""
-    out = tmp_path / f"{job}.npz"
-    args = [WORKER, job, str(out)] + ([str(golden_dir)] if golden_dir else [])
+@pytest.fixture(scope="module")
+def jax_results(tmp_path_factory, optional_shared_dir):
+    """Every job of the worker, run once in one process with TensorFlow
+    blocked and 2 host devices: {job: {name: array}} (the golden jobs only
+    where ../shared is)."""
+    out = tmp_path_factory.mktemp("jax")
+    golden = optional_shared_dir and optional_shared_dir / "golden"
+    golden = str(golden) if golden and golden.is_dir() else ""
     proc = script_runner.run_without_tensorflow(
-        args,
+        [WORKER, str(out), golden, *jax_worker.JOBS],
         blocked=("tensorflow", "tensorflow_text"),
         env={
             "KERAS_BACKEND": "jax",
             "PYTHONPATH": str(REPO_ROOT),
-            **(env or {}),
+            "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
         },
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "tensorflow imported: False" in proc.stdout
-    with np.load(out) as data:
-        return {k: data[k] for k in data.files}
+    results = {}
+    for job in jax_worker.JOBS:
+        if (out / f"{job}.npz").exists():
+            with np.load(out / f"{job}.npz") as data:
+                results[job] = {k: data[k] for k in data.files}
+    return results
 
 
-def test_golden_outputs_under_jax(golden_dir, tmp_path):
+def test_golden_outputs_under_jax(golden_dir, jax_results):
     """The original release's outputs on tiny_init, held to 1e-5 of the
     magnitudes summed, as models_test holds TensorFlow's."""
-    got = _run("golden_outputs", tmp_path, golden_dir)
+    got = jax_results["golden_outputs"]
     with np.load(golden_dir / "tiny_outputs.npz") as data:
         golden = {k: data[k] for k in data.files}
     hidden = tolerance.magnitude(golden["sequence_output"])
@@ -58,7 +68,7 @@ def test_golden_outputs_under_jax(golden_dir, tmp_path):
     )
 
 
-def test_three_steps_under_jax_equal_the_originals(golden_dir, tmp_path):
+def test_three_steps_under_jax_equal_the_originals(golden_dir, jax_results):
     """3 updates of the original optimizer through the JAX step: the losses,
     every weight, adam_m, adam_v and global_step of the original's
     checkpoint, within 1e-5 (as the TensorFlow optimizer's test).
@@ -68,7 +78,7 @@ def test_three_steps_under_jax_equal_the_originals(golden_dir, tmp_path):
     the gradient's norm is below the clip threshold in all three steps, so
     the update is the same; a wrong clip or a wrong formula moves the
     weights by the learning rate (1e-2), far past 1e-5."""
-    got = _run("three_steps", tmp_path, golden_dir)
+    got = dict(jax_results["three_steps"])
     steps = json.loads(
         (golden_dir / "tiny_after_3_steps" / "steps.json").read_text()
     )
@@ -103,37 +113,33 @@ def _assert_same_weights(got, a, b):
         )
 
 
-def test_data_parallel_over_two_devices_equals_one(tmp_path):
+def test_data_parallel_over_two_devices_equals_one(jax_results):
     """The same global batch split over 2 host devices: the mean gradient
     is the one device's, up to float32 summation order."""
-    got = _run(
-        "data_parallel",
-        tmp_path,
-        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
-    )
+    got = jax_results["data_parallel"]
     _assert_same_weights(got, "_1", "_2")
 
 
-def test_gradient_accumulation_equals_one_batch(tmp_path):
-    got = _run("accumulation", tmp_path)
+def test_gradient_accumulation_equals_one_batch(jax_results):
+    got = jax_results["accumulation"]
     _assert_same_weights(got, "_1", "_2")
 
 
-def test_gradient_checkpointing_drops_the_same_units(tmp_path):
+def test_gradient_checkpointing_drops_the_same_units(jax_results):
     """keras.remat (jax.checkpoint) with dropout on: the rerun in the
     backward pass draws the masks of the forward pass, so the step equals
     one without checkpointing."""
-    got = _run("remat", tmp_path)
+    got = jax_results["remat"]
     assert float(got["loss_remat"]) == pytest.approx(
         float(got["loss_plain"]), abs=1e-6
     )
     _assert_same_weights(got, "_plain", "_remat")
 
 
-def test_mixed_bfloat16_under_jax(tmp_path):
+def test_mixed_bfloat16_under_jax(jax_results):
     """bf16 compute, float32 variables, a loss within bf16's precision of
     the float32 one."""
-    got = _run("mixed_bfloat16", tmp_path)
+    got = jax_results["mixed_bfloat16"]
     assert str(got["mixed_bfloat16_dtype"]) == "float32"
     assert float(got["mixed_bfloat16"]) == pytest.approx(
         float(got["float32"]), rel=2e-2

@@ -92,8 +92,10 @@ def _small_batch(batch=8, seq=16, preds=3, seed=0):
 
 
 def _small_step(overrides=None, **step_kwargs):
+    import jax
     import keras
 
+    step_kwargs.setdefault("devices", jax.devices()[:1])
     _, config_lib, _, _, models, jax_steps = _modules()
     keras.utils.set_random_seed(1)
     cfg = config_lib.BertConfig.from_dict({**SMALL, **(overrides or {})})
@@ -135,8 +137,13 @@ def golden_outputs(golden):
 def three_steps(golden):
     *_, jax_steps = _modules()
     model, features = _golden_model(golden, NO_DROPOUT)
+    import jax
+
     step = jax_steps.TrainStep(
-        model, _loss_fn, jax_steps.OptimizerSettings(1e-2, 10, 2)
+        model,
+        _loss_fn,
+        jax_steps.OptimizerSettings(1e-2, 10, 2),
+        devices=jax.devices()[:1],
     )
     state = step.initial_state()
     losses = []
@@ -191,16 +198,22 @@ def mixed_bfloat16(_):
     import keras
 
     out = {}
-    for policy in ("float32", "mixed_bfloat16"):
-        keras.mixed_precision.set_global_policy(policy)
-        step, batch = _small_step(NO_DROPOUT)
-        state = step.initial_state()
-        state, logs = step(state, batch)
-        out[policy] = np.asarray(logs["loss"])
-        out[f"{policy}_dtype"] = np.asarray(str(state["trainable"][0].dtype))
+    try:
+        for policy in ("float32", "mixed_bfloat16"):
+            keras.mixed_precision.set_global_policy(policy)
+            step, batch = _small_step(NO_DROPOUT)
+            state = step.initial_state()
+            state, logs = step(state, batch)
+            out[policy] = np.asarray(logs["loss"])
+            out[f"{policy}_dtype"] = np.asarray(
+                str(state["trainable"][0].dtype)
+            )
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
     return out
 
 
+GOLDEN_JOBS = ("golden_outputs", "three_steps")
 JOBS = {
     f.__name__: f
     for f in (
@@ -215,10 +228,14 @@ JOBS = {
 
 
 def main(argv):
-    job, out_file = argv[0], argv[1]
-    golden = argv[2] if len(argv) > 2 else None
-    arrays = JOBS[job](golden)
-    np.savez(out_file, **arrays)
+    """main([OUT_DIR, GOLDEN or "", JOB...]): OUT_DIR/JOB.npz for each job
+    (jobs that need the golden folder are skipped without one)."""
+    out_dir, golden, jobs = argv[0], argv[1] or None, argv[2:]
+    for job in jobs:
+        if job in GOLDEN_JOBS and golden is None:
+            continue
+        arrays = JOBS[job](golden)
+        np.savez(os.path.join(out_dir, job + ".npz"), **arrays)
     print("tensorflow imported:", "tensorflow" in sys.modules)
 
 

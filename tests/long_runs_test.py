@@ -196,7 +196,9 @@ def test_sigterm_ends_a_run_whose_input_is_stuck(data, tmp_path):
             child.kill()
     stderr = "".join(lines)
     assert child.returncode == common.EXIT_INTERRUPTED, stderr[-3000:]
-    assert waited < 20, waited
+    # 1-2 s to see the input stuck (steps.StopSignal), the save, the exit.
+    assert waited < 10, waited
+    print(f"SIGTERM to exit with the input stuck: {waited:.2f} s")
     assert "input pipeline has given no batch" in stderr
     assert _checkpoint_steps(out) == [3]
 
