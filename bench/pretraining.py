@@ -369,7 +369,7 @@ def run_jax_mode(mode, args):
         "compile_and_warmup_seconds": round(warmup_s, 1),
         "train_tflops_per_step": round(flops / 1e12, 4),
         "achieved_tflops": round(rate / 1e12, 2),
-        "matmul_measured_tflops": round(measured / 1e12, 1),
+        "matmul_measured_tflops": round(measured / 1e12, 3),
         "mfu_measured": round(rate / measured, 3),
         "datasheet_tflops": spec,
         "mfu_datasheet": round(rate / (spec * 1e12), 3) if spec else None,
