@@ -279,17 +279,7 @@ class TrainStep:
             self.use_decay,
         ):
             next_var, next_m, next_v = update_rules.adam_update(
-                var,
-                grad,
-                m,
-                v,
-                lr,
-                decay,
-                weight_decay_rate=s.weight_decay_rate,
-                beta_1=s.beta_1,
-                beta_2=s.beta_2,
-                epsilon=s.epsilon,
-                lamb=s.optimizer_type == "lamb",
+                var, grad, m, v, lr, decay, s, lamb=s.optimizer_type == "lamb"
             )
             new["trainable"].append(next_var.astype(var.dtype))
             new["adam_m"].append(next_m)

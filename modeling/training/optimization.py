@@ -248,17 +248,7 @@ class AdamWeightDecay(tf.Module):
 
     def _update_fn(self, var, grad, m, v, lr, use_decay, should_apply):
         next_var, next_m, next_v = update_rules.adam_update(
-            var,
-            grad,
-            m,
-            v,
-            lr,
-            use_decay,
-            weight_decay_rate=self.weight_decay_rate,
-            beta_1=self.beta_1,
-            beta_2=self.beta_2,
-            epsilon=self.epsilon,
-            lamb=self.lamb,
+            var, grad, m, v, lr, use_decay, self, lamb=self.lamb
         )
         if not (isinstance(should_apply, bool) and should_apply):
             next_var = tf.where(should_apply, next_var, var)

@@ -53,19 +53,7 @@ def uses_weight_decay(
     return not any(re.search(r, name) for r in exclude or ())
 
 
-def adam_update(
-    var,
-    grad,
-    m,
-    v,
-    lr,
-    use_decay,
-    weight_decay_rate=0.01,
-    beta_1=0.9,
-    beta_2=0.999,
-    epsilon=1e-6,
-    lamb=False,
-):
+def adam_update(var, grad, m, v, lr, use_decay, hyper, lamb=False):
     """One AdamWeightDecay (or LAMB) update of one variable.
 
     Args:
@@ -73,6 +61,9 @@ def adam_update(
         gradient, its adam_m and adam_v slots).
       lr: float32 scalar, `learning_rate` at this step.
       use_decay: Python bool, `uses_weight_decay` of the variable.
+      hyper: the constants, as attributes `weight_decay_rate`, `beta_1`,
+        `beta_2`, `epsilon` (the TensorFlow optimizer itself, or
+        jax_steps.OptimizerSettings).
       lamb: Python bool, scale the update by LAMB's trust ratio
         ||w|| / ||update|| (1 where either is 0, and for the variables
         without weight decay).
@@ -80,14 +71,15 @@ def adam_update(
     Returns:
       (next_var, next_m, next_v).
     """
+    beta_1, beta_2 = hyper.beta_1, hyper.beta_2
     # Python floats first, as the original: 1.0 - 0.9 rounds to 0.1 in f32.
     next_m = ops.multiply(beta_1, m) + ops.multiply(1.0 - beta_1, grad)
     next_v = ops.multiply(beta_2, v) + ops.multiply(
         1.0 - beta_2, ops.square(grad)
     )
-    update = next_m / (ops.sqrt(next_v) + epsilon)
+    update = next_m / (ops.sqrt(next_v) + hyper.epsilon)
     if use_decay:
-        update += weight_decay_rate * var
+        update += hyper.weight_decay_rate * var
     if lamb and use_decay:
         w_norm = ops.sqrt(ops.sum(ops.square(var)))
         u_norm = ops.sqrt(ops.sum(ops.square(update)))
