@@ -24,6 +24,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from modeling import backend
 from modeling import errors
 from modeling.data import file_io
 from modeling.tasks import common
@@ -285,6 +286,16 @@ FINE_TUNING = (
 
 def _define_training_flags():
     """Flags added by this project."""
+    flags.DEFINE_enum(
+        "backend",
+        None,
+        list(backend.BACKENDS),
+        "What runs the model: tensorflow (the default) or jax (Keras 3's "
+        "JAX backend: GPUs and TPUs through jax[cuda12/13] or jax[tpu], "
+        "each batch split over every local device). Unset: the "
+        "KERAS_BACKEND environment variable, else tensorflow. The same "
+        "records, flags and checkpoints either way.",
+    )
     flags.DEFINE_enum(
         "strategy",
         "default",
@@ -550,6 +561,9 @@ def _guarded(main):
     def guarded(argv):
         try:
             try:
+                if "backend" in FLAGS:
+                    # Before main imports Keras.
+                    backend.select(FLAGS.backend)
                 return main(argv)
             except BaseException:
                 # An output folder this run created and left empty goes.

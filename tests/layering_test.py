@@ -33,6 +33,7 @@ TF_FREE_MODULES = (
     "modeling.data.table_files",
     "modeling.data.conll",
     "modeling.tasks.common",
+    "modeling.backend",
     # The flag checks of the export folders (tasks/common.py).
     "modeling.export.folders",
     "modeling.tasks.predictions",

@@ -42,6 +42,7 @@ and modeling/flags.py import this module before any model is needed.
 import dataclasses
 import typing
 
+from modeling import backend
 from modeling import errors
 from modeling.data import file_io
 from modeling.export import folders
@@ -214,6 +215,29 @@ def check_predict_runtime(settings):
         )
 
 
+def check_backend(settings):
+    """Refuses what the JAX backend does not run: tf.distribute strategies
+    (it uses every local device itself) and the TensorFlow TPU path.
+
+    Raises:
+      ValueError: naming the flag.
+    """
+    if backend.current() != "jax":
+        return
+    strategy = settings.strategy
+    name = strategy if isinstance(strategy, str) else type(strategy).__name__
+    if settings.use_tpu or name not in (
+        "default",
+        "_DefaultDistributionStrategy",
+    ):
+        flag = "--use_tpu" if settings.use_tpu else f"--strategy={name}"
+        raise ValueError(
+            f"{flag} is a TensorFlow strategy; --backend=jax splits each "
+            "batch over every local device (GPUs, TPU cores) itself: drop "
+            f"{flag}"
+        )
+
+
 def set_up(settings):
     """The set-up every model runner does once its settings are checked:
     creates output_dir (when set), seeds Python/NumPy/TF (random_seed), sets
@@ -226,6 +250,7 @@ def set_up(settings):
     from modeling.training import distribute
     from modeling.training import trainer
 
+    check_backend(settings)
     if settings.output_dir:
         # Removed again, if still empty, when the run fails.
         file_io.make_run_dir(settings.output_dir)

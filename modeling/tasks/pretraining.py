@@ -13,6 +13,7 @@ import os
 
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from modeling import checkpoints
 from modeling import config as config_lib
@@ -29,21 +30,22 @@ from modeling.training import trainer as trainer_lib
 
 
 def _predictions(outputs, features):
-    mlm_pred = tf.argmax(
-        outputs["masked_lm_log_probs"], axis=-1, output_type=tf.int32
+    # keras.ops: these run inside the compiled step of either backend.
+    mlm_pred = ops.argmax(outputs["masked_lm_log_probs"], axis=-1)
+    mlm_ids = ops.reshape(features["masked_lm_ids"], [-1])
+    mlm_weights = ops.reshape(
+        ops.cast(features["masked_lm_weights"], "float32"), [-1]
     )
-    mlm_ids = tf.reshape(tf.cast(features["masked_lm_ids"], tf.int32), [-1])
-    mlm_weights = tf.reshape(
-        tf.cast(features["masked_lm_weights"], tf.float32), [-1]
+    mlm_correct = ops.cast(
+        ops.equal(ops.cast(mlm_pred, "int32"), ops.cast(mlm_ids, "int32")),
+        "float32",
     )
-    mlm_correct = tf.cast(tf.equal(mlm_pred, mlm_ids), tf.float32)
-    nsp_pred = tf.argmax(
-        outputs["next_sentence_log_probs"], axis=-1, output_type=tf.int32
+    nsp_pred = ops.argmax(outputs["next_sentence_log_probs"], axis=-1)
+    nsp_labels = ops.reshape(features["next_sentence_labels"], [-1])
+    nsp_correct = ops.cast(
+        ops.equal(ops.cast(nsp_pred, "int32"), ops.cast(nsp_labels, "int32")),
+        "float32",
     )
-    nsp_labels = tf.reshape(
-        tf.cast(features["next_sentence_labels"], tf.int32), [-1]
-    )
-    nsp_correct = tf.cast(tf.equal(nsp_pred, nsp_labels), tf.float32)
     return mlm_correct, mlm_weights, nsp_correct
 
 
@@ -55,9 +57,9 @@ def loss_fn(features, outputs):
         "loss": terms["total_loss"],
         "masked_lm_loss": terms["masked_lm_loss"],
         "next_sentence_loss": terms["next_sentence_loss"],
-        "masked_lm_accuracy": tf.reduce_sum(mlm_correct * mlm_weights)
-        / tf.maximum(tf.reduce_sum(mlm_weights), 1e-5),
-        "next_sentence_accuracy": tf.reduce_mean(nsp_correct),
+        "masked_lm_accuracy": ops.sum(mlm_correct * mlm_weights)
+        / ops.maximum(ops.sum(mlm_weights), 1e-5),
+        "next_sentence_accuracy": ops.mean(nsp_correct),
     }
 
 
@@ -65,22 +67,22 @@ def eval_metrics_fn(features, outputs):
     """The original metric_fn as (sum, weight) pairs."""
     terms = losses.pretraining_losses(outputs, features)
     mlm_correct, mlm_weights, nsp_correct = _predictions(outputs, features)
-    count = tf.cast(tf.size(nsp_correct), tf.float32)
+    count = ops.cast(ops.size(nsp_correct), "float32")
     return {
         "masked_lm_accuracy": (
-            tf.reduce_sum(mlm_correct * mlm_weights),
-            tf.reduce_sum(mlm_weights),
+            ops.sum(mlm_correct * mlm_weights),
+            ops.sum(mlm_weights),
         ),
         "masked_lm_loss": (
-            tf.reduce_sum(terms["masked_lm_example_loss"] * mlm_weights),
-            tf.reduce_sum(mlm_weights),
+            ops.sum(terms["masked_lm_example_loss"] * mlm_weights),
+            ops.sum(mlm_weights),
         ),
-        "next_sentence_accuracy": (tf.reduce_sum(nsp_correct), count),
+        "next_sentence_accuracy": (ops.sum(nsp_correct), count),
         "next_sentence_loss": (
-            tf.reduce_sum(terms["next_sentence_example_loss"]),
+            ops.sum(terms["next_sentence_example_loss"]),
             count,
         ),
-        "loss": (terms["total_loss"], tf.constant(1.0)),
+        "loss": (terms["total_loss"], ops.convert_to_tensor(1.0)),
     }
 
 

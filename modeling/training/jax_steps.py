@@ -35,13 +35,18 @@ This module imports no TensorFlow: it runs where only JAX is installed.
 """
 
 import dataclasses
+import time
 
 import jax
 import jax.numpy as jnp
 import keras
 import numpy as np
 
+from modeling import checkpoints
 from modeling.training import update_rules
+
+# The key of the examples count in the logs (training/steps.py's).
+EXAMPLES_KEY = "_examples"
 
 
 @dataclasses.dataclass
@@ -73,11 +78,6 @@ class OptimizerSettings:
                 f"Unknown optimizer_type {self.optimizer_type!r}; expected "
                 f"one of {update_rules.OPTIMIZER_TYPES}"
             )
-
-
-def variable_name(variable):
-    """A Keras variable's checkpoint name: its path (modeling/layers.py)."""
-    return variable.path
 
 
 class TrainStep:
@@ -115,7 +115,9 @@ class TrainStep:
         self.loss_fn = loss_fn
         self.settings = settings
         self.accumulation = gradient_accumulation_steps
-        self.names = [variable_name(v) for v in model.trainable_variables]
+        self.names = [
+            checkpoints.variable_name(v) for v in model.trainable_variables
+        ]
         self.use_decay = [
             update_rules.uses_weight_decay(n, settings.weight_decay_rate)
             for n in self.names
@@ -186,7 +188,7 @@ class TrainStep:
             self.model.non_trainable_variables, state["non_trainable"]
         ):
             if "seed_generator" not in var.path:
-                out[variable_name(var)] = np.asarray(value)
+                out[checkpoints.variable_name(var)] = np.asarray(value)
         return out
 
     def _place(self, tree, replicate):
@@ -290,3 +292,169 @@ class TrainStep:
         logs["grad_norm"] = norm
         logs["learning_rate"] = lr
         return new, logs
+
+
+# === The Trainer's step on JAX ===
+
+
+class TrainerSteps:
+    """The Trainer's compiled pieces on the JAX backend: what
+    training/steps.py's StepFunctions is on TensorFlow, with the same
+    methods (`batches`, `train_chunk`, `eval_step`, `sync`).
+
+    The loop's state lives on the devices between chunks (TrainStep's); the
+    model's variables and the optimizer's slot variables, which the
+    checkpoint manager writes and restores, are brought up to date by
+    `sync` (before a checkpoint, an evaluation, and when training ends),
+    and the state is made again from them after a restore.
+
+    Args:
+      model: the built Keras model.
+      loss_fn, eval_metrics_fn: the task's (keras.ops only).
+      optimizer: the Trainer's optimization.AdamWeightDecay: its settings,
+        its `global_step` and slot variables (checkpoint_variables()).
+      config: the Trainer's RunConfig.
+      devices: as TrainStep's (default: every local device).
+    """
+
+    def __init__(
+        self, model, loss_fn, eval_metrics_fn, optimizer, config, devices=None
+    ):
+        if config.precision == "mixed_float16":
+            raise ValueError(
+                "--precision=mixed_float16 needs the loss scaling of the "
+                "TensorFlow backend; on --backend=jax use mixed_bfloat16"
+            )
+        settings = OptimizerSettings(
+            learning_rate=config.learning_rate,
+            num_train_steps=config.num_train_steps,
+            num_warmup_steps=config.num_warmup_steps,
+            optimizer_type=config.optimizer_type,
+            weight_decay_rate=optimizer.weight_decay_rate,
+            beta_1=optimizer.beta_1,
+            beta_2=optimizer.beta_2,
+            epsilon=optimizer.epsilon,
+            clip_norm=optimizer.clip_norm,
+        )
+        self.model = model
+        self.optimizer = optimizer
+        self.eval_metrics_fn = eval_metrics_fn
+        self.step = TrainStep(
+            model,
+            loss_fn,
+            settings,
+            config.gradient_accumulation_steps,
+            devices,
+        )
+        self.state = None
+        self.trained = False
+        self._eval = None
+
+    @property
+    def num_devices(self):
+        return len(self.step.devices)
+
+    def batches(self, dataset):
+        """The dataset's batches as dicts of numpy arrays (host input)."""
+        return dataset.as_numpy_iterator()
+
+    def _slots(self):
+        return {
+            name: np.asarray(var)
+            for name, var in self.optimizer.checkpoint_variables().items()
+        }
+
+    def train_chunk(self, iterator, num_steps, stop_signal, max_seconds=None):
+        """Up to num_steps steps; returns (steps run, summed logs, index of
+        the first step with a non-finite loss or -1), as StepFunctions'.
+
+        Stops at SIGTERM and after max_seconds (checked between steps). A
+        step's loss is read on the host one step later, so the devices
+        never wait for the host; after a non-finite loss one more update
+        may have run, which nothing saves (the Trainer stops there).
+        """
+        if self.state is None:
+            self.state = self.step.initial_state(
+                int(np.asarray(self.optimizer.global_step)), self._slots()
+            )
+        self.trained = True
+        start = time.time()
+        sums, done, bad = {}, 0, -1
+        pending = None  # (index, logs) of the step not yet read
+
+        def read(index, logs):
+            nonlocal bad
+            values = {k: float(v) for k, v in logs.items()}
+            if bad < 0 and not np.isfinite(values["loss"]):
+                bad = index
+            for k, v in values.items():
+                sums[k] = sums.get(k, 0.0) + v
+
+        while done < num_steps and bad < 0 and not stop_signal.is_requested():
+            if done and max_seconds is not None:
+                if time.time() - start >= max_seconds:
+                    break
+            stop_signal.set_waiting(True)
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                raise ValueError(
+                    "The training input ran out of batches before "
+                    "num_train_steps"
+                ) from None
+            finally:
+                stop_signal.set_waiting(False)
+            examples = float(np.shape(next(iter(batch.values())))[0])
+            self.state, logs = self.step(self.state, batch)
+            logs = {
+                k: v
+                for k, v in logs.items()
+                if k not in ("grad_norm", "learning_rate")
+            }
+            logs[EXAMPLES_KEY] = examples
+            if pending is not None:
+                read(*pending)
+            pending = (done, logs)
+            done += 1
+        if pending is not None:
+            read(*pending)
+        self.optimizer.global_step.assign(int(self.state["step"]))
+        return done, sums, bad
+
+    def sync(self):
+        """Copies the devices' state into the model's and optimizer's
+        variables (what checkpoints and evaluation read)."""
+        if self.state is None:
+            return
+        state = self.state
+        self.step.write_back(jax.device_get(state))
+        slots = self.optimizer.checkpoint_variables()
+        for name, m, v in zip(
+            self.step.names, state["adam_m"], state["adam_v"]
+        ):
+            slots[f"{name}/adam_m"].assign(np.asarray(m))
+            slots[f"{name}/adam_v"].assign(np.asarray(v))
+        self.optimizer.global_step.assign(int(state["step"]))
+
+    def reset(self):
+        """Forgets the state: the next chunk starts from the variables
+        (after a checkpoint was restored into them)."""
+        self.state = None
+
+    def eval_step(self, features):
+        """{name: (sum, weight)} of one batch, with the model's variables."""
+        if self._eval is None:
+            model, metrics_fn = self.model, self.eval_metrics_fn
+
+            def evaluate(trainable, non_trainable, batch):
+                outputs, _ = model.stateless_call(
+                    trainable, non_trainable, batch, training=False
+                )
+                return metrics_fn(batch, outputs)
+
+            self._eval = jax.jit(evaluate)
+        return self._eval(
+            [v.value for v in self.model.trainable_variables],
+            [v.value for v in self.model.non_trainable_variables],
+            features,
+        )

@@ -13,6 +13,8 @@ import threading
 import tensorflow as tf
 from absl import logging
 
+from modeling.training import distribute
+
 # Dynamic loss scaling for float16 (the tf.keras LossScaleOptimizer defaults).
 INITIAL_LOSS_SCALE = 2.0**15
 LOSS_SCALE_GROWTH_STEPS = 2000
@@ -55,6 +57,16 @@ class StepFunctions:
         )
         self._train_chunk = tf.function(self._chunk, autograph=False)
         self.eval_step = tf.function(self._eval_step, autograph=False)
+
+    def batches(self, dataset):
+        """The dataset's batches, split over the strategy's replicas."""
+        return iter(distribute.distribute_dataset(self.strategy, dataset))
+
+    def sync(self):
+        """Nothing to do: the variables are the state (see jax_steps)."""
+
+    def reset(self):
+        """Nothing to do: the variables are the state (see jax_steps)."""
 
     # === Gradients ===
 
@@ -282,6 +294,15 @@ class StopSignal:
             watcher.join(timeout=5)
             reader.close()
             writer.close()
+
+    def is_requested(self):
+        """Whether SIGTERM came (a loop outside the graph checks this
+        between steps; the in-graph loop reads `flag`)."""
+        return self._requested
+
+    def set_waiting(self, waiting):
+        """Marks the loop as waiting for its next batch (or not)."""
+        self.waiting_for_input.assign(waiting)
 
     def _handler(self, signum, frame):
         del signum, frame

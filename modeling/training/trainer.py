@@ -33,9 +33,11 @@ import time
 from collections.abc import Callable
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from modeling import backend
 from modeling import checkpoints
 from modeling import encoder
 from modeling import errors
@@ -130,6 +132,18 @@ class RunConfig:
                 )
             self.precision = "float32"
             self.predict_runtime = "tflite_int8"
+        if backend.current() == "jax":
+            if self.precision == "mixed_float16":
+                raise ValueError(
+                    "--precision=mixed_float16 scales the loss on the "
+                    "TensorFlow backend only; with --backend=jax use "
+                    "mixed_bfloat16"
+                )
+            if self.runtime != "tensorflow":
+                raise ValueError(
+                    f"--predict_runtime={self.runtime} converts a "
+                    "TensorFlow model: it cannot run with --backend=jax"
+                )
         if self.runtime != "tensorflow" and self.precision != "float32":
             raise ValueError(
                 f"--predict_runtime={self.runtime} converts the float32 "
@@ -147,6 +161,12 @@ class RunConfig:
 class Trainer:
     """Builds the model and optimizer under a strategy and runs the loops.
 
+    The loop is the same on both Keras backends; the compiled step is the
+    backend's: steps.StepFunctions (tf.function under the strategy) on
+    TensorFlow, jax_steps.TrainerSteps (jax.jit over every local device)
+    on JAX, where the strategy is TensorFlow's default one (tf.data reads
+    the records on the host).
+
     Args:
       task: Task.
       config: RunConfig.
@@ -157,6 +177,13 @@ class Trainer:
         self.task = task
         self.config = config
         self.strategy = strategy or tf.distribute.get_strategy()
+        self.backend = backend.current()
+        if self.backend == "jax" and self.strategy.num_replicas_in_sync > 1:
+            raise ValueError(
+                "--backend=jax splits each batch over every local device "
+                "itself: run it without a tf.distribute strategy "
+                "(--strategy=default, no --use_tpu)"
+            )
         if config.gradient_accumulation_steps < 1:
             raise ValueError("gradient_accumulation_steps must be >= 1")
         with self.strategy.scope():
@@ -205,18 +232,31 @@ class Trainer:
             k: tf.zeros([1] + [d or 2 for d in s.shape[1:]], s.dtype)
             for k, s in element_spec.items()
         }
+        if self.backend == "jax":
+            dummy = {k: np.asarray(v) for k, v in dummy.items()}
         with self.strategy.scope():
             # One eager call builds lazy layers and names the logged values.
             logs = self.task.loss_fn(dummy, self.model(dummy, training=False))
             self.optimizer.build(self.model.trainable_variables)
-            self._steps = steps.StepFunctions(
-                self.model,
-                self.task,
-                self.optimizer,
-                self.strategy,
-                self.config,
-                log_keys=sorted(logs),
-            )
+            if self.backend == "jax":
+                from modeling.training import jax_steps
+
+                self._steps = jax_steps.TrainerSteps(
+                    self.model,
+                    self.task.loss_fn,
+                    self.task.eval_metrics_fn,
+                    self.optimizer,
+                    self.config,
+                )
+            else:
+                self._steps = steps.StepFunctions(
+                    self.model,
+                    self.task,
+                    self.optimizer,
+                    self.strategy,
+                    self.config,
+                    log_keys=sorted(logs),
+                )
         self.manager = checkpoint_manager.CheckpointManager(
             self.config.output_dir,
             self.model,
@@ -228,12 +268,16 @@ class Trainer:
 
     def _check_batch_size(self, element_spec):
         batch = next(iter(element_spec.values())).shape[0]
-        parts = self.strategy.num_replicas_in_sync
-        parts *= self.config.gradient_accumulation_steps
+        replicas = self.strategy.num_replicas_in_sync
+        if self.backend == "jax":
+            import jax
+
+            replicas = jax.local_device_count()
+        parts = replicas * self.config.gradient_accumulation_steps
         if batch is not None and batch % parts:
             raise ValueError(
                 f"The batch size {batch} must be divisible by the number of "
-                f"replicas ({self.strategy.num_replicas_in_sync}) times "
+                f"replicas ({replicas}) times "
                 "gradient_accumulation_steps "
                 f"({self.config.gradient_accumulation_steps})."
             )
@@ -254,6 +298,7 @@ class Trainer:
         """Resumes from output_dir, else runs task.init_fn; returns the step."""
         if self.manager.restore_latest() is None and self.task.init_fn:
             self.task.init_fn(self.model)
+        self._steps.reset()
         return self.global_step
 
     @property
@@ -291,9 +336,14 @@ class Trainer:
             return start
         if start:
             dataset = dataset_fn(start)
-        iterator = iter(distribute.distribute_dataset(self.strategy, dataset))
+        iterator = self._steps.batches(dataset)
         with self.stop_signal.installed(cfg.handle_sigterm):
-            return self._train_loop(iterator, start)
+            try:
+                return self._train_loop(iterator, start)
+            finally:
+                # The model holds the trained weights (JAX: they were on
+                # the devices).
+                self._steps.sync()
 
     def run_steps(self, iterator, num_steps):
         """Runs `num_steps` training steps in one call: no checkpoints, no
@@ -376,6 +426,7 @@ class Trainer:
             repeat = stopping and step == saved_step
             if (on_schedule or on_time or stopping) and not repeat:
                 with self._save_lock:
+                    self._steps.sync()
                     prefix = self.manager.save()
                 saved_step = step
                 last_save = time.time()
@@ -427,6 +478,7 @@ class Trainer:
                 self.global_step,
             )
             try:
+                self._steps.sync()
                 self.manager.save()
                 logging.warning(
                     "Saved; re-run the same command to resume from %s.",
@@ -485,6 +537,7 @@ class Trainer:
         if element_spec is not None:
             self.build(element_spec)
         if self.manager.restore_latest() is not None:
+            self._steps.reset()
             return
         if self.task.init_fn is None:
             raise ValueError(
@@ -496,6 +549,7 @@ class Trainer:
         if init_warning:
             logging.warning("%s", init_warning)
         self.task.init_fn(self.model)
+        self._steps.reset()
 
     def evaluate(self, dataset, max_eval_steps=None, restore=True):
         """Runs eval_metrics_fn over `max_eval_steps` batches (or all).
@@ -518,7 +572,8 @@ class Trainer:
         counter = progress.Progress(
             "Evaluating", total=max_eval_steps, unit="batches"
         )
-        for features in distribute.distribute_dataset(self.strategy, dataset):
+        self._steps.sync()
+        for features in self._steps.batches(dataset):
             for name, (s, w) in self._steps.eval_step(features).items():
                 total = totals.setdefault(name, [0.0, 0.0])
                 total[0] += float(s)

@@ -1,0 +1,226 @@
+"""run_pretraining.py --backend=jax: the same records, flags and checkpoints
+as the TensorFlow backend, and checkpoints that cross between them.
+
+Every run starts from one original-format checkpoint (--init_checkpoint):
+the backends draw different random initial weights.
+- 4 and 40 steps under JAX equal TensorFlow's within float32 accumulation;
+- a JAX checkpoint resumed by TensorFlow, and a TensorFlow checkpoint
+  resumed by JAX (killed with SIGKILL on the way, then run again), end
+  where the uninterrupted runs of the other backend end.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tolerance
+import training_helpers as helpers
+
+from modeling import checkpoints
+from modeling import config as config_lib
+
+pytest.importorskip("jax", reason="jax is not installed (the test extra)")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "run_pretraining.py")
+STEPS = 40
+LEARNING_RATE = 1e-3
+# 40 updates at learning rate 1e-3 from one start: the backends' float32
+# sums differ in their last bits (1.2e-7 after 4 steps, measured here), and
+# still hold to float32 accumulation's tolerance at step 40 (the
+# differences do not grow past it); a data position off by one batch moves
+# every weight by ~1e-3.
+TRAINED_REL = tolerance.FLOAT32_REL
+
+
+def _run(output_dir, backend, *extra, wait=True):
+    args = [
+        sys.executable,
+        SCRIPT,
+        f"--bert_config_file={_INPUTS['config']}",
+        f"--input_file={_INPUTS['records']}",
+        f"--init_checkpoint={_INPUTS['init']}",
+        f"--output_dir={output_dir}",
+        f"--backend={backend}",
+        "--max_seq_length=16",
+        "--max_predictions_per_seq=4",
+        "--train_batch_size=8",
+        f"--learning_rate={LEARNING_RATE}",
+        "--random_seed=3",
+        "--do_train",
+        f"--num_train_steps={STEPS}",
+        "--num_warmup_steps=4",
+        "--save_checkpoints_steps=4",
+        "--iterations_per_loop=4",
+        f"--keep_checkpoint_max={STEPS}",
+        *extra,
+    ]
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("KERAS_BACKEND", None)
+    if not wait:
+        return subprocess.Popen(
+            args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+    proc = subprocess.run(
+        args, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+_INPUTS = {}
+
+
+def _initial_checkpoint(config_path, prefix):
+    """A random original-format checkpoint of the tiny pre-training model,
+    written without either backend."""
+    config = config_lib.BertConfig.from_json_file(config_path)
+    rng = np.random.default_rng(0)
+    arrays = {}
+    for name, shape in checkpoints.original_variable_shapes(config).items():
+        leaf = name.rsplit("/", 1)[-1]
+        if leaf == "gamma":
+            arrays[name] = np.ones(shape, np.float32)
+        elif leaf in ("beta", "bias", "output_bias"):
+            arrays[name] = np.zeros(shape, np.float32)
+        else:
+            arrays[name] = rng.normal(0, 0.02, shape).astype(np.float32)
+    return checkpoints.write_checkpoint(prefix, arrays)
+
+
+def _step(prefix_dir, step):
+    return checkpoints.read_checkpoint(str(prefix_dir / f"model.ckpt-{step}"))
+
+
+def _steps_written(directory):
+    return sorted(
+        int(f.split("-")[1].split(".")[0])
+        for f in os.listdir(directory)
+        if f.startswith("model.ckpt-") and f.endswith(".index")
+    )
+
+
+def _only_checkpoint(source, step, target):
+    """A folder holding only `source`'s checkpoint of `step`: a run resumed
+    from there."""
+    target.mkdir()
+    for name in os.listdir(source):
+        if name.startswith(f"model.ckpt-{step}."):
+            shutil.copy(source / name, target / name)
+    return target
+
+
+def _assert_close(actual, desired, rel, what):
+    """Each weight within rel of its magnitude, or of one update's size
+    (the learning rate) where it is smaller: a gradient that is zero in
+    exact arithmetic (the attention key's bias) leaves float32 noise of
+    1e-11 that the backends do not share. Each Adam slot within rel of the
+    largest of its kind: the gradients' scale."""
+    assert sorted(actual) == sorted(desired)
+    assert int(actual["global_step"]) == int(desired["global_step"])
+    slot_scale = {
+        slot: max(
+            tolerance.magnitude(v)
+            for k, v in desired.items()
+            if k.endswith(slot)
+        )
+        for slot in ("/adam_m", "/adam_v")
+    }
+    for name in desired:
+        if name == "global_step":
+            continue
+        slot = name[name.rfind("/") :]
+        if slot in slot_scale:
+            scale = slot_scale[slot]
+        else:
+            scale = max(tolerance.magnitude(desired[name]), LEARNING_RATE)
+        tolerance.assert_float32_close(
+            actual[name],
+            desired[name],
+            rel=rel,
+            scale=scale,
+            err_msg=f"{what}: {name}",
+        )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """TensorFlow and JAX from the same initial checkpoint, 40 steps each."""
+    root = tmp_path_factory.mktemp("backends")
+    _INPUTS["config"] = helpers.tiny_config(root / "bert_config.json")
+    _INPUTS["records"] = helpers.write_records(root / "data.tfrecord")
+    _INPUTS["init"] = _initial_checkpoint(
+        _INPUTS["config"], str(root / "init" / "bert_model.ckpt")
+    )
+    _run(root / "tf", "tensorflow")
+    _run(root / "jax", "jax")
+    return root
+
+
+def test_jax_run_equals_the_tensorflow_run(runs):
+    assert _steps_written(runs / "jax") == list(range(4, STEPS + 1, 4))
+    # 4 steps: the original's arithmetic on both; float32 rounding apart.
+    _assert_close(
+        _step(runs / "jax", 4),
+        _step(runs / "tf", 4),
+        tolerance.FLOAT32_REL,
+        "4 steps",
+    )
+    _assert_close(
+        _step(runs / "jax", STEPS),
+        _step(runs / "tf", STEPS),
+        TRAINED_REL,
+        f"{STEPS} steps",
+    )
+
+
+def test_tensorflow_resumes_a_jax_checkpoint(runs, tmp_path):
+    resumed = _only_checkpoint(runs / "jax", 8, tmp_path / "resumed")
+    proc = _run(resumed, "tensorflow")
+    assert "Resumed from" in proc.stderr
+    assert "model.ckpt-8" in proc.stderr
+    _assert_close(
+        _step(resumed, STEPS), _step(runs / "tf", STEPS), TRAINED_REL, "resumed"
+    )
+
+
+def test_jax_resumes_a_tensorflow_checkpoint_after_sigkill(runs, tmp_path):
+    """TensorFlow's step-8 checkpoint, resumed by JAX, killed mid-way, run
+    again: it ends where the uninterrupted JAX run ends."""
+    resumed = _only_checkpoint(runs / "tf", 8, tmp_path / "resumed")
+    child = _run(resumed, "jax", "--save_checkpoints_steps=2", wait=False)
+    deadline = time.time() + 300
+    while child.poll() is None and time.time() < deadline:
+        if _steps_written(resumed)[-1] >= 12:
+            break
+        time.sleep(0.005)
+    child.send_signal(signal.SIGKILL)
+    child.communicate()
+    assert child.returncode == -signal.SIGKILL, "finished before the kill"
+    killed_at = _steps_written(resumed)[-1]
+    assert 12 <= killed_at < STEPS
+    proc = _run(resumed, "jax", "--save_checkpoints_steps=2")
+    assert f"model.ckpt-{killed_at}" in proc.stderr
+    _assert_close(
+        _step(resumed, STEPS), _step(runs / "jax", STEPS), TRAINED_REL, "killed"
+    )
+
+
+def test_backend_cannot_switch_once_keras_runs():
+    """This process runs Keras on TensorFlow: --backend=jax is one line."""
+    import keras
+
+    from modeling import backend
+    from modeling import errors
+
+    assert keras.backend.backend() == "tensorflow"
+    assert backend.select("tensorflow") == "tensorflow"
+    with pytest.raises(errors.UserError, match="cannot switch"):
+        backend.select("jax")
+    with pytest.raises(errors.UserError, match="expected one of"):
+        backend.select("torch")
