@@ -17,6 +17,7 @@ from keras import ops
 
 from modeling import config as config_lib
 from modeling import layers
+from modeling import row_gradients
 
 # run_classifier.py applies dropout with keep_prob 0.9 on the pooled output,
 # hard-coded: config.hidden_dropout_prob does not change it.
@@ -123,6 +124,8 @@ class MaskedLMHead(keras.layers.Layer):
         """The logits before the softmax (the Hub-style export's
         `mlm_logits`); arguments as `call`'s. Returns float32 [N, V]."""
         h = self.transform(x)
+        # The table's gradient is then dense, as the original's was.
+        row_gradients.used_densely()
         table = ops.cast(embedding_table, h.dtype)
         logits = ops.matmul(h, ops.transpose(table))
         logits = logits + ops.cast(self.output_bias, h.dtype)

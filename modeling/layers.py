@@ -17,6 +17,7 @@ import keras
 from keras import ops
 
 from modeling import config as config_lib
+from modeling import row_gradients
 
 # LayerNorm epsilon of the original (tf.contrib.layers.layer_norm hard-codes
 # 1e-12); Keras defaults to 1e-3, which changes every output.
@@ -238,7 +239,7 @@ class BertEmbeddings(keras.layers.Layer):
             )
         else:
             words = ops.cast(
-                ops.take(self.word_embeddings.value, input_ids, axis=0), dtype
+                row_gradients.take(self.word_embeddings.value, input_ids), dtype
             )
         # The original's one-hot matmul for the (tiny) type table: the same
         # numbers as a gather (one non-zero term per output), and its

@@ -73,11 +73,11 @@ def test_three_steps_under_jax_equal_the_originals(golden_dir, jax_results):
     every weight, adam_m, adam_v and global_step of the original's
     checkpoint, within 1e-5 (as the TensorFlow optimizer's test).
 
-    The original's word-embedding gradient is IndexedSlices, whose clip
-    norm counts a repeated token's rows apart; JAX's is dense. On this batch
-    the gradient's norm is below the clip threshold in all three steps, so
-    the update is the same; a wrong clip or a wrong formula moves the
-    weights by the learning rate (1e-2), far past 1e-5."""
+    The pre-training decoder is tied to the word embeddings, so their
+    gradient is dense in the original too (the gathered rows' clip count,
+    modeling/row_gradients.py, is held by tests/jax_scripts_test.py's
+    fine-tuning run). A wrong clip or a wrong formula moves the weights by
+    the learning rate (1e-2), far past 1e-5."""
     got = dict(jax_results["three_steps"])
     steps = json.loads(
         (golden_dir / "tiny_after_3_steps" / "steps.json").read_text()

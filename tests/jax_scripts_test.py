@@ -6,9 +6,12 @@ the backends draw different random initial weights.
 - 4 and 40 steps under JAX equal TensorFlow's within float32 accumulation;
 - a JAX checkpoint resumed by TensorFlow, and a TensorFlow checkpoint
   resumed by JAX (killed with SIGKILL on the way, then run again), end
-  where the uninterrupted runs of the other backend end.
+  where the uninterrupted runs of the other backend end;
+- run_classifier.py on MRPC-shaped data from MiniLM, dropout off: the
+  checkpoint, dev metrics and test probabilities equal TensorFlow's.
 """
 
+import json
 import os
 import shutil
 import signal
@@ -115,7 +118,7 @@ def _only_checkpoint(source, step, target):
     return target
 
 
-def _assert_close(actual, desired, rel, what):
+def _assert_close(actual, desired, rel, what, learning_rate=LEARNING_RATE):
     """Each weight within rel of its magnitude, or of one update's size
     (the learning rate) where it is smaller: a gradient that is zero in
     exact arithmetic (the attention key's bias) leaves float32 noise of
@@ -138,7 +141,7 @@ def _assert_close(actual, desired, rel, what):
         if slot in slot_scale:
             scale = slot_scale[slot]
         else:
-            scale = max(tolerance.magnitude(desired[name]), LEARNING_RATE)
+            scale = max(tolerance.magnitude(desired[name]), learning_rate)
         tolerance.assert_float32_close(
             actual[name],
             desired[name],
@@ -224,3 +227,96 @@ def test_backend_cannot_switch_once_keras_runs():
         backend.select("jax")
     with pytest.raises(errors.UserError, match="expected one of"):
         backend.select("torch")
+
+
+# run_classifier with the classifier head's hard-coded dropout (the
+# original's keep_prob 0.9) set to 0: the backends draw different masks.
+NO_HEAD_DROPOUT = (
+    "import runpy, sys; from modeling import heads; "
+    "heads.CLASSIFIER_DROPOUT = 0.0; "
+    "sys.argv = ['run_classifier.py'] + sys.argv[1:]; "
+    "runpy.run_path('run_classifier.py', run_name='__main__')"
+)
+
+
+def test_run_classifier_on_jax_equals_tensorflow(minilm_ckpt, tmp_path):
+    """MiniLM on MRPC rows, 4 steps of batch 4, dropout off, the same
+    initial head: the step-4 checkpoint (weights and slots), eval_results
+    and test_results.tsv of both backends within float32 accumulation.
+    The word-embedding gradient is only gathered here, so this also holds
+    the JAX step's clip norm to the original's row count
+    (modeling/row_gradients.py): without it the slots differ by 0.6%."""
+    init = tmp_path / "init"
+    arrays = checkpoints.read_checkpoint(str(minilm_ckpt / "bert_model.ckpt"))
+    rng = np.random.default_rng(0)
+    arrays["output_weights"] = rng.normal(0, 0.02, (2, 384)).astype(np.float32)
+    arrays["output_bias"] = np.zeros(2, np.float32)
+    checkpoints.write_checkpoint(str(init / "bert_model.ckpt"), arrays)
+    config = json.loads((minilm_ckpt / "bert_config.json").read_text())
+    config["hidden_dropout_prob"] = 0.0
+    config["attention_probs_dropout_prob"] = 0.0
+    (init / "bert_config.json").write_text(json.dumps(config))
+    out = {}
+    for backend in ("tensorflow", "jax"):
+        out[backend] = tmp_path / backend
+        args = [
+            sys.executable,
+            "-c",
+            NO_HEAD_DROPOUT,
+            "--task_name=MRPC",
+            f"--data_dir={os.path.join(ROOT, 'tests', 'testdata', 'cls_mrpc')}",
+            f"--vocab_file={minilm_ckpt / 'vocab.txt'}",
+            f"--bert_config_file={init / 'bert_config.json'}",
+            f"--init_checkpoint={init / 'bert_model.ckpt'}",
+            f"--output_dir={out[backend]}",
+            "--do_train",
+            "--do_eval",
+            "--do_predict",
+            "--max_seq_length=64",
+            "--train_batch_size=4",
+            "--num_train_epochs=1",
+            "--learning_rate=1e-4",
+            "--save_checkpoints_steps=2",
+            "--random_seed=1",
+            f"--backend={backend}",
+        ]
+        env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+        env["KERAS_BACKEND"] = backend  # before the wrapper imports Keras
+        proc = subprocess.run(
+            args,
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    _assert_close(
+        _step(out["jax"], 4),
+        _step(out["tensorflow"], 4),
+        tolerance.FLOAT32_REL,
+        "run_classifier",
+        learning_rate=1e-4,
+    )
+    results = {
+        b: dict(
+            line.split(" = ")
+            for line in (out[b] / "eval_results.txt").read_text().splitlines()
+        )
+        for b in out
+    }
+    assert (
+        results["jax"]["eval_accuracy"]
+        == results["tensorflow"]["eval_accuracy"]
+    )
+    assert results["jax"]["global_step"] == "4"
+    tolerance.assert_float32_close(
+        float(results["jax"]["eval_loss"]),
+        float(results["tensorflow"]["eval_loss"]),
+    )
+    probabilities = {
+        b: np.loadtxt(out[b] / "test_results.tsv", delimiter="\t") for b in out
+    }
+    tolerance.assert_float32_close(
+        probabilities["jax"], probabilities["tensorflow"]
+    )

@@ -15,7 +15,9 @@ import os
 
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
+from modeling import backend
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import models
@@ -326,33 +328,36 @@ def loss_fn(kind, long_inputs=None):
       deciding words is not pushed to the label). A text cut by the
       batch's edge weighs the share of its windows on each side."""
 
+    if _trains_on_texts(long_inputs) and backend.current() == "jax":
+        raise ValueError(
+            "--chunk_pooling=max trains with TensorFlow's segment ops: "
+            "with --backend=jax use --chunk_pooling=mean"
+        )
+
     def compute(features, logits):
+        # keras.ops: this runs inside the compiled step of either backend.
         labels = features[input_pipeline.LABEL_IDS]
         weights = None
         if input_pipeline.EXAMPLE_INDEX in features:
             if _trains_on_texts(long_inputs):
                 logits, labels, weights = _max_of_windows(features, logits)
             else:
-                weights = 1.0 / tf.cast(
+                weights = 1.0 / ops.cast(
                     features[input_pipeline.NUM_WINDOWS], logits.dtype
                 )
         losses = kind.example_loss(logits, labels)
         correct = kind.correct(logits, labels)
         if weights is None:
-            results = {"loss": tf.reduce_mean(losses)}
+            results = {"loss": ops.mean(losses)}
             if correct is not None:
-                results["accuracy"] = tf.reduce_mean(correct)
+                results["accuracy"] = ops.mean(correct)
             return results
-        results = {
-            "loss": tf.reduce_sum(weights * losses) / tf.reduce_sum(weights)
-        }
+        results = {"loss": ops.sum(weights * losses) / ops.sum(weights)}
         if correct is not None:
-            if correct.shape.rank > 1:  # Multi-label: per decision.
-                correct = tf.reduce_mean(correct, axis=-1)
-            rows = tf.cast(weights > 0, correct.dtype)
-            results["accuracy"] = tf.reduce_sum(rows * correct) / tf.reduce_sum(
-                rows
-            )
+            if len(correct.shape) > 1:  # Multi-label: per decision.
+                correct = ops.mean(correct, axis=-1)
+            rows = ops.cast(weights > 0, correct.dtype)
+            results["accuracy"] = ops.sum(rows * correct) / ops.sum(rows)
         return results
 
     return compute

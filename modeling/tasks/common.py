@@ -224,6 +224,12 @@ def check_backend(settings):
     """
     if backend.current() != "jax":
         return
+    if getattr(settings, "export_dir", None):
+        raise ValueError(
+            "--export_dir writes a TensorFlow SavedModel: export from "
+            "output_dir's checkpoint in a second run with "
+            "--backend=tensorflow"
+        )
     strategy = settings.strategy
     name = strategy if isinstance(strategy, str) else type(strategy).__name__
     if settings.use_tpu or name not in (

@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from modeling import losses
 from modeling import models
@@ -62,11 +63,13 @@ def prepare(settings):
 
 
 def loss_fn(features, logits):
+    """keras.ops: it runs inside either backend's compiled step."""
     labels = features[LABEL_IDS]
-    correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels)
+    predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
+    correct = ops.equal(predicted, ops.cast(labels, "int32"))
     return {
         "loss": losses.multiple_choice_loss(logits, labels),
-        "accuracy": tf.reduce_mean(tf.cast(correct, tf.float32)),
+        "accuracy": ops.mean(ops.cast(correct, "float32")),
     }
 
 

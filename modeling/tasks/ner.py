@@ -23,6 +23,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from keras import ops
 
 from modeling import losses
 from modeling import models
@@ -163,14 +164,14 @@ def publish_labels(task, trainer):
 
 
 def loss_fn(features, logits):
-    """Cross-entropy over the labelled pieces, and their accuracy."""
-    mask = tf.cast(features[LABEL_MASK], tf.float32)
+    """Cross-entropy over the labelled pieces, and their accuracy
+    (keras.ops: it runs inside either backend's compiled step)."""
+    mask = ops.cast(features[LABEL_MASK], "float32")
     loss = losses.token_classification_loss(logits, features[LABEL_IDS], mask)
-    predicted = tf.argmax(logits, -1, output_type=tf.int32)
-    correct = tf.cast(tf.equal(predicted, features[LABEL_IDS]), tf.float32)
-    accuracy = tf.reduce_sum(correct * mask) / tf.maximum(
-        tf.reduce_sum(mask), 1.0
-    )
+    predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
+    labels = ops.cast(features[LABEL_IDS], "int32")
+    correct = ops.cast(ops.equal(predicted, labels), "float32")
+    accuracy = ops.sum(correct * mask) / ops.maximum(ops.sum(mask), 1.0)
     return {"loss": loss, "accuracy": accuracy}
 
 

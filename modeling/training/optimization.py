@@ -36,8 +36,6 @@ from modeling.training import update_rules
 
 EXCLUDE_FROM_WEIGHT_DECAY = update_rules.EXCLUDE_FROM_WEIGHT_DECAY
 OPTIMIZER_TYPES = update_rules.OPTIMIZER_TYPES
-# Variables whose gradient the original left as IndexedSlices (tf.gather).
-SPARSE_GRADIENT_NAMES = (r"word_embeddings$",)
 
 
 class WarmupLinearDecay:
@@ -215,7 +213,7 @@ class AdamWeightDecay(tf.Module):
         if not isinstance(grad, tf.IndexedSlices):
             return grad
         name = self._names.get(id(var), var.name)
-        if any(re.search(r, name) for r in SPARSE_GRADIENT_NAMES):
+        if update_rules.has_sparse_gradient(name):
             return grad
         return tf.convert_to_tensor(grad)
 

@@ -41,6 +41,7 @@ import weakref
 
 import numpy as np
 
+from modeling import backend
 from modeling import progress
 from modeling.data import feature_names
 
@@ -128,6 +129,45 @@ class TensorFlowBackend:
         for batch in dataset:
             features, outputs = self._step(batch)
             yield _numpy(features), _numpy(outputs)
+
+
+class JaxBackend:
+    """The model's compiled predict step on Keras's JAX backend (what
+    TensorFlowBackend is on TensorFlow): `jax.jit` over the forward pass,
+    the weights passed in (not baked into the program), one program per
+    batch shape. One device.
+
+    Args:
+      model, select: as TensorFlowBackend's.
+    """
+
+    def __init__(self, model, select=None):
+        import jax
+        import keras
+
+        from modeling import models
+
+        self.model = model
+
+        def predict(values, features):
+            mapping = list(zip(model.variables, values))
+            with keras.StatelessScope(state_mapping=mapping):
+                return models.named_outputs(model, features, select)
+
+        self._step = jax.jit(predict)
+
+    def __call__(self, features):
+        """One batch (a dict of arrays) -> its outputs, numpy."""
+        values = [v.value for v in self.model.variables]
+        return _numpy(self._step(values, features))
+
+    def run(self, batches, static_shapes=False):
+        """Yields (features, outputs) of each batch, numpy (every shape
+        compiles once: static_shapes changes nothing here)."""
+        del static_shapes
+        values = [v.value for v in self.model.variables]
+        for batch in batches:
+            yield batch, _numpy(self._step(values, batch))
 
 
 # model -> {(strategy, select): compiled step}: one trace per model, also
@@ -308,6 +348,8 @@ def make_backend(runtime, model, strategy=None, rank=2):
       rank: of the features, for TF Lite: 2 ([B, T]), 3 for multiple choice.
     """
     if runtime == "tensorflow":
+        if backend.current() == "jax":
+            return JaxBackend(model)
         return TensorFlowBackend(model, strategy)
     if runtime in ("tflite", "tflite_int8"):
         return TFLiteBackend.of_model(

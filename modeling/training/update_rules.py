@@ -22,6 +22,9 @@ from keras import ops
 # The original's exclusion list (regexes searched in the checkpoint name).
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 OPTIMIZER_TYPES = ("adamw", "lamb")
+# Variables whose gradient the original left as IndexedSlices (tf.gather):
+# the global norm counts their rows one by one (modeling/row_gradients.py).
+SPARSE_GRADIENT_NAMES = (r"word_embeddings$",)
 
 
 def learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
@@ -42,6 +45,12 @@ def learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
         is_warmup = ops.cast(step_int < warmup_int, "float32")
         lr = (1.0 - is_warmup) * lr + is_warmup * warmup_lr
     return lr
+
+
+def has_sparse_gradient(name):
+    """Whether the original's gradient of variable `name` was an
+    IndexedSlices (when it is only gathered)."""
+    return any(re.search(r, name) for r in SPARSE_GRADIENT_NAMES)
 
 
 def uses_weight_decay(
@@ -92,16 +101,28 @@ def adam_update(var, grad, m, v, lr, use_decay, hyper, lamb=False):
     return var - lr * update, next_m, next_v
 
 
-def global_norm(grads):
-    """sqrt of the sum of every gradient's squares (float32 scalar)."""
-    return ops.sqrt(sum(ops.sum(ops.square(g)) for g in grads))
+def global_norm(grads, squares=None):
+    """sqrt of the sum of every gradient's squares (float32 scalar).
+
+    Args:
+      squares: optional {index in grads: its sum of squares as counted
+        instead} (row_gradients: a gather's rows counted one by one).
+    """
+    squares = squares or {}
+    return ops.sqrt(
+        sum(
+            squares[i] if i in squares else ops.sum(ops.square(g))
+            for i, g in enumerate(grads)
+        )
+    )
 
 
-def clip_by_global_norm(grads, clip_norm):
+def clip_by_global_norm(grads, clip_norm, squares=None):
     """(grads scaled so their global norm is at most clip_norm, the norm
     before clipping): TF's formula, clip_norm * min(1 / norm, 1 / clip_norm);
-    a non-finite norm makes every gradient NaN, as TF's does."""
-    norm = global_norm(grads)
+    a non-finite norm makes every gradient NaN, as TF's does. `squares`:
+    see global_norm."""
+    norm = global_norm(grads, squares)
     scale = clip_norm * ops.minimum(1.0 / norm, 1.0 / clip_norm)
     nan = ops.convert_to_tensor(float("nan"), "float32")
     scale = ops.where(ops.isfinite(norm), scale, nan)
