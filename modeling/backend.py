@@ -13,6 +13,8 @@ take the accelerators for itself: `select` hides them from it.
 This module imports neither Keras nor TensorFlow.
 """
 
+import glob
+import importlib.metadata
 import os
 import sys
 
@@ -76,3 +78,65 @@ def _keep_tensorflow_off_accelerators():
             tf.config.set_visible_devices([], kind)
         except (RuntimeError, ValueError):
             pass
+
+
+# Where a TPU VM's chips show up: PCI devices of Google's vendor id with one
+# of the TPU device ids (v2/v3, v4, v5p, v5e, v6e, v7). Google's virtual NIC
+# shares the vendor id, so the device id has to be checked too.
+_PCI_DEVICES_GLOB = "/sys/bus/pci/devices/*"
+_GOOGLE_PCI_VENDOR = "0x1ae0"
+_TPU_PCI_DEVICES = frozenset(
+    ("0x0027", "0x005e", "0x0062", "0x0063", "0x006f", "0x0076")
+)
+
+
+def find_tpu(pci_devices_glob=None):
+    """The TPU this machine reaches without being told a name, or None.
+
+    In this order: $TPU_NAME (a Cloud TPU's name or address, as Cloud
+    TPU tooling sets it); $COLAB_TPU_ADDR (Colab's former remote TPU
+    runtime, host:port); "local" when TPU chips are attached to this machine
+    (a TPU VM: Colab's and Kaggle's TPU runtimes, Cloud TPU VMs).
+
+    Args:
+      pci_devices_glob: where PCI devices are listed (default: /sys; tests
+        give a fake).
+
+    Returns:
+      str for TPUClusterResolver(tpu=...), or None.
+    """
+    if os.environ.get("TPU_NAME"):
+        return os.environ["TPU_NAME"]
+    if os.environ.get("COLAB_TPU_ADDR"):
+        return "grpc://" + os.environ["COLAB_TPU_ADDR"]
+    for device in glob.glob(pci_devices_glob or _PCI_DEVICES_GLOB):
+        try:
+            with open(os.path.join(device, "vendor")) as f:
+                vendor = f.read().strip()
+            with open(os.path.join(device, "device")) as f:
+                device_id = f.read().strip()
+        except OSError:
+            continue
+        if vendor == _GOOGLE_PCI_VENDOR and device_id in _TPU_PCI_DEVICES:
+            return "local"
+    return None
+
+
+def for_this_machine():
+    """The backend a notebook should use here: KERAS_BACKEND when set;
+    "jax" on a machine with TPU chips whose TensorFlow has no TPU build
+    (Colab's and Kaggle's TPU runtimes ship JAX; TensorFlow's TPU path needs
+    `tensorflow-tpu`); else "tensorflow"."""
+    if os.environ.get("KERAS_BACKEND"):
+        return os.environ["KERAS_BACKEND"]
+    if find_tpu() == "local" and not _installed("tensorflow-tpu"):
+        return "jax"
+    return DEFAULT
+
+
+def _installed(distribution):
+    try:
+        importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True

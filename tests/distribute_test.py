@@ -69,7 +69,9 @@ def test_auto_strategy_without_a_tpu(tmp_path, monkeypatch):
 
     monkeypatch.delenv("TPU_NAME", raising=False)
     monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
-    monkeypatch.setattr(distribute, "_PCI_DEVICES_GLOB", str(tmp_path / "*"))
+    from modeling import backend
+
+    monkeypatch.setattr(backend, "_PCI_DEVICES_GLOB", str(tmp_path / "*"))
     strategy = distribute.auto_strategy()
     if tf.config.list_logical_devices("GPU"):
         assert isinstance(strategy, tf.distribute.MirroredStrategy)
@@ -193,3 +195,23 @@ def test_multi_worker_mirrored_with_two_processes_matches_default(
     _assert_close(default_run, chief)
     # Only the chief writes checkpoints.
     assert not os.path.exists(root / "mwms_1" / "model.ckpt-4.index")
+
+
+def test_backend_for_this_machine(monkeypatch):
+    """The notebook's choice: KERAS_BACKEND when set; JAX on a TPU VM
+    without TensorFlow's TPU build (Colab's TPU runtime); else TensorFlow."""
+    from modeling import backend
+
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    monkeypatch.setattr(backend, "find_tpu", lambda: None)
+    assert backend.for_this_machine() == "tensorflow"
+    monkeypatch.setattr(backend, "find_tpu", lambda: "local")
+    monkeypatch.setattr(backend, "_installed", lambda name: False)
+    assert backend.for_this_machine() == "jax"
+    monkeypatch.setattr(backend, "_installed", lambda name: True)
+    assert backend.for_this_machine() == "tensorflow"
+    monkeypatch.setattr(backend, "find_tpu", lambda: "grpc://10.0.0.2:8470")
+    monkeypatch.setattr(backend, "_installed", lambda name: False)
+    assert backend.for_this_machine() == "tensorflow"  # A remote TPU.
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert backend.for_this_machine() == "jax"

@@ -62,10 +62,7 @@ def mrpc_data(tmp_path_factory, optional_shared_dir):
     )
 
 
-@pytest.fixture(scope="module")
-def finetuning_run(tmp_path_factory, minilm_ckpt, mrpc_data):
-    """The notebook, run once: (executed notebook, its output_dir)."""
-    work = tmp_path_factory.mktemp("finetuning_notebook")
+def _run_finetuning(work, minilm_ckpt, mrpc_data, **parameters):
     output_dir = work / "output"
     nb = notebooks.run_notebook(
         FINETUNING,
@@ -83,10 +80,41 @@ def finetuning_run(tmp_path_factory, minilm_ckpt, mrpc_data):
             "use_tpu": None,  # Found: none, and no GPU: the CPU.
             "num_predictions_to_show": 3,
             "install_package": False,
+            **parameters,
         },
         cwd=work,
     )
     return nb, output_dir
+
+
+@pytest.fixture(scope="module")
+def finetuning_run(tmp_path_factory, minilm_ckpt, mrpc_data):
+    """The notebook, run once: (executed notebook, its output_dir)."""
+    work = tmp_path_factory.mktemp("finetuning_notebook")
+    return _run_finetuning(work, minilm_ckpt, mrpc_data)
+
+
+def test_the_notebook_runs_on_jax(
+    tmp_path, minilm_ckpt, mrpc_data, finetuning_run
+):
+    """backend="jax" (what it picks on Colab's TPU runtime): the same
+    cells on Keras's JAX backend, here over the CPU, give TensorFlow's run's
+    files and (dropout aside: each backend draws its own masks) a loss of
+    the same size."""
+    pytest.importorskip("jax", reason="jax is not installed (the test extra)")
+    nb, output_dir = _run_finetuning(
+        tmp_path, minilm_ckpt, mrpc_data, backend="jax"
+    )
+    text = notebooks.output_text(nb)
+    assert "Keras on JAX: 1 device(s)" in text
+    jax_results = _eval_results(output_dir / "eval_results.txt")
+    tf_results = _eval_results(finetuning_run[1] / "eval_results.txt")
+    assert sorted(jax_results) == sorted(tf_results)
+    assert jax_results["global_step"] == str(STEPS)
+    assert abs(
+        float(jax_results["eval_loss"]) - float(tf_results["eval_loss"])
+    ) < 0.1 * float(tf_results["eval_loss"])
+    assert (output_dir / "test_results.tsv").exists()
 
 
 def _rows(path):

@@ -7,13 +7,14 @@ hosts described by TF_CONFIG) and TPUStrategy (the original's `--use_tpu
 notebooks, where nobody passes flags.
 """
 
-import glob
 import json
 import os
 
 import keras
 import tensorflow as tf
 from absl import logging
+
+from modeling import backend
 
 STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 # The Keras dtype policies. (--precision=int8 is not one: it is an alias of
@@ -80,46 +81,9 @@ def create_strategy(
     return tf.distribute.TPUStrategy(resolver)
 
 
-# Where a TPU VM's chips show up: PCI devices of Google's vendor id with one
-# of the TPU device ids (v2/v3, v4, v5p, v5e, v6e, v7). Google's virtual NIC
-# shares the vendor id, so the device id has to be checked too.
-_PCI_DEVICES_GLOB = "/sys/bus/pci/devices/*"
-_GOOGLE_PCI_VENDOR = "0x1ae0"
-_TPU_PCI_DEVICES = frozenset(
-    ("0x0027", "0x005e", "0x0062", "0x0063", "0x006f", "0x0076")
-)
-
-
-def find_tpu(pci_devices_glob=None):
-    """The TPU this machine reaches without being told a name, or None.
-
-    In this order: $TPU_NAME (a Cloud TPU's name or address, as Cloud
-    TPU tooling sets it); $COLAB_TPU_ADDR (Colab's former remote TPU
-    runtime, host:port); "local" when TPU chips are attached to this machine
-    (a TPU VM: Colab's and Kaggle's TPU runtimes, Cloud TPU VMs).
-
-    Args:
-      pci_devices_glob: where PCI devices are listed (default: /sys; tests
-        give a fake).
-
-    Returns:
-      str for TPUClusterResolver(tpu=...), or None.
-    """
-    if os.environ.get("TPU_NAME"):
-        return os.environ["TPU_NAME"]
-    if os.environ.get("COLAB_TPU_ADDR"):
-        return "grpc://" + os.environ["COLAB_TPU_ADDR"]
-    for device in glob.glob(pci_devices_glob or _PCI_DEVICES_GLOB):
-        try:
-            with open(os.path.join(device, "vendor")) as f:
-                vendor = f.read().strip()
-            with open(os.path.join(device, "device")) as f:
-                device_id = f.read().strip()
-        except OSError:
-            continue
-        if vendor == _GOOGLE_PCI_VENDOR and device_id in _TPU_PCI_DEVICES:
-            return "local"
-    return None
+# What TPU this machine reaches (TF-free, so a notebook can pick Keras's
+# backend before Keras loads).
+find_tpu = backend.find_tpu
 
 
 def auto_strategy(use_tpu=None, tpu_name=None, tpu_zone=None, gcp_project=None):
