@@ -209,7 +209,7 @@ _ORIGINAL_NAMES = {
 }
 _FIT = (
     "modeling.BertTextClassifier.from_checkpoint(folder, num_labels=...) "
-    "and model.fit on raw texts (README: Use from Keras), or "
+    "and model.fit on raw texts (docs/keras.md: Use from Keras), or "
     "run_classifier.py's flags"
 )
 # The original's Estimator plumbing: importable; calling it says what

@@ -58,7 +58,7 @@ setuptools.setup(
             "ruff==0.17.6",
             # Keras 3's JAX backend (CPU wheel): tests/jax_backend_test.py
             # runs the model, the optimizer and the training step on it.
-            # On GPUs install jax[cuda12] or jax[cuda13] instead (README).
+            # On GPUs install jax[cuda12] or jax[cuda13] instead (docs/gpus-tpus.md).
             "jax[cpu]>=0.6",
         ],
         # apache-beam: create_pretraining_data.py --runner=beam, the same
@@ -68,6 +68,10 @@ setuptools.setup(
         # The notebooks in notebooks/: papermill runs them with parameters
         # (tests do too), ipykernel is their kernel, matplotlib plots curves.
         "notebooks": ["papermill>=2.6", "ipykernel>=6", "matplotlib>=3.8"],
+        # The docs/ pages as a site: mkdocs builds them strictly (a broken
+        # page link or anchor fails; scripts/docs_hooks.py adds repository
+        # paths), and tests/docs_test.py runs that build in the suite.
+        "docs": ["mkdocs==1.6.1"],
         # The peers bench/prediction.py times this project against: HF
         # transformers on PyTorch (and torch.ao int8), ONNX Runtime on the
         # same model exported with torch.onnx (onnx is the exporter's format

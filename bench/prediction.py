@@ -86,7 +86,7 @@ Usage:
 
 Writes <output_root>/results.json (and prints a table).
 
-The README's "Fast prediction on CPU" has the measured tables (machine and
+docs/prediction.md ("Fast prediction on CPU") has the measured tables (machine and
 date there).
 """
 
@@ -1059,7 +1059,7 @@ def accuracy(args, root):
 
 
 def table(records, model):
-    """The README's markdown table of one model's speed records."""
+    """The markdown table (docs/prediction.md) of one model's speed records."""
     names = {
         "tf_fp32": "this project, TensorFlow float32",
         "tflite_fp32": "this project, TF Lite float32",

@@ -55,7 +55,7 @@ the seconds are noisy; google-research/bert at eedf571, TF 2.21 compat.v1):
       EM 51.68, F1 63.99 (float32: 51.42 / 63.67). Training 1829 s, 8.22
       examples/s: 1.10x float32's; prediction 105 s: 1.37x. On this CPU
       bf16 is the faster mode; on one without native bf16 it is not
-      (README, Benchmarks).
+      (docs/benchmarks.md).
   The trial, which only checks that the part runs end to end (2 training
   articles, 2 steps; its scores mean nothing):
     .venv/bin/python bench/squad.py --parts=finetune --train_articles=10:12 \

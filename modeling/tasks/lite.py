@@ -21,8 +21,8 @@ batches, each cut to its longest row, outputs back in input order.
 This module and everything it imports (numpy, absl, ai-edge-litert, the
 project's TF-free modules) never import TensorFlow or Keras:
 tests/layering_test.py checks it, and tests/lite_test.py runs it with
-`import tensorflow` failing. Install without TensorFlow: see the README's
-"Serving without TensorFlow".
+`import tensorflow` failing. Install without TensorFlow: see
+docs/serving-lite.md.
 """
 
 import itertools
