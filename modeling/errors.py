@@ -17,6 +17,9 @@ import signal
 # job). tasks/common.py's EXIT_INTERRUPTED; here because the training loop
 # also exits with it directly when its input is stuck.
 EXIT_INTERRUPTED = 143
+# A mistake in the flags or inputs: one `error:` line on stderr (the
+# scripts' runner, modeling/flags.py).
+EXIT_USER_ERROR = 1
 
 
 class Interrupted(Exception):

@@ -27,7 +27,6 @@ from absl import logging
 from modeling import backend
 from modeling import errors
 from modeling.data import file_io
-from modeling.tasks import common
 
 FLAGS = flags.FLAGS
 
@@ -437,9 +436,9 @@ def run_script(main, required=()):
     required flags, parses them (absl app.run) and calls main, with INFO
     logs and TensorFlow's C++ logs quiet unless set otherwise.
 
-    Exit statuses (modeling/tasks/common.py): 0 when main returns;
-    common.EXIT_INTERRUPTED after errors.Interrupted (SIGTERM, state saved:
-    a warning says how to resume); common.EXIT_USER_ERROR with one line
+    Exit statuses (modeling/errors.py): 0 when main returns;
+    errors.EXIT_INTERRUPTED after errors.Interrupted (SIGTERM, state saved:
+    a warning says how to resume); errors.EXIT_USER_ERROR with one line
     `error: <message>` on stderr and no traceback (it is logged at debug
     verbosity, --verbosity=1) for a user error (`is_user_error`); any other
     exception keeps its traceback.
@@ -554,7 +553,7 @@ def _sigterm_watchdog(reader, grace):
         grace,
     )
     logging.flush()
-    os._exit(common.EXIT_INTERRUPTED)
+    os._exit(errors.EXIT_INTERRUPTED)
 
 
 def _guarded(main):
@@ -571,7 +570,7 @@ def _guarded(main):
                 raise
         except errors.Interrupted as e:
             logging.warning("%s", e)
-            sys.exit(common.EXIT_INTERRUPTED)
+            sys.exit(errors.EXIT_INTERRUPTED)
         except Exception as e:
             if is_user_error(e, script_module=main.__module__):
                 message = _one_line(e)
@@ -584,7 +583,7 @@ def _guarded(main):
                 raise
             logging.debug("The error below came from:", exc_info=True)
             print(f"error: {message}", file=sys.stderr, flush=True)
-            sys.exit(common.EXIT_USER_ERROR)
+            sys.exit(errors.EXIT_USER_ERROR)
 
     return guarded
 

@@ -9,10 +9,7 @@ cross-entropy, averaged over the labels and the batch. Which of the three a
 classifier uses is its task kind's choice (modeling/task_kinds.py).
 """
 
-import keras
 from keras import ops
-
-from modeling import task_kinds
 
 # The MLM loss denominator is sum(weights) + this, so that a batch with no
 # real predictions gives 0 and not NaN.
@@ -144,39 +141,6 @@ def multiple_choice_loss(logits, labels):
     example's choices (logits [B, C], labels int [B]); the classifier's
     formula with the choices as classes."""
     return ops.mean(softmax_cross_entropy(logits, labels))
-
-
-@keras.saving.register_keras_serializable(package="bert", name="ClassifierLoss")
-class ClassifierLoss(keras.losses.Loss):
-    """A kind's `example_loss` as a Keras loss, for `compile` (Keras
-    averages it over the batch, as the original's mean).
-
-    Args:
-      task_type: a name of task_kinds.NAMES. (is_regression / multi_label: the
-        arguments of models saved before the kinds, read as a task_type.)
-    """
-
-    def __init__(
-        self,
-        task_type=task_kinds.CLASSIFICATION,
-        name="classifier_loss",
-        is_regression=False,
-        multi_label=False,
-        **kwargs,
-    ):
-        super().__init__(name=name, **kwargs)
-        if is_regression:
-            task_type = task_kinds.REGRESSION
-        elif multi_label:
-            task_type = task_kinds.MULTI_LABEL
-        self.task_type = task_type
-        self.kind = task_kinds.get(task_type)
-
-    def call(self, y_true, y_pred):
-        return self.kind.example_loss(y_pred, y_true)
-
-    def get_config(self):
-        return dict(super().get_config(), task_type=self.task_type)
 
 
 # Sentence-embedding losses (run_embeddings.py --do_train), with

@@ -249,13 +249,3 @@ def _ops():
     from keras import ops
 
     return ops
-
-
-def __getattr__(name):
-    # ClassifierLoss lives with the losses (it is a Keras object); the name
-    # stays importable from here.
-    if name == "ClassifierLoss":
-        from modeling import losses
-
-        return losses.ClassifierLoss
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

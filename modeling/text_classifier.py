@@ -54,7 +54,6 @@ import numpy as np
 import tensorflow as tf
 
 from modeling import checkpoints
-from modeling import losses as losses_lib
 from modeling import models
 from modeling import preprocessing
 from modeling import task_kinds
@@ -77,6 +76,39 @@ DEFAULT_WARMUP_PROPORTION = 0.1
 
 def _is_auto(value):
     return isinstance(value, str) and value == "auto"
+
+
+@keras.saving.register_keras_serializable(package="bert", name="ClassifierLoss")
+class ClassifierLoss(keras.losses.Loss):
+    """A kind's `example_loss` as a Keras loss, for `compile` (Keras
+    averages it over the batch, as the original's mean).
+
+    Args:
+      task_type: a name of task_kinds.NAMES. (is_regression / multi_label: the
+        arguments of models saved before the kinds, read as a task_type.)
+    """
+
+    def __init__(
+        self,
+        task_type=task_kinds.CLASSIFICATION,
+        name="classifier_loss",
+        is_regression=False,
+        multi_label=False,
+        **kwargs,
+    ):
+        super().__init__(name=name, **kwargs)
+        if is_regression:
+            task_type = task_kinds.REGRESSION
+        elif multi_label:
+            task_type = task_kinds.MULTI_LABEL
+        self.task_type = task_type
+        self.kind = task_kinds.get(task_type)
+
+    def call(self, y_true, y_pred):
+        return self.kind.example_loss(y_pred, y_true)
+
+    def get_config(self):
+        return dict(super().get_config(), task_type=self.task_type)
 
 
 class _TextModel(keras.Model):
@@ -149,9 +181,8 @@ class _TextModel(keras.Model):
 
     def _predict_long(self, text_a, text_b, batch_size, **outputs):
         """head_tail or chunks: the features made in Python (the same
-        ids), each text's windows combined (long_inputs.predict_texts)."""
-        return long_inputs_lib.predict_texts(
-            self._predictor(batch_size),
+        ids), each text's windows combined (predictor.Predictor.texts)."""
+        return self._predictor(batch_size).texts(
             self.preprocessor.full_tokenizer(),
             self.preprocessor.sequence_length,
             [str(t) for t in text_a],
@@ -448,7 +479,7 @@ class BertTextClassifier(_TextModel):
             (`optimization.create_keras_optimizer`) with `learning_rate`,
             warmup over `warmup_proportion` of the steps the first `fit`
             runs and linear decay to 0 at its end; or any Keras optimizer.
-          loss: "auto": the task kind's (`losses.ClassifierLoss`:
+          loss: "auto": the task kind's (`ClassifierLoss`:
             softmax cross-entropy of the logits, the squared error for
             regression, sigmoid cross-entropies for multi-label).
           metrics: "auto": accuracy of the kind's decisions (none for
@@ -467,7 +498,7 @@ class BertTextClassifier(_TextModel):
                 learning_rate, warmup_proportion=warmup_proportion
             )
         if _is_auto(loss):
-            loss = losses_lib.ClassifierLoss(self.kind.name)
+            loss = ClassifierLoss(self.kind.name)
         if _is_auto(metrics):
             if self.is_regression:
                 metrics = []

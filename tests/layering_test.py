@@ -8,6 +8,9 @@
    Only the scripts and modeling/flags.py reach into tasks/.
 3. Subpackage __init__ files stay light: importing `modeling.data` must not
    load a pipeline, so they hold a docstring and nothing else.
+4. Floors: every module sits on one floor (FLOORS, lowest first) and
+   imports only from its own floor or below, lazily inside a function or
+   not; and no two modules import each other, directly or round a circle.
 """
 
 import ast
@@ -51,6 +54,88 @@ TF_FREE_MODULES = (
     "modeling.checkpoints",
     "modeling.tensor_bundle",
 )
+
+
+# The floors, lowest first; a module's floor is that of the longest prefix
+# naming it. base: what everything may use (errors, progress, the backend
+# choice, the file helpers and feature names, the checkpoint file format);
+# text: tokenizers and vocabularies; model: the forward pass, the heads,
+# losses and task kinds, original-format checkpoints; data: examples ->
+# features -> records, tf.data pipelines, pre-training data generation, and
+# models read from sentence-transformers folders; training: the Trainer,
+# its steps, the optimizers and the predictor; serving: exports and the
+# Keras API on raw text; tasks: what each script does; flags: the scripts'
+# runner.
+FLOORS = (
+    (
+        "base",
+        (
+            "modeling",
+            "modeling.errors",
+            "modeling.progress",
+            "modeling.backend",
+            "modeling.tensor_bundle",
+            "modeling.data.file_io",
+            "modeling.data.feature_names",
+            "modeling.data.tfrecord_io",
+        ),
+    ),
+    ("text", ("modeling.text",)),
+    (
+        "model",
+        (
+            "modeling.config",
+            "modeling.row_gradients",
+            "modeling.layers",
+            "modeling.encoder",
+            "modeling.heads",
+            "modeling.losses",
+            "modeling.models",
+            "modeling.task_kinds",
+            "modeling.checkpoints",
+            "modeling.convert",
+        ),
+    ),
+    (
+        "data",
+        (
+            "modeling.data",
+            "modeling.pretraining_data",
+            "modeling.sentence_models",
+        ),
+    ),
+    ("training", ("modeling.training",)),
+    (
+        "serving",
+        (
+            "modeling.export",
+            "modeling.preprocessing",
+            "modeling.hub",
+            "modeling.text_classifier",
+            "modeling.text_embedder",
+        ),
+    ),
+    ("tasks", ("modeling.tasks",)),
+    ("flags", ("modeling.flags",)),
+)
+# The imports that go up a floor, each with its reason.
+UPWARD = {
+    ("modeling.training.predictor", "modeling.export.tflite"): (
+        "the TF Lite runtime of the predictor converts the Keras model it "
+        "is given (lazily, only for --predict_runtime=tflite*)"
+    ),
+}
+
+
+def _floor(module):
+    best = None
+    for index, (_, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if module == prefix or module.startswith(prefix + "."):
+                if best is None or len(prefix) > best[1]:
+                    best = (index, len(prefix))
+    assert best is not None, f"{module} is on no floor: add it to FLOORS"
+    return best[0]
 
 
 def _module_name(path):
@@ -157,3 +242,73 @@ def test_only_flags_reads_absl_flags():
         if name == "modeling.flags":
             continue
         assert "absl.flags" not in _imported_modules(path), name
+
+
+def _library_imports():
+    """{module: library modules it imports} (a `from package import
+    module` counts as the module, not the package)."""
+    modules = _library_modules()
+    out = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                subs = [f"{node.module}.{a.name}" for a in node.names]
+                found = [m for m in subs if m in modules] or [node.module]
+            else:
+                continue
+            for dep in found:
+                while dep and dep not in modules:
+                    dep = dep.rpartition(".")[0]
+                if dep and dep not in ("modeling", name):
+                    deps.add(dep)
+        out[name] = deps
+    return out
+
+
+def test_imports_go_down_the_floors():
+    imports = _library_imports()
+    upward = sorted(
+        (name, dep)
+        for name, deps in imports.items()
+        for dep in deps
+        if _floor(dep) > _floor(name)
+    )
+    described = [
+        (a, b, FLOORS[_floor(a)][0], FLOORS[_floor(b)][0]) for a, b in upward
+    ]
+    assert set(upward) == set(UPWARD), described
+
+
+def test_no_import_cycles():
+    """No strongly connected component of more than one module (Tarjan)."""
+    imports = _library_imports()
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in imports[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in imports:
+        if v not in index:
+            visit(v)
+    assert cycles == []

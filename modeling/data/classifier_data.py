@@ -2,7 +2,8 @@
 
 `convert_single_example` and `file_based_convert_examples_to_features` give
 the same features and records as the original's `run_classifier.py`;
-`truncate_seq_pair` is the project's only copy (pre-training data imports it).
+`truncate_seq_pair` (the project's only copy, in long_inputs.py with the
+other cutting rules) is importable from here, as the original's was.
 The GLUE/XNLI processors that make the examples are in classifier_processors.
 Regression tasks (STS-B) carry a float label and write it as a float feature.
 """
@@ -14,6 +15,7 @@ from absl import logging
 
 from modeling import progress
 from modeling.data import file_io
+from modeling.data import long_inputs as long_inputs_lib
 from modeling.data import table_files
 from modeling.text.vocabulary import CLS_TOKEN
 from modeling.text.vocabulary import SEP_TOKEN
@@ -70,30 +72,8 @@ class InputFeatures:
         self.is_real_example = is_real_example
 
 
-def truncate_seq_pair(tokens_a, tokens_b, max_length, rng=None):
-    """Truncates a sequence pair in place to the maximum length.
-
-    This is a simple heuristic which will always truncate the longer sequence
-    one token at a time. This makes more sense than truncating an equal percent
-    of tokens from each, since if one sequence is very short then each token
-    that's truncated likely contains more information than a longer sequence.
-    On a tie the token is taken from `tokens_b` (as the original).
-
-    Args:
-      tokens_a: list, modified in place.
-      tokens_b: list, modified in place.
-      max_length: int, the most tokens the two may hold together.
-      rng: None (run_classifier: always pop from the end) or a
-        `random.Random` (create_pretraining_data: remove from the front or the
-        back with p = 0.5, one `rng.random()` call per removed token, to add
-        randomness and avoid biases).
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
-        if rng is not None and rng.random() < 0.5:
-            del trunc_tokens[0]
-        else:
-            trunc_tokens.pop()
+# The original's `_truncate_seq_pair` (run_classifier.py's public name).
+truncate_seq_pair = long_inputs_lib.truncate_seq_pair
 
 
 def convert_single_example(
@@ -196,8 +176,6 @@ def convert_example_windows(
     long_inputs.LongInputs; None: truncate): `convert_single_example`'s one
     feature, or one per window (each with `example_index` = ex_index and
     `num_windows`), made one at a time."""
-    from modeling.data import long_inputs as long_inputs_lib
-
     if (
         long_inputs is None
         or long_inputs.strategy == long_inputs_lib.TRUNCATE

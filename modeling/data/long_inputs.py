@@ -204,9 +204,7 @@ class LongInputs:
         pieces_b = _flat(words_b)
         room = max_seq_length - 3
         if len(pieces_a) + len(pieces_b) <= room or self.strategy == TRUNCATE:
-            from modeling.data import classifier_data
-
-            classifier_data.truncate_seq_pair(pieces_a, pieces_b, room)
+            truncate_seq_pair(pieces_a, pieces_b, room)
             yield pieces_a, pieces_b
             return
         # The longer is cut; on a tie b, as the original.
@@ -297,46 +295,30 @@ def as_long_inputs(value):
     )
 
 
-def predict_texts(
-    predictor,
-    tokenizer,
-    max_seq_length,
-    text_a,
-    text_b=None,
-    long_inputs=None,
-    combine=("logits",),
-    normalize=False,
-    **progress_args,
-):
-    """A model's outputs for texts (or pairs) in input order, one row per
-    text: their features (classifier_data.text_arrays, windowed as
-    `long_inputs` says) through `predictor` (training/predictor.py's
-    Predictor), the windows' `combine` outputs combined per text
-    (`normalize`: to unit length, an embedder's vectors). The one path of
-    the Python-tokenized predictions (run_embeddings, the TF-free servers,
-    the Keras classes with long inputs).
+def truncate_seq_pair(tokens_a, tokens_b, max_length, rng=None):
+    """Truncates a sequence pair in place to the maximum length.
 
-    Returns:
-      (dict of numpy outputs [N, ...], the number of texts cut).
+    This is a simple heuristic which will always truncate the longer sequence
+    one token at a time. This makes more sense than truncating an equal percent
+    of tokens from each, since if one sequence is very short then each token
+    that's truncated likely contains more information than a longer sequence.
+    On a tie the token is taken from `tokens_b` (as the original).
+
+    Args:
+      tokens_a: list, modified in place.
+      tokens_b: list, modified in place.
+      max_length: int, the most tokens the two may hold together.
+      rng: None (run_classifier: always pop from the end) or a
+        `random.Random` (create_pretraining_data: remove from the front or the
+        back with p = 0.5, one `rng.random()` call per removed token, to add
+        randomness and avoid biases).
     """
-    from modeling.data import classifier_data
-    from modeling.data import feature_names
-
-    long_inputs = long_inputs or LongInputs()
-    arrays, truncated = classifier_data.text_arrays(
-        text_a, max_seq_length, tokenizer, text_b, long_inputs=long_inputs
-    )
-    _, outputs = predictor.gather(
-        {k: arrays[k] for k in feature_names.CLASSIFIER_SEQ_FEATURES},
-        **progress_args,
-    )
-    if long_inputs.windowed and outputs:
-        index = arrays[feature_names.EXAMPLE_INDEX]
-        outputs = {
-            name: long_inputs.per_example(index, outputs[name], normalize)[1]
-            for name in combine
-        }
-    return outputs, truncated
+    while len(tokens_a) + len(tokens_b) > max_length:
+        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        if rng is not None and rng.random() < 0.5:
+            del trunc_tokens[0]
+        else:
+            trunc_tokens.pop()
 
 
 def word_windows(piece_counts, max_pieces, overlap=0):

@@ -309,7 +309,7 @@ class EmbedderServer(tf.Module):
     vectors), each batch cut to its longest tokenized row. With
     long_inputs head_tail or chunks, a text's vector is its windows'
     combined (normalized again when the model normalizes), as
-    long_inputs.predict_texts combines them."""
+    predictor.Predictor.texts combines them."""
 
     def __init__(self, model, preprocessor, long_inputs=None):
         super().__init__(name="embedder_server")

@@ -304,8 +304,7 @@ class Embedder:
         --long_inputs says)."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        outputs, truncated = long_inputs_lib.predict_texts(
-            self.predictor,
+        outputs, truncated = self.predictor.texts(
             self.tokenizer,
             self.source.max_seq_length,
             texts,

@@ -132,8 +132,7 @@ class LiteClassifier:
                 "This model classifies sentence pairs: give text_b"
             )
         regression = self.task_type == "regression"
-        outputs, _ = long_inputs_lib.predict_texts(
-            self.predictor,
+        outputs, _ = self.predictor.texts(
             self.tokenizer,
             self.max_seq_length,
             text_a,
@@ -429,8 +428,7 @@ class LiteEmbedder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimensions), np.float32)
-        outputs, truncated = long_inputs_lib.predict_texts(
-            self.predictor,
+        outputs, truncated = self.predictor.texts(
             self.tokenizer,
             self.max_seq_length,
             texts,

@@ -43,7 +43,9 @@ import numpy as np
 
 from modeling import backend
 from modeling import progress
+from modeling.data import classifier_data
 from modeling.data import feature_names
+from modeling.data import long_inputs as long_inputs_lib
 
 # Each row's position in the input, added to its features.
 ORDER = "example_order"
@@ -450,6 +452,46 @@ class Predictor:
             counter.add(len(order))
             yield order, features, outputs
         counter.finish()
+
+    def texts(
+        self,
+        tokenizer,
+        max_seq_length,
+        text_a,
+        text_b=None,
+        long_inputs=None,
+        combine=("logits",),
+        normalize=False,
+        **progress_args,
+    ):
+        """A model's outputs for texts (or pairs) in input order, one row per
+        text: their features (classifier_data.text_arrays, windowed as
+        `long_inputs` says) through this predictor, the windows' `combine`
+        outputs combined per text (`normalize`: to unit length, an
+        embedder's vectors). The one path of the Python-tokenized
+        predictions (run_embeddings, the TF-free servers, the Keras classes
+        with long inputs).
+
+        Returns:
+          (dict of numpy outputs [N, ...], the number of texts cut).
+        """
+        long_inputs = long_inputs or long_inputs_lib.LongInputs()
+        arrays, truncated = classifier_data.text_arrays(
+            text_a, max_seq_length, tokenizer, text_b, long_inputs=long_inputs
+        )
+        _, outputs = self.gather(
+            {k: arrays[k] for k in feature_names.CLASSIFIER_SEQ_FEATURES},
+            **progress_args,
+        )
+        if long_inputs.windowed and outputs:
+            index = arrays[feature_names.EXAMPLE_INDEX]
+            outputs = {
+                name: long_inputs.per_example(index, outputs[name], normalize)[
+                    1
+                ]
+                for name in combine
+            }
+        return outputs, truncated
 
     def gather(
         self,
