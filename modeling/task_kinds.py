@@ -58,13 +58,62 @@ class TaskKind:
         """float32 1/0 per decision (training's accuracy), or None."""
         return None
 
+    # Whether an example's label is a set of labels (0/1 per label).
+    label_sets = False
+
     def label_shape(self, num_labels):
         """A record's label shape: [] or [L]."""
         return []
 
+    def encode_labels(self, labels, label_list):
+        """Examples' labels (names; a regression's scores) -> the array a
+        Keras model trains on: class ids int32 [N]; see the subclasses."""
+        ids = {name: i for i, name in enumerate(label_list)}
+        return np.array([ids[label] for label in labels], np.int32)
+
     def to_json(self):
         """What labels.json and bert_export.json record of the kind."""
         return {"task_type": self.name}
+
+    # The serving export's outputs (modeling/export/serving.py), by name.
+    serving_output_names = ("probabilities", "logits", "predictions")
+
+    def serving_outputs(self, logits):
+        """The serving export's outputs of float32 logits [B, L]."""
+        ops = _ops()
+        return {
+            "probabilities": self.activation(logits),
+            "logits": logits,
+            "predictions": ops.cast(self.decide(logits), "int32"),
+        }
+
+    # === The numpy forms (the TF-free servers, modeling/tasks/lite.py) ===
+
+    # What a classifier export's TF Lite model outputs, and which model
+    # output the windows of one long text combine (--long_inputs).
+    output_names = ("probabilities", "predictions")
+    combined_output = "logits"
+
+    def numpy_outputs(self, combined):
+        """A text's combined outputs ({combined_output: [N, ...]}, numpy) ->
+        the export's outputs (output_names), as `activation` and `decide`
+        give them: float64 arithmetic, float32 probabilities."""
+        raise NotImplementedError
+
+    def rows(self, outputs, count):
+        """The export's outputs for `count` texts -> (output, decision) per
+        text, what `record` takes."""
+        return zip(
+            outputs["probabilities"], outputs["predictions"], strict=True
+        )
+
+    def record(self, labels, output, decision):
+        """A prediction row by name (predictions.jsonl, without its id):
+        {"label", "probabilities": {label: p}}; see the subclasses."""
+        return {
+            "label": labels[int(decision)],
+            "probabilities": dict(zip(labels, output, strict=True)),
+        }
 
     def __eq__(self, other):
         return isinstance(other, TaskKind) and self.to_json() == other.to_json()
@@ -105,6 +154,15 @@ class Classification(TaskKind):
         labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
         return ops.cast(ops.equal(predicted, labels), "float32")
 
+    def numpy_outputs(self, combined):
+        logits = np.asarray(combined["logits"], np.float64)
+        exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        probabilities = exp / exp.sum(axis=-1, keepdims=True)
+        return {
+            "probabilities": probabilities.astype(np.float32),
+            "predictions": np.argmax(logits, axis=-1),
+        }
+
 
 class Regression(TaskKind):
     name = REGRESSION
@@ -124,6 +182,30 @@ class Regression(TaskKind):
     def decide(self, logits):
         ops = _ops()
         return ops.cast(logits, "float32")[:, 0]
+
+    output_names = ("score",)
+    combined_output = "score"
+
+    def encode_labels(self, labels, label_list):
+        """float32 scores [N]."""
+        del label_list
+        return np.array([float(label) for label in labels], np.float32)
+
+    serving_output_names = ("score",)
+
+    def serving_outputs(self, logits):
+        return {"score": self.decide(logits)}
+
+    def numpy_outputs(self, combined):
+        return combined
+
+    def rows(self, outputs, count):
+        scores = np.asarray(outputs["score"]).reshape(count, -1)[:, 0]
+        return [([score], score) for score in scores]
+
+    def record(self, labels, output, decision):
+        """{"score"}."""
+        return {"score": decision}
 
 
 class MultiLabel(TaskKind):
@@ -156,8 +238,30 @@ class MultiLabel(TaskKind):
         same = ops.equal(self.decide(logits), ops.cast(labels, "int32"))
         return ops.cast(same, "float32")
 
+    def numpy_outputs(self, combined):
+        logits = np.asarray(combined["logits"], np.float64)
+        probabilities = 1.0 / (1.0 + np.exp(-logits))
+        return {
+            "probabilities": probabilities.astype(np.float32),
+            "predictions": (probabilities >= self.threshold).astype(np.int32),
+        }
+
+    def record(self, labels, output, decision):
+        """{"labels": the predicted ones, "probabilities": {label: p}}."""
+        return {
+            "labels": [n for n, on in zip(labels, decision, strict=True) if on],
+            "probabilities": dict(zip(labels, output, strict=True)),
+        }
+
+    label_sets = True
+
     def label_shape(self, num_labels):
         return [num_labels]
+
+    def encode_labels(self, labels, label_list):
+        """0/1 int32 [N, L] (each example's labels a set of names)."""
+        rows = [[int(n in label) for n in label_list] for label in labels]
+        return np.array(rows, np.int32).reshape(len(rows), len(label_list))
 
     def to_json(self):
         return {"task_type": self.name, "multi_label_threshold": self.threshold}
@@ -209,6 +313,15 @@ def get(name, threshold=None):
 def from_json(value):
     """The kind `to_json` recorded."""
     return get(value["task_type"], value.get("multi_label_threshold"))
+
+
+def legacy_json(kind):
+    """What exports written before `task_type` recorded of the kind (still
+    written: older servers read it)."""
+    return {
+        "is_regression": kind.name == REGRESSION,
+        "multi_label": kind.name == MULTI_LABEL,
+    }
 
 
 def best_threshold(logits, labels):

@@ -427,16 +427,9 @@ class BertTextClassifier(_TextModel):
         else:
             examples = processor.get_dev_examples()
         labels = processor.get_labels()
-        if task_type == "regression":
-            y = np.array([float(e.label) for e in examples], np.float32)
-        elif task_type == "multi_label":
-            y = np.array(
-                [[int(n in e.label) for n in labels] for e in examples],
-                np.int32,
-            ).reshape(len(examples), len(labels))
-        else:
-            ids = {name: i for i, name in enumerate(labels)}
-            y = np.array([ids[e.label] for e in examples], np.int32)
+        y = task_kinds.get(task_type).encode_labels(
+            [e.label for e in examples], labels
+        )
         text_a = np.array([e.text_a for e in examples], dtype=object)
         x = text_a
         if processor.has_text_b:

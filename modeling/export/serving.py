@@ -145,13 +145,7 @@ class ClassifierServer(tf.Module):
         return self._decisions(logits)
 
     def _decisions(self, logits):
-        if self.kind.name == task_kinds.REGRESSION:
-            return {"score": self.kind.decide(logits)}
-        return {
-            "probabilities": self.kind.activation(logits),
-            "logits": logits,
-            "predictions": tf.cast(self.kind.decide(logits), tf.int32),
-        }
+        return self.kind.serving_outputs(logits)
 
     @tf.function(
         input_signature=[
@@ -257,20 +251,14 @@ def export_classifier(
     server = ClassifierServer(
         model, preprocessor, kind, has_text_b, long_inputs
     )
-    regression = kind.name == task_kinds.REGRESSION
     info = {
         "labels": label_list,
         **kind.to_json(),
         # Read by servers written before task_type.
-        "is_regression": regression,
-        "multi_label": kind.name == task_kinds.MULTI_LABEL,
+        **task_kinds.legacy_json(kind),
         "has_text_b": has_text_b,
         "max_seq_length": max_seq_length,
-        "outputs": (
-            ["score"]
-            if regression
-            else ["probabilities", "logits", "predictions"]
-        ),
+        "outputs": list(kind.serving_output_names),
     }
     if server.long_inputs is not None:
         info.update(long_inputs.to_json())

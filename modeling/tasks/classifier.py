@@ -108,7 +108,7 @@ class ClassifierTask:
 
     @property
     def multi_label(self):
-        return self.kind.name == task_kinds.MULTI_LABEL
+        return self.kind.label_sets
 
     def path(self, name):
         return os.path.join(self.settings.output_dir, name)

@@ -266,7 +266,7 @@ class _PredictionWriters:
         record = {
             "id": example.index or example.guid,
             **predictions.classifier_record(
-                task.kind.name, labels, output, prediction
+                task.kind, labels, output, prediction
             ),
         }
         if num_windows is not None:  # --long_inputs=chunks.

@@ -32,6 +32,7 @@ import os
 import numpy as np
 from absl import logging
 
+from modeling import task_kinds
 from modeling.data import classifier_data
 from modeling.data import conll
 from modeling.data import feature_names
@@ -44,12 +45,6 @@ from modeling.text import tokenization
 from modeling.training import predictor
 
 INFO_FILE = os.path.join(folders.EXTRA_ASSETS, folders.EXPORT_INFO_FILE)
-# The outputs a classifier export's model.tflite has, per task type.
-_OUTPUTS = {
-    "classification": ("probabilities", "predictions"),
-    "multi_label": ("probabilities", "predictions"),
-    "regression": ("score",),
-}
 
 
 class LiteClassifier:
@@ -79,14 +74,16 @@ class LiteClassifier:
         self.export_dir = os.fspath(export_dir)
         info_path, info = _info(self.export_dir)
         self.task_type = info.get("task_type")
-        if self.task_type not in _OUTPUTS:
+        if self.task_type not in task_kinds.NAMES:
             raise ValueError(
                 f"{info_path}: not a classifier export (task_type "
                 f"{self.task_type!r})"
             )
+        # The kind's numpy forms decide (its threshold: the export's).
+        self.kind = task_kinds.from_json(info)
         outputs = (info.get("tflite") or {}).get("outputs")
         if not isinstance(outputs, dict) or not set(
-            _OUTPUTS[self.task_type]
+            self.kind.output_names
         ) <= set(outputs):
             raise ValueError(_NO_TFLITE.format(export_dir=self.export_dir))
         self.labels = info["labels"]
@@ -131,51 +128,26 @@ class LiteClassifier:
             raise ValueError(
                 "This model classifies sentence pairs: give text_b"
             )
-        regression = self.task_type == "regression"
         outputs, _ = self.predictor.texts(
             self.tokenizer,
             self.max_seq_length,
             text_a,
             text_b,
             long_inputs=self.long_inputs,
-            combine=("score",) if regression else ("logits",),
+            combine=(self.kind.combined_output,),
             what="Predicting",
             unit="texts",
         )
         if self.long_inputs.windowed:
-            outputs = self._decided(outputs)
-        if self.task_type == "regression":
-            scores = outputs["score"].reshape(len(text_a), -1)[:, 0]
-            return [
-                predictions.classifier_record(self.task_type, None, [s], s)
-                for s in scores
-            ]
+            # Each text's combined windows (as run_classifier combines
+            # them) -> the kind's activation and decision, in numpy.
+            outputs = self.kind.numpy_outputs(outputs)
         return [
             predictions.classifier_record(
-                self.task_type, self.labels, probabilities, decision
+                self.kind, self.labels, output, decision
             )
-            for probabilities, decision in zip(
-                outputs["probabilities"], outputs["predictions"], strict=True
-            )
+            for output, decision in self.kind.rows(outputs, len(text_a))
         ]
-
-    def _decided(self, outputs):
-        """Each text's combined logits (its windows', as run_classifier
-        combines them) -> the kind's activation and decision, in numpy."""
-        if self.task_type == "regression":
-            return outputs
-        logits = outputs["logits"].astype(np.float64)
-        if self.task_type == "multi_label":
-            probabilities = 1.0 / (1.0 + np.exp(-logits))
-            decisions = (probabilities >= self.threshold).astype(np.int32)
-        else:
-            exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
-            probabilities = exp / exp.sum(axis=-1, keepdims=True)
-            decisions = np.argmax(logits, axis=-1)
-        return {
-            "probabilities": probabilities.astype(np.float32),
-            "predictions": decisions,
-        }
 
 
 class LiteTagger:

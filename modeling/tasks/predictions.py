@@ -35,27 +35,23 @@ def line(record):
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
-def classifier_record(task_type, labels, output, prediction):
-    """A classifier row's prediction by name (without its id): a
-    regression's {"score"}, a multi-label task's {"labels",
-    "probabilities"}, else {"label", "probabilities"}.
+def classifier_record(kind, labels, output, prediction):
+    """A classifier row's prediction by name (without its id), as its task
+    kind writes it (task_kinds.TaskKind.record: a regression's {"score"}, a
+    multi-label task's {"labels", "probabilities"}, else {"label",
+    "probabilities"}), its numbers as `number` writes them.
 
     Args:
-      task_type: "classification", "regression" or "multi_label".
+      kind: the task kind (task_kinds).
       labels: the labels in id order (None for regression).
       output: the row's probabilities [L] (a regression's [1] score).
       prediction: the decision: a class id, a score, or 0/1 per label.
     """
-    if task_type == "regression":
-        return {"score": number(prediction)}
-    if task_type == "multi_label":
-        return {
-            "labels": [
-                n for n, on in zip(labels, prediction, strict=True) if on
-            ],
-            "probabilities": by_name(labels, output),
-        }
-    return {
-        "label": labels[int(prediction)],
-        "probabilities": by_name(labels, output),
-    }
+    record = {}
+    for key, value in kind.record(labels, output, prediction).items():
+        if isinstance(value, dict):
+            value = by_name(list(value), list(value.values()))
+        elif not isinstance(value, (str, list)):
+            value = number(value)
+        record[key] = value
+    return record
