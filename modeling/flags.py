@@ -553,6 +553,9 @@ def _sigterm_watchdog(reader, grace):
         grace,
     )
     logging.flush()
+    # os._exit skips the atomic writers' clean-up: their temporary files
+    # go first (nothing was published from them).
+    file_io.remove_open_temporaries()
     os._exit(errors.EXIT_INTERRUPTED)
 
 

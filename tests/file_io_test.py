@@ -216,3 +216,21 @@ def test_scratch_dirs_of_killed_runs_are_removed(tmp_path, monkeypatch):
         assert not stale.exists()
         assert other.exists()  # another prefix: not this writer's to judge
     assert not os.path.exists(scratch)
+
+
+def test_an_exit_that_skips_clean_up_removes_the_temporaries(tmp_path):
+    """The SIGTERM watchdog's os._exit skips the writers' own clean-up; it
+    calls remove_open_temporaries first, which leaves nothing behind."""
+    final = tmp_path / "out.txt"
+    with pytest.raises(OSError):  # noqa: PT012 (the write is the setup)
+        with file_io.atomic_write(final) as f:
+            f.write("partial")
+            (temp,) = tmp_path.iterdir()
+            assert temp.name != final.name
+            file_io.remove_open_temporaries()
+            assert list(tmp_path.iterdir()) == []
+    assert not final.exists()
+    with file_io.atomic_write(final) as f:
+        f.write("done")
+    file_io.remove_open_temporaries()  # Nothing under way: nothing goes.
+    assert final.read_text() == "done"

@@ -158,6 +158,22 @@ def atomic_path(final):
         raise
 
 
+# The temporary files of the atomic writes under way in this process: what
+# an exit that skips the writers' own clean-up (the SIGTERM watchdog's
+# os._exit, modeling/flags.py) removes first.
+_OPEN_TEMPORARIES = set()
+
+
+def remove_open_temporaries():
+    """Removes the (local) temporary files of unfinished atomic writes."""
+    for temp in list(_OPEN_TEMPORARIES):
+        if not is_remote(temp):
+            try:
+                os.remove(temp)
+            except OSError:
+                pass
+
+
 @contextlib.contextmanager
 def atomic_write(final, mode="w", encoding="utf-8"):
     """Yields a file open for writing under a temporary name; closes it once
@@ -173,6 +189,7 @@ def atomic_write(final, mode="w", encoding="utf-8"):
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', not {mode!r}")
     temp = temp_name(final)
+    _OPEN_TEMPORARIES.add(temp)
     try:
         if is_remote(temp):
             f = _gfile().GFile(temp, mode)
@@ -190,6 +207,8 @@ def atomic_write(final, mode="w", encoding="utf-8"):
     except BaseException:
         remove_if_exists(temp)
         raise
+    finally:
+        _OPEN_TEMPORARIES.discard(temp)
 
 
 def read_bytes(path, offset=0, size=None):
