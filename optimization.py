@@ -57,7 +57,7 @@ def create_optimizer(
             "the optimizer to model.compile(optimizer=...); the loss is "
             f"the model's. Got init_lr={init_lr!r}."
         )
-    return _optimization.create_keras_optimizer(
+    return _optimization.create_optimizer(
         init_lr,
         num_train_steps,
         num_warmup_steps,

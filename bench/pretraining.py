@@ -304,6 +304,7 @@ def build_jax_step(args, precision, seq, batch, overrides=None):
     from modeling import losses
     from modeling import models
     from modeling.training import jax_steps
+    from modeling.training import optimization
 
     # bench/gpu_hf_peer.py's predictions per sequence: 20 at 128, 76 at 512.
     preds = args.preds if seq <= 128 else max(args.preds, 76)
@@ -322,7 +323,7 @@ def build_jax_step(args, precision, seq, batch, overrides=None):
     step = jax_steps.TrainStep(
         model,
         loss_fn,
-        jax_steps.OptimizerSettings(1e-4, 10**6, 100),
+        optimization.create_optimizer(1e-4, 10**6, 100),
         gradient_accumulation_steps=args.accumulation,
     )
     return step, step.initial_state(), step.place_batch(features), cfg, preds

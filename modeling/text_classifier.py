@@ -469,7 +469,7 @@ class BertTextClassifier(_TextModel):
 
         Args:
           optimizer: "auto": the original's optimizer
-            (`optimization.create_keras_optimizer`) with `learning_rate`,
+            (`optimization.create_optimizer`) with `learning_rate`,
             warmup over `warmup_proportion` of the steps the first `fit`
             runs and linear decay to 0 at its end; or any Keras optimizer.
           loss: "auto": the task kind's (`ClassifierLoss`:
@@ -487,7 +487,7 @@ class BertTextClassifier(_TextModel):
                 "windows per batch vary; compile with jit_compile=False"
             )
         if _is_auto(optimizer):
-            optimizer = optimization.create_keras_optimizer(
+            optimizer = optimization.create_optimizer(
                 learning_rate, warmup_proportion=warmup_proportion
             )
         if _is_auto(loss):

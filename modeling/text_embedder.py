@@ -171,7 +171,7 @@ class BertTextEmbedder(text_classifier._TextModel):
         decay to 0 at its end. The loss is chosen by `fit` from its data
         (see the module doc)."""
         if isinstance(optimizer, str) and optimizer == "auto":
-            optimizer = optimization.create_keras_optimizer(
+            optimizer = optimization.create_optimizer(
                 learning_rate, warmup_proportion=warmup_proportion
             )
         if kwargs.get("loss") is not None:

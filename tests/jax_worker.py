@@ -18,6 +18,7 @@ Jobs:
   accumulation    one step on a batch of 8, and one of 2 x 4 micro-batches:
                   both weights (dropout off).
   mixed_bfloat16  the tiny model's loss in float32 and mixed_bfloat16.
+  keras_fit       Keras's own fit with the original optimizer (fit_run).
 """
 
 import json
@@ -51,6 +52,16 @@ def _modules():
 
     assert keras.backend.backend() == "jax", keras.backend.backend()
     return checkpoints, config_lib, encoder, losses, models, jax_steps
+
+
+def _optimizer(**kwargs):
+    """The original optimizer (lr 1e-2, decay to 0 at 10 steps, 2 warmup)."""
+    from modeling.training import optimization
+
+    optimizer = optimization.create_optimizer(1e-2, 10, 2)
+    for key, value in kwargs.items():
+        setattr(optimizer, key, value)
+    return optimizer
 
 
 def _loss_fn(features, outputs):
@@ -108,8 +119,9 @@ def _small_step(overrides=None, **step_kwargs):
     # Adam's g / (|g| + eps) turns the rounding of a gradient element near
     # eps into a difference of up to the learning rate; the golden test
     # holds the original constants.)
-    settings = jax_steps.OptimizerSettings(1e-2, 10, 2, epsilon=1.0)
-    step = jax_steps.TrainStep(model, _loss_fn, settings, **step_kwargs)
+    step = jax_steps.TrainStep(
+        model, _loss_fn, _optimizer(epsilon=1.0), **step_kwargs
+    )
     return step, batch
 
 
@@ -142,7 +154,7 @@ def three_steps(golden):
     step = jax_steps.TrainStep(
         model,
         _loss_fn,
-        jax_steps.OptimizerSettings(1e-2, 10, 2),
+        _optimizer(),
         devices=jax.devices()[:1],
     )
     state = step.initial_state()
@@ -151,7 +163,6 @@ def three_steps(golden):
         state, logs = step(state, features)
         losses.append(float(logs["loss"]))
     out = step.checkpoint_arrays(state)
-    out["global_step"] = np.asarray(int(state["step"]), np.int64)
     out["_losses"] = np.asarray(losses)
     return out
 
@@ -213,6 +224,47 @@ def mixed_bfloat16(_):
     return out
 
 
+def fit_run():
+    """A small model (embedding, dense, LayerNorm, dense) trained by
+    Keras's own `fit` with the one optimizer (`create_optimizer`: clip,
+    decay, warmup): 2 epochs of 2 batches, no shuffling, no dropout.
+    Runs on whichever backend Keras runs; returns {checkpoint name: array}
+    of the weights, slots and global_step."""
+    import keras
+
+    from modeling.training import optimization
+
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 12, (8, 5)).astype(np.int32)
+    labels = rng.integers(0, 3, (8,)).astype(np.int32)
+    inputs = keras.Input((5,), dtype="int32")
+    x = keras.layers.Embedding(12, 6, name="token_table")(inputs)
+    x = keras.layers.Dense(6, activation="tanh", name="dense")(x)
+    x = keras.layers.LayerNormalization(name="LayerNorm")(x)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    logits = keras.layers.Dense(3, name="out")(x)
+    model = keras.Model(inputs, logits)
+    for var in model.trainable_variables:
+        var.assign(rng.normal(0, 0.5, var.shape).astype(np.float32))
+    optimizer = optimization.create_optimizer(1e-1, 4, 1)
+    model.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    model.fit(ids, labels, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    out = {
+        optimization.default_variable_name(v): np.asarray(v)
+        for v in model.trainable_variables
+    }
+    for name, var in optimizer.checkpoint_variables().items():
+        out[name] = np.asarray(var)
+    return out
+
+
+def keras_fit(_):
+    return fit_run()
+
+
 GOLDEN_JOBS = ("golden_outputs", "three_steps")
 JOBS = {
     f.__name__: f
@@ -223,6 +275,7 @@ JOBS = {
         remat,
         accumulation,
         mixed_bfloat16,
+        keras_fit,
     )
 }
 

@@ -238,33 +238,31 @@ def _variables():
     ]
 
 
-def test_keras_optimizer_is_adam_weight_decay():
-    """3 updates through Keras's apply_gradients give the weights, slots
-    and step of the scripts' AdamWeightDecay bit for bit (its arithmetic is
-    checked against the original's in optimization_test.py)."""
-    reference = optimization.create_optimizer(1e-2, 5, 2)
-    keras_opt = optimization.create_keras_optimizer(1e-2, 5, 2)
-    ours, theirs = _variables(), _variables()
-    reference.build(theirs)
+def test_keras_optimizer_saves_its_schedule_and_slots_names():
+    """The one optimizer (checked step for step against the original's in
+    optimization_test.py) through Keras's own apply_gradients: it counts
+    the steps, names its slots as the original's checkpoints and
+    round-trips its config."""
+    keras_opt = optimization.create_optimizer(1e-2, 5, 2)
+    ours = _variables()
     rng = np.random.default_rng(1)
+    rates = []
     for step in range(3):
         grads = [
             tf.constant(rng.normal(size=v.shape).astype("float32") * 3)
             for v in ours
         ]
-        assert float(keras_opt.learning_rate) == float(
-            reference.current_learning_rate()
-        )
+        rates.append(float(keras_opt.learning_rate))
         keras_opt.apply_gradients(zip(grads, ours))
-        reference.apply_gradients(zip(grads, theirs))
-        for a, b in zip(ours, theirs):
-            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    # warmup 0, 1e-2 / 2, then 1e-2 * (1 - 2 / 5).
+    np.testing.assert_allclose(rates, [0.0, 5e-3, 6e-3], rtol=1e-6)
     assert int(keras_opt.iterations.numpy()) == 3
     slots = keras_opt.checkpoint_variables()
-    assert sorted(slots) == sorted(reference.checkpoint_variables())
-    for name, value in reference.checkpoint_variables().items():
-        np.testing.assert_array_equal(slots[name].numpy(), value.numpy())
-    # The weights moved (clipped and decayed): the comparison means something.
+    want = {"global_step"} | {
+        f"{v.path}/{slot}" for v in ours for slot in ("adam_m", "adam_v")
+    }
+    assert sorted(slots) == sorted(want)
+    # The weights moved (clipped and decayed).
     assert not np.allclose(ours[0].numpy(), _variables()[0].numpy())
     config = keras_opt.get_config()
     clone = optimization.AdamWeightDecayOptimizer.from_config(config)

@@ -6,14 +6,14 @@ this one is a pure function of arrays compiled once by `jax.jit`:
     state, logs = step(state, batch)
 
 where `state` holds the model's trainable and non-trainable values (the
-dropout seed generators are among the latter), the optimizer's `adam_m` /
-`adam_v` per trainable variable and the step counter, and `batch` a dict of
-numpy arrays (the host's tf.data pipeline yields them, or synthetic ones).
-The model runs through Keras's stateless API (`model.stateless_call`), the
-gradients come from `jax.value_and_grad`, and the update is the original's
-arithmetic (training/update_rules.py, shared with the TensorFlow
-optimizer). The old state's buffers are donated, so a step holds one copy
-of the weights and slots.
+dropout seed generators are among the latter) and the optimizer's variables
+(its step counter, `adam_m` and `adam_v` per trainable variable), and
+`batch` a dict of numpy arrays (the host's tf.data pipeline yields them, or
+synthetic ones). The model runs through Keras's stateless API
+(`model.stateless_call`), the gradients come from `jax.value_and_grad`, and
+the update is the one optimizer's (`optimization.AdamWeightDecayOptimizer.
+stateless_apply`, the optimizer TensorFlow runs). The old state's buffers
+are donated, so a step holds one copy of the weights and slots.
 
 Data parallel: with several local devices (GPUs, TPU cores, or host devices
 under `XLA_FLAGS=--xla_force_host_platform_device_count=N`), the state is
@@ -38,7 +38,6 @@ differed by 0.6% after two steps.
 This module imports no TensorFlow: it runs where only JAX is installed.
 """
 
-import dataclasses
 import time
 
 import jax
@@ -54,37 +53,6 @@ from modeling.training import update_rules
 EXAMPLES_KEY = "_examples"
 
 
-@dataclasses.dataclass
-class OptimizerSettings:
-    """The original optimizer's settings (`optimization.create_optimizer`).
-
-    Attributes:
-      learning_rate: peak rate.
-      num_train_steps: the rate decays linearly to 0 at this step.
-      num_warmup_steps: linear warmup length.
-      optimizer_type: "adamw" (the original) or "lamb".
-      weight_decay_rate, beta_1, beta_2, epsilon, clip_norm: the original's
-        constants.
-    """
-
-    learning_rate: float
-    num_train_steps: int
-    num_warmup_steps: int = 0
-    optimizer_type: str = "adamw"
-    weight_decay_rate: float = 0.01
-    beta_1: float = 0.9
-    beta_2: float = 0.999
-    epsilon: float = 1e-6
-    clip_norm: float | None = 1.0
-
-    def __post_init__(self):
-        if self.optimizer_type not in update_rules.OPTIMIZER_TYPES:
-            raise ValueError(
-                f"Unknown optimizer_type {self.optimizer_type!r}; expected "
-                f"one of {update_rules.OPTIMIZER_TYPES}"
-            )
-
-
 class TrainStep:
     """One training step of `model` as a jitted function of arrays.
 
@@ -92,7 +60,8 @@ class TrainStep:
       model: a built keras.Model taking a dict of features.
       loss_fn: (features, outputs) -> dict of float32 scalars with "loss"
         (keras.ops only: it is traced by JAX).
-      settings: OptimizerSettings.
+      optimizer: an optimization.AdamWeightDecayOptimizer (built here on
+        the model's trainable variables if it is not).
       gradient_accumulation_steps: micro-batches per update.
       devices: the devices to split each batch over (default: every local
         device of the default backend); one device runs without sharding.
@@ -102,7 +71,7 @@ class TrainStep:
         self,
         model,
         loss_fn,
-        settings,
+        optimizer,
         gradient_accumulation_steps=1,
         devices=None,
     ):
@@ -118,14 +87,11 @@ class TrainStep:
             )
         self.model = model
         self.loss_fn = loss_fn
-        self.settings = settings
+        self.optimizer = optimizer
+        optimizer.build(model.trainable_variables)
         self.accumulation = gradient_accumulation_steps
         self.names = [
             checkpoints.variable_name(v) for v in model.trainable_variables
-        ]
-        self.use_decay = [
-            update_rules.uses_weight_decay(n, settings.weight_decay_rate)
-            for n in self.names
         ]
         sparse = [
             i
@@ -145,57 +111,47 @@ class TrainStep:
 
     # === State ===
 
-    def initial_state(self, global_step=0, slots=None):
-        """The state from the model's current values.
-
-        Args:
-          global_step: int, the step counter to start from.
-          slots: None (zeros), or {checkpoint name: array} holding
-            `<name>/adam_m` and `<name>/adam_v` of every trainable variable
-            (a resumed run).
-        """
+    def initial_state(self):
+        """The state from the current values of the model's and the
+        optimizer's variables (zeros, or what a checkpoint restored)."""
         model = self.model
-        m, v = [], []
-        for name, var in zip(self.names, model.trainable_variables):
-            if slots is None:
-                zeros = np.zeros(var.shape, np.float32)
-                m.append(zeros)
-                v.append(zeros)
-            else:
-                m.append(np.asarray(slots[f"{name}/adam_m"], np.float32))
-                v.append(np.asarray(slots[f"{name}/adam_v"], np.float32))
         state = {
             "trainable": [var.value for var in model.trainable_variables],
             "non_trainable": [
                 var.value for var in model.non_trainable_variables
             ],
-            "adam_m": m,
-            "adam_v": v,
-            "step": np.asarray(global_step, np.int32),
+            "optimizer": [var.value for var in self.optimizer.variables],
         }
         return self._place(state, replicate=True)
 
+    def global_step(self, state):
+        """The state's step counter (int)."""
+        for var, value in zip(self.optimizer.variables, state["optimizer"]):
+            if var is self.optimizer.global_step:
+                return int(value)
+        raise AssertionError("the optimizer has no step counter")
+
     def write_back(self, state):
-        """Copies the state's weights into the model's variables."""
-        for var, value in zip(
-            self.model.trainable_variables, state["trainable"]
+        """Copies the state into the model's and the optimizer's
+        variables."""
+        for key, variables in (
+            ("trainable", self.model.trainable_variables),
+            ("non_trainable", self.model.non_trainable_variables),
+            ("optimizer", self.optimizer.variables),
         ):
-            var.assign(value)
-        for var, value in zip(
-            self.model.non_trainable_variables, state["non_trainable"]
-        ):
-            var.assign(value)
+            for var, value in zip(variables, state[key], strict=True):
+                var.assign(value)
 
     def checkpoint_arrays(self, state):
-        """{original checkpoint name: numpy array} of the weights and the
-        optimizer's slots (`global_step` is the int(state["step"]))."""
+        """{original checkpoint name: numpy array} of the weights, the
+        optimizer's slots and `global_step`."""
         out = {}
-        for name, w, m, v in zip(
-            self.names, state["trainable"], state["adam_m"], state["adam_v"]
-        ):
+        for name, w in zip(self.names, state["trainable"]):
             out[name] = np.asarray(w)
-            out[f"{name}/adam_m"] = np.asarray(m)
-            out[f"{name}/adam_v"] = np.asarray(v)
+        index = {id(v): i for i, v in enumerate(self.optimizer.variables)}
+        for name, var in self.optimizer.checkpoint_variables().items():
+            out[name] = np.asarray(state["optimizer"][index[id(var)]])
+        out["global_step"] = out["global_step"].astype(np.int64)
         for var, value in zip(
             self.model.non_trainable_variables, state["non_trainable"]
         ):
@@ -284,42 +240,21 @@ class TrainStep:
         return logs, grads, non_trainable, {}
 
     def _train_step(self, state, batch):
-        s = self.settings
         logs, grads, non_trainable, squares = self._grads(
             state["trainable"], state["non_trainable"], batch
         )
         grads = [jnp.asarray(g, jnp.float32) for g in grads]
-        if s.clip_norm is not None:
-            grads, norm = update_rules.clip_by_global_norm(
-                grads, s.clip_norm, squares
-            )
-        else:
-            norm = update_rules.global_norm(grads, squares)
-        lr = update_rules.learning_rate(
-            state["step"],
-            s.learning_rate,
-            s.num_train_steps,
-            s.num_warmup_steps,
+        for i, rows in squares.items():
+            grads[i] = update_rules.CountedGradient(grads[i], rows)
+        trainable, optimizer = self.optimizer.stateless_apply(
+            state["optimizer"], grads, state["trainable"]
         )
-        new = {"trainable": [], "adam_m": [], "adam_v": []}
-        for var, grad, m, v, decay in zip(
-            state["trainable"],
-            grads,
-            state["adam_m"],
-            state["adam_v"],
-            self.use_decay,
-        ):
-            next_var, next_m, next_v = update_rules.adam_update(
-                var, grad, m, v, lr, decay, s, lamb=s.optimizer_type == "lamb"
-            )
-            new["trainable"].append(next_var.astype(var.dtype))
-            new["adam_m"].append(next_m)
-            new["adam_v"].append(next_v)
-        new["non_trainable"] = non_trainable
-        new["step"] = state["step"] + 1
+        new = {
+            "trainable": trainable,
+            "non_trainable": non_trainable,
+            "optimizer": optimizer,
+        }
         logs = {k: jnp.asarray(v, jnp.float32) for k, v in logs.items()}
-        logs["grad_norm"] = norm
-        logs["learning_rate"] = lr
         return new, logs
 
 
@@ -340,8 +275,8 @@ class TrainerSteps:
     Args:
       model: the built Keras model.
       loss_fn, eval_metrics_fn: the task's (keras.ops only).
-      optimizer: the Trainer's optimization.AdamWeightDecay: its settings,
-        its `global_step` and slot variables (checkpoint_variables()).
+      optimizer: the Trainer's optimization.AdamWeightDecayOptimizer (the
+        update, and the variables checkpoints read).
       config: the Trainer's RunConfig.
       devices: as TrainStep's (default: every local device).
     """
@@ -349,29 +284,13 @@ class TrainerSteps:
     def __init__(
         self, model, loss_fn, eval_metrics_fn, optimizer, config, devices=None
     ):
-        if config.precision == "mixed_float16":
-            raise ValueError(
-                "--precision=mixed_float16 needs the loss scaling of the "
-                "TensorFlow backend; on --backend=jax use mixed_bfloat16"
-            )
-        settings = OptimizerSettings(
-            learning_rate=config.learning_rate,
-            num_train_steps=config.num_train_steps,
-            num_warmup_steps=config.num_warmup_steps,
-            optimizer_type=config.optimizer_type,
-            weight_decay_rate=optimizer.weight_decay_rate,
-            beta_1=optimizer.beta_1,
-            beta_2=optimizer.beta_2,
-            epsilon=optimizer.epsilon,
-            clip_norm=optimizer.clip_norm,
-        )
         self.model = model
         self.optimizer = optimizer
         self.eval_metrics_fn = eval_metrics_fn
         self.step = TrainStep(
             model,
             loss_fn,
-            settings,
+            optimizer,
             config.gradient_accumulation_steps,
             devices,
         )
@@ -387,12 +306,6 @@ class TrainerSteps:
         """The dataset's batches as dicts of numpy arrays (host input)."""
         return dataset.as_numpy_iterator()
 
-    def _slots(self):
-        return {
-            name: np.asarray(var)
-            for name, var in self.optimizer.checkpoint_variables().items()
-        }
-
     def train_chunk(self, iterator, num_steps, stop_signal, max_seconds=None):
         """Up to num_steps steps; returns (steps run, summed logs, index of
         the first step with a non-finite loss or -1), as StepFunctions'.
@@ -403,9 +316,7 @@ class TrainerSteps:
         may have run, which nothing saves (the Trainer stops there).
         """
         if self.state is None:
-            self.state = self.step.initial_state(
-                int(np.asarray(self.optimizer.global_step)), self._slots()
-            )
+            self.state = self.step.initial_state()
         self.trained = True
         start = time.time()
         sums, done, bad = {}, 0, -1
@@ -435,11 +346,7 @@ class TrainerSteps:
                 stop_signal.set_waiting(False)
             examples = float(np.shape(next(iter(batch.values())))[0])
             self.state, logs = self.step(self.state, batch)
-            logs = {
-                k: v
-                for k, v in logs.items()
-                if k not in ("grad_norm", "learning_rate")
-            }
+            logs = dict(logs)
             logs[EXAMPLES_KEY] = examples
             if pending is not None:
                 read(*pending)
@@ -447,23 +354,14 @@ class TrainerSteps:
             done += 1
         if pending is not None:
             read(*pending)
-        self.optimizer.global_step.assign(int(self.state["step"]))
+        self.optimizer.global_step.assign(self.step.global_step(self.state))
         return done, sums, bad
 
     def sync(self):
         """Copies the devices' state into the model's and optimizer's
         variables (what checkpoints and evaluation read)."""
-        if self.state is None:
-            return
-        state = self.state
-        self.step.write_back(jax.device_get(state))
-        slots = self.optimizer.checkpoint_variables()
-        for name, m, v in zip(
-            self.step.names, state["adam_m"], state["adam_v"]
-        ):
-            slots[f"{name}/adam_m"].assign(np.asarray(m))
-            slots[f"{name}/adam_v"].assign(np.asarray(v))
-        self.optimizer.global_step.assign(int(state["step"]))
+        if self.state is not None:
+            self.step.write_back(jax.device_get(self.state))
 
     def reset(self):
         """Forgets the state: the next chunk starts from the variables

@@ -118,7 +118,9 @@ class StepFunctions:
         if self.fp16:
             grads, should_apply = self._unscale(grads)
         variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(zip(grads, variables), should_apply)
+        self.optimizer.apply(
+            grads, variables, should_apply=should_apply, reduced=True
+        )
         first = next(iter(features.values()))
         logs[EXAMPLES_KEY] = tf.cast(tf.shape(first)[0], tf.float32)
         return {k: tf.cast(v, tf.float32) for k, v in logs.items()}

@@ -489,7 +489,7 @@ class Trainer:
                 os._exit(errors.EXIT_INTERRUPTED)
 
     def _log(self, step, logs, done, elapsed, batch_size, eta=None):
-        lr = float(self.optimizer.learning_rate(max(step - 1, 0)))
+        lr = float(self.optimizer.rate_at(max(step - 1, 0)))
         steps_per_sec = done / max(elapsed, 1e-9)
         examples_per_sec = steps_per_sec * batch_size
         total = self.config.num_train_steps

@@ -1,10 +1,8 @@
 """The original optimizer's arithmetic in `keras.ops`, for every backend.
 
 One copy of each formula of google-research/bert `optimization.py`, used by
-the TensorFlow optimizer (`optimization.AdamWeightDecay`, under
-tf.distribute, which keeps the IndexedSlices form of the word-embedding
-gradient for the clip norm) and by the JAX training step
-(`training/jax_steps.py`); no TensorFlow is imported here.
+the one optimizer (`optimization.AdamWeightDecayOptimizer`) on every
+backend; no TensorFlow is imported here.
 
 * `learning_rate`: warmup, then linear decay to 0 at `num_train_steps`,
   evaluated in float32 as TF1's `polynomial_decay` did; `step` is the
@@ -12,10 +10,13 @@ gradient for the clip norm) and by the JAX training step
 * `adam_update`: Adam WITHOUT bias correction, epsilon added after the
   square root, decoupled weight decay scaled by the learning rate and
   computed on the pre-update weight; LAMB's trust ratio when asked.
-* `clip_by_global_norm`: the dense form of TF's `tf.clip_by_global_norm`.
+* `global_norm` and `clip_scale`: TF's `tf.clip_by_global_norm`, with a
+  gradient's rows counted one by one where the original's was an
+  IndexedSlices (`CountedGradient`).
 """
 
 import re
+import typing
 
 from keras import ops
 
@@ -25,6 +26,15 @@ OPTIMIZER_TYPES = ("adamw", "lamb")
 # Variables whose gradient the original left as IndexedSlices (tf.gather):
 # the global norm counts their rows one by one (modeling/row_gradients.py).
 SPARSE_GRADIENT_NAMES = (r"word_embeddings$",)
+
+
+class CountedGradient(typing.NamedTuple):
+    """A dense gradient and the sum of squares the clip norm counts for it
+    (the JAX step's word-embedding gradient, whose rows the original's
+    IndexedSlices counted one by one: modeling/row_gradients.py)."""
+
+    dense: typing.Any
+    squares: typing.Any
 
 
 def learning_rate(step, init_lr, num_train_steps, num_warmup_steps):
@@ -71,8 +81,7 @@ def adam_update(var, grad, m, v, lr, use_decay, hyper, lamb=False):
       lr: float32 scalar, `learning_rate` at this step.
       use_decay: Python bool, `uses_weight_decay` of the variable.
       hyper: the constants, as attributes `weight_decay_rate`, `beta_1`,
-        `beta_2`, `epsilon` (the TensorFlow optimizer itself, or
-        jax_steps.OptimizerSettings).
+        `beta_2`, `epsilon` (the optimizer).
       lamb: Python bool, scale the update by LAMB's trust ratio
         ||w|| / ||update|| (1 where either is 0, and for the variables
         without weight decay).
@@ -109,21 +118,20 @@ def global_norm(grads, squares=None):
         instead} (row_gradients: a gather's rows counted one by one).
     """
     squares = squares or {}
-    return ops.sqrt(
-        sum(
-            squares[i] if i in squares else ops.sum(ops.square(g))
-            for i, g in enumerate(grads)
-        )
-    )
+    terms = [
+        squares[i] if i in squares else ops.sum(ops.square(g))
+        for i, g in enumerate(grads)
+    ]
+    # One reduction over the stacked terms (TF's add_n): a chain of adds
+    # is a graph that TensorFlow's optimizer may reassociate differently in
+    # different functions, so two runs of one step would round apart.
+    return ops.sqrt(ops.sum(ops.stack([ops.cast(t, "float32") for t in terms])))
 
 
-def clip_by_global_norm(grads, clip_norm, squares=None):
-    """(grads scaled so their global norm is at most clip_norm, the norm
-    before clipping): TF's formula, clip_norm * min(1 / norm, 1 / clip_norm);
-    a non-finite norm makes every gradient NaN, as TF's does. `squares`:
-    see global_norm."""
-    norm = global_norm(grads, squares)
+def clip_scale(norm, clip_norm):
+    """The factor that brings gradients of global norm `norm` to at most
+    clip_norm: TF's formula, clip_norm * min(1 / norm, 1 / clip_norm); a
+    non-finite norm gives NaN (every gradient NaN), as TF's does."""
     scale = clip_norm * ops.minimum(1.0 / norm, 1.0 / clip_norm)
     nan = ops.convert_to_tensor(float("nan"), "float32")
-    scale = ops.where(ops.isfinite(norm), scale, nan)
-    return [g * scale for g in grads], norm
+    return ops.where(ops.isfinite(norm), scale, nan)
