@@ -51,6 +51,9 @@ setuptools.setup(
         # ruff: the format and lint check of the suite (tests/lint_test.py).
         "test": [
             "pytest>=8",
+            # One pytest worker per core (scripts/test.sh): the suite's
+            # tracing, imports and subprocesses are single-threaded.
+            "pytest-xdist>=3.5",
             "safetensors>=0.4",
             "scikit-learn>=1.4",
             "seqeval>=1.2.2",

@@ -145,8 +145,9 @@ def _read_results(path):
 BEFORE = ("--nodynamic_padding", "--save_checkpoints_secs=0")
 
 
-def run_one(args, model_dir, task, seed, defaults=None):
-    """One run_classifier.py subprocess; returns its JSON record.
+def run_one(args, model_dir, task, seed, defaults=None, backend="tensorflow"):
+    """One run_classifier.py subprocess (--backend=`backend`); returns its
+    JSON record.
 
     defaults: None for this bench's settings; "before" or "after" for the
     original's command with the old or the current defaults."""
@@ -156,6 +157,8 @@ def run_one(args, model_dir, task, seed, defaults=None):
         for k, v in (i.split(":") for i in args.max_train_examples if i)
     }
     name = f"{task}-seed{seed}" + (f"-{defaults}" if defaults else "")
+    if backend != "tensorflow":
+        name += f"-{backend}"
     output_dir = root / name
     shutil.rmtree(output_dir, ignore_errors=True)
     command = [
@@ -175,6 +178,7 @@ def run_one(args, model_dir, task, seed, defaults=None):
         f"--learning_rate={args.learning_rate}",
         f"--num_train_epochs={args.num_train_epochs}",
         f"--random_seed={seed}",
+        f"--backend={backend}",
     ]
     if defaults is None:
         command += [
@@ -197,6 +201,7 @@ def run_one(args, model_dir, task, seed, defaults=None):
     log_text = log_file.read_text()
     record = {
         "defaults": defaults,
+        "backend": backend,
         "task": task,
         "seed": seed,
         "precision": args.precision,
@@ -244,6 +249,12 @@ def main():
     )
     parser.add_argument("--use_xla", type=_bool, default=False)
     parser.add_argument(
+        "--backends",
+        default="tensorflow",
+        help="comma-separated Keras backends (tensorflow, jax): each "
+        "(task, seed) runs once per backend",
+    )
+    parser.add_argument(
         "--max_train_examples",
         default="",
         help="task:N pairs, comma-separated: train on the first N rows only",
@@ -262,7 +273,7 @@ def main():
     model_dir = _converted_model(root)
     records = []
     runs = [
-        (task, int(seed), defaults)
+        (task, int(seed), defaults, backend)
         for task in args.tasks.split(",")
         for seed in args.seeds.split(",")
         for defaults in (
@@ -270,9 +281,10 @@ def main():
             if args.compare_defaults
             else (None,)
         )
+        for backend in args.backends.split(",")
     ]
-    for task, seed, defaults in runs:
-        record = run_one(args, model_dir, task, seed, defaults)
+    for task, seed, defaults, backend in runs:
+        record = run_one(args, model_dir, task, seed, defaults, backend)
         record["date"] = datetime.datetime.now(datetime.UTC).isoformat()
         record["load_average"] = os.getloadavg()
         print(json.dumps(record), flush=True)

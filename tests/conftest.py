@@ -10,6 +10,15 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # scripts/test.sh runs one pytest worker per core: each worker's
+    # TensorFlow (and oneDNN) computes on its share of the cores, so the
+    # workers do not oversubscribe them; the scripts the tests start
+    # inherit it.
+    _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    _threads = str(max(1, (os.cpu_count() or 1) // _workers))
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _threads)
+    os.environ.setdefault("OMP_NUM_THREADS", _threads)
 
 import pytest  # noqa: E402
 from constants import REPO_ROOT  # noqa: E402

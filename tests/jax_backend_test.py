@@ -5,7 +5,6 @@ steps, data parallel over 2 host devices, gradient accumulation, gradient
 checkpointing with dropout, mixed_bfloat16."""
 
 import json
-import os
 
 import jax_worker
 import numpy as np

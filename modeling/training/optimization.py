@@ -321,7 +321,9 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
     @staticmethod
     def _scaled(grad, scale):
         if _is_indexed_slices(grad):
-            return type(grad)(grad.values * scale, grad.indices, grad.dense_shape)
+            return type(grad)(
+                grad.values * scale, grad.indices, grad.dense_shape
+            )
         return grad * scale
 
     @staticmethod
@@ -340,7 +342,9 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
             learning_rate, should_apply = learning_rate
         index = self._get_variable_index(variable)
         m, v = self._slots[index]
-        value = variable.value if isinstance(variable, keras.Variable) else variable
+        value = (
+            variable.value if isinstance(variable, keras.Variable) else variable
+        )
         next_var, next_m, next_v = update_rules.adam_update(
             value,
             gradient,
