@@ -221,3 +221,38 @@ def test_runner_pieces_do_not_load_tensorflow():
         env=_env(),
     )
     assert out.stdout.strip() == "False"
+
+
+def test_every_script_refuses_a_run_with_no_mode_in_the_originals_words():
+    """One check (tasks/common.check_modes) for every script's modes: the
+    original's message, run_classifier's straight closing quote included,
+    and --export_dir counted as a mode where a script has it."""
+    import types
+
+    from modeling.tasks import common
+
+    none = types.SimpleNamespace(
+        do_train=False, do_eval=False, do_predict=False, export_dir=""
+    )
+    with pytest.raises(ValueError) as error:
+        common.check_modes(none, ("do_train", "do_eval"), also=None)
+    assert str(error.value) == (
+        "At least one of `do_train` or `do_eval` must be True."
+    )
+    with pytest.raises(ValueError) as error:
+        common.check_modes(
+            none, ("do_train", "do_eval", "do_predict"), closing_quote="'"
+        )
+    assert str(error.value) == (
+        "At least one of `do_train`, `do_eval` or `do_predict' must be True "
+        "(or give --export_dir)."
+    )
+    common.check_modes(
+        types.SimpleNamespace(**{**vars(none), "export_dir": "/x"}),
+        ("do_train", "do_predict"),
+    )
+    common.check_modes(
+        types.SimpleNamespace(**{**vars(none), "do_eval": True}),
+        ("do_train", "do_eval"),
+        also=None,
+    )

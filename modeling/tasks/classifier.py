@@ -208,11 +208,9 @@ def prepare(settings):
     tokenization.validate_case_matches_checkpoint(
         s.do_lower_case, s.init_checkpoint
     )
-    if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
-        raise ValueError(
-            "At least one of `do_train`, `do_eval` or `do_predict' must be "
-            "True (or give --export_dir)."
-        )
+    common.check_modes(
+        s, ("do_train", "do_eval", "do_predict"), closing_quote="'"
+    )
     if _hub_handle(s):
         bert_config = _read_hub_tokenization(s)
     else:

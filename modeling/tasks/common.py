@@ -148,6 +148,32 @@ def uses_tpu(settings):
     )
 
 
+def check_modes(settings, modes, also="export_dir", closing_quote="`"):
+    """Refuses a run with nothing to do, in the original scripts' words:
+    "At least one of `do_train` or `do_predict` must be True." Every script
+    checks its modes here.
+
+    Args:
+      settings: the script's Settings.
+      modes: the names of its mode flags, in the message's order.
+      also: a further flag that is a mode of its own (--export_dir), or
+        None.
+      closing_quote: of the last name: run_classifier's message closes
+        `do_predict' with a straight quote, kept word for word.
+    """
+    if any(getattr(settings, m) for m in modes):
+        return
+    if also and getattr(settings, also, None):
+        return
+    names = [f"`{m}`" for m in modes]
+    names[-1] = names[-1][:-1] + closing_quote
+    listed = names[0]
+    if len(names) > 1:
+        listed = ", ".join(names[:-1]) + " or " + names[-1]
+    ending = f" (or give --{also})." if also else "."
+    raise ValueError(f"At least one of {listed} must be True{ending}")
+
+
 # The folders a run writes into besides an export, by flag: an export
 # folder must lie apart from each (publishing an export replaces its folder).
 _RUN_FOLDERS = ("output_dir", "glue_submission_dir")

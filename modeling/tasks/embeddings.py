@@ -111,13 +111,9 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
                 "--init_checkpoint is required: a sentence-transformers or "
                 "HF BERT folder, or an original checkpoint"
             )
-        modes = (s.do_train, s.do_predict, s.do_eval, s.do_search)
-        if not (any(modes) or s.export_dir):
-            raise ValueError(
-                "At least one of --do_train, --do_predict, --do_eval, "
-                "--do_search or --export_dir is needed"
-            )
-        if any(modes) and not s.output_dir:
+        modes = ("do_train", "do_predict", "do_eval", "do_search")
+        common.check_modes(s, modes)
+        if any(getattr(s, m) for m in modes) and not s.output_dir:
             raise ValueError("--output_dir is required")
         common.check_output_folders(s)
         for flag, needed in (

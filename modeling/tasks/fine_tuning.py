@@ -56,11 +56,9 @@ class ArrayTask:
         tokenization.validate_case_matches_checkpoint(
             s.do_lower_case, s.init_checkpoint
         )
-        if not (s.do_train or s.do_eval or s.do_predict or s.export_dir):
-            raise ValueError(
-                "At least one of `do_train`, `do_eval` or `do_predict' must "
-                "be True (or give --export_dir)."
-            )
+        common.check_modes(
+            s, ("do_train", "do_eval", "do_predict"), closing_quote="'"
+        )
         bert_config = config_lib.BertConfig.from_json_file(s.bert_config_file)
         config_lib.check_max_seq_length(s.max_seq_length, bert_config)
         config_lib.check_vocab_size(s.vocab_file, bert_config)

@@ -185,10 +185,7 @@ def run(s):
     Raises:
       ValueError: neither do_train nor do_eval, or a bad config/sequence length.
     """
-    if not (s.do_train or s.do_eval):
-        raise ValueError(
-            "At least one of `do_train` or `do_eval` must be True."
-        )
+    common.check_modes(s, ("do_train", "do_eval"), also=None)
     config = s.run_config  # None: a run built in Python, float32 defaults.
     if config is not None and config.runtime != "tensorflow":
         raise ValueError(

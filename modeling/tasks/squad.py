@@ -101,11 +101,7 @@ def check_settings(s):
     tokenization.validate_case_matches_checkpoint(
         s.do_lower_case, s.init_checkpoint
     )
-    if not s.do_train and not s.do_predict and not s.export_dir:
-        raise ValueError(
-            "At least one of `do_train` or `do_predict` must be True "
-            "(or give --export_dir)."
-        )
+    common.check_modes(s, ("do_train", "do_predict"))
     if s.do_train and not s.train_file:
         raise ValueError(
             "If `do_train` is True, then `train_file` must be specified."
