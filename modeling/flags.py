@@ -575,6 +575,16 @@ def _guarded(main):
             logging.warning("%s", e)
             sys.exit(errors.EXIT_INTERRUPTED)
         except Exception as e:
+            if _TERMINATION["received"]:
+                # The SIGTERM handler's exception, raised inside a C call
+                # (TensorFlow tracing a function), surfaces as another
+                # error (a SystemError): the run was still interrupted, and
+                # the writers cleaned up on the way out.
+                logging.warning(
+                    "SIGTERM: stopped (%s); no partial output was left behind.",
+                    _one_line(e),
+                )
+                sys.exit(errors.EXIT_INTERRUPTED)
             if is_user_error(e, script_module=main.__module__):
                 message = _one_line(e)
             elif errors.disk_full(e) is not None:

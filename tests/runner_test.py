@@ -256,3 +256,26 @@ def test_every_script_refuses_a_run_with_no_mode_in_the_originals_words():
         ("do_train", "do_eval"),
         also=None,
     )
+
+
+def test_sigterm_surfacing_as_another_error_still_exits_interrupted(
+    monkeypatch,
+):
+    """The SIGTERM handler's exception, raised while TensorFlow traces in
+    C, reaches the runner as a SystemError (seen in CI: predictor_test's
+    SIGTERM test exited 1): after a SIGTERM any error ends the run with
+    the interrupted status; without one it keeps its traceback."""
+    from modeling import errors
+    from modeling import flags as flags_lib
+
+    def main(argv):
+        del argv
+        raise SystemError("bad argument to internal function")
+
+    monkeypatch.setitem(flags_lib._TERMINATION, "received", True)
+    with pytest.raises(SystemExit) as exit_info:
+        flags_lib._guarded(main)([])
+    assert exit_info.value.code == errors.EXIT_INTERRUPTED
+    monkeypatch.setitem(flags_lib._TERMINATION, "received", False)
+    with pytest.raises(SystemError):
+        flags_lib._guarded(main)([])

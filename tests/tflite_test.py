@@ -102,6 +102,7 @@ def test_impossible_runtimes_fail_in_the_flag_checks(tmp_path, flags, message):
     assert not out.exists()
 
 
+@pytest.mark.slow  # 46-49 s: a fine-tuning run and two full predictions.
 def test_int8_predicts_the_float32_labels(minilm_ckpt, tmp_path):
     """A MiniLM classifier fine-tuned on the reviews example (3 classes),
     then run_classifier --do_eval --do_predict in float32 and in int8 on
