@@ -80,7 +80,8 @@ class CheckpointManager:
     Args:
       directory: output_dir.
       model: the Keras model (its trainable variables are saved).
-      optimizer: an optimization.AdamWeightDecay (slots and global_step).
+      optimizer: an optimization.AdamWeightDecayOptimizer (slots and
+        global_step).
       keep_checkpoint_max: how many newest checkpoints to keep (None: all).
       is_chief: only the chief writes (multi-worker training).
     """

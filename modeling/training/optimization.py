@@ -284,6 +284,8 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         grads = [self._dense(g, v) for g, (_, v) in zip(grads, pairs)]
         lr = self._current_rate()
         if should_apply is not None:
+            # Through Keras's update step (on TensorFlow, the strategy's
+            # per-variable update) with the rate: update_step unpacks it.
             lr = (lr, should_apply)
         self._backend_update_step(grads, [v for _, v in pairs], lr)
         self._iterations.assign_add(1)
