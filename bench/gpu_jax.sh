@@ -7,6 +7,10 @@
 # PyTorch peer (bench/gpu_hf_peer.py), each part under its own time limit
 # (under 10 minutes in all), writing JSON and logs to $OUT.
 #   OUT=/tmp/gpu_out bash bench/gpu_jax.sh
+# PART=profile instead traces the headline mode (bench/jax_profile.py) and
+# times its variants (VARIANTS), each mode of PROFILE_MODES in turn, with the
+# PyTorch peer in the same call if HF_PEER=1:
+#   PART=profile PROFILE_MODES="mixed_bfloat16:128:256" HF_PEER=1 bash bench/gpu_jax.sh
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu_out}"
 mkdir -p "$OUT" /tmp/site
@@ -15,9 +19,42 @@ import glob, zipfile
 for wheel in glob.glob(".gpu_wheels/*.whl"):
     zipfile.ZipFile(wheel).extractall("/tmp/site")
 PY
-export PYTHONPATH=/tmp/site KERAS_BACKEND=jax PYTHONUNBUFFERED=1
+export PYTHONPATH="/tmp/site:$PWD" KERAS_BACKEND=jax PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import jax, keras, sys; import modeling.models, modeling.training.jax_steps; print(jax.__version__, jax.devices(), keras.__version__, 'tensorflow imported:', 'tensorflow' in sys.modules)" 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
+
+if [ "${PART:-table}" = profile ]; then
+  # Where a mode's step goes: its kernels, the compiled program if HLO=1
+  # (to read the fusions' names), and the variants' step times; then the
+  # PyTorch peer if HF_PEER=1, in the same call.
+  for mode in ${PROFILE_MODES:-mixed_bfloat16:128:256}; do
+    name=profile_${mode//:/_}
+    timeout "${PROFILE_SECONDS:-200}" python3 bench/jax_profile.py \
+      --mode="$mode" --top=60 --steps="${TRACE_STEPS:-3}" \
+      --variants="${VARIANTS:-no_dropout,no_attention_dropout,unfused_attention}" \
+      $([ "${HLO:-0}" = 1 ] && echo --hlo_out="$OUT/hlo.txt.gz") \
+      --out="$OUT/$name.json" > /dev/null 2> "/tmp/$name.stderr"
+    echo "$mode exit $?"; tail -c 300 "/tmp/$name.stderr"
+    grep '"step_seconds"' "$OUT/$name.json"; grep -A9 '"variants"' "$OUT/$name.json"
+    if [ "${HF_PEER:-0}" = 1 ]; then
+      HF_PEER=0
+      timeout 160 python3 bench/gpu_hf_peer.py --precisions=bf16 \
+        --budget=110 --deadline=150 --out="$OUT/hf_peer.json" > /tmp/hf.log 2>&1
+      echo "hf peer exit $?"; tail -12 /tmp/hf.log
+    fi
+  done
+  # XLA flags, each in a process of its own.
+  i=0
+  for flags in ${XLA_VARIANTS:-}; do
+    i=$((i + 1))
+    XLA_FLAGS="$flags" timeout 90 python3 bench/pretraining.py --backend=jax \
+      --jax_modes="${PROFILE_MODE:-mixed_bfloat16:128:256}" --steps=20 \
+      --warmup=2 --matmul_n=4096 --budget=60 --out="$OUT/xla_$i.json" \
+      > /dev/null 2> /tmp/xla_$i.stderr
+    echo "$flags exit $?: $(grep -o '"step_seconds": [0-9.]*' "$OUT/xla_$i.json")"
+  done
+  exit 0
+fi
 
 jax_bench() {  # name seconds modes [extra flags]
   local name=$1 seconds=$2 modes=$3; shift 3

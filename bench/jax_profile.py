@@ -29,6 +29,15 @@ VARIANTS = {
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
     },
+    # With the attention dropout off, a JAX step on a GPU attends through
+    # ops.dot_product_attention (layers.FUSED_ATTENTION);
+    # "unfused_attention" times the explicit path instead.
+    "no_attention_dropout": {"attention_probs_dropout_prob": 0.0},
+    # Names in capitals: modeling.layers' switches.
+    "unfused_attention": {
+        "attention_probs_dropout_prob": 0.0,
+        "_FUSED_ATTENTION": False,
+    },
 }
 
 
@@ -78,15 +87,18 @@ def kernel_table(trace_dir, top, include_host=False):
         if include_host or ("/device:" in name and "CPU" not in name.upper())
     }
     totals = collections.defaultdict(collections.Counter)
+    counts = collections.Counter()
     for e in events:
         if e.get("ph") == "X" and e.get("pid") in device_pids:
             track = _thread_class(threads.get((e["pid"], e.get("tid")), ""))
             totals[track][e.get("name", "?")] += float(e.get("dur", 0))
+            counts[track] += 1
     out = {"device_processes": sorted(processes[p] for p in device_pids)}
     for track, counter in totals.items():
         total = sum(counter.values())
         out[track] = {
             "us_total": round(total, 1),
+            "events": counts[track],
             "top": [
                 [name[:100], round(us, 1), round(us / total, 4)]
                 for name, us in counter.most_common(top)
@@ -140,13 +152,31 @@ def main(argv):
     del step, state, placed
     report["variants"] = {}
     for name in filter(None, args.variants.split(",")):
-        v_step, v_state, v_placed, _, _ = pretraining.build_jax_step(
-            args, precision, int(seq), int(batch), VARIANTS[name]
-        )
-        v_state, _ = time_steps(v_step, v_state, v_placed, args.warmup)
-        _, v_s = time_steps(v_step, v_state, v_placed, 10)
-        report["variants"][name] = round(v_s, 5)
-        del v_step, v_state, v_placed
+        from modeling import layers
+
+        overrides = dict(VARIANTS[name])
+        switches = {
+            key[1:]: overrides.pop(key)
+            for key in list(overrides)
+            if key[0] == "_"
+        }
+        saved = {key: getattr(layers, key) for key in switches}
+        for key, value in switches.items():
+            setattr(layers, key, value)
+        try:
+            v_step, v_state, v_placed, _, _ = pretraining.build_jax_step(
+                args, precision, int(seq), int(batch), overrides
+            )
+            v_state, _ = time_steps(v_step, v_state, v_placed, args.warmup)
+            _, v_s = time_steps(v_step, v_state, v_placed, 10)
+            report["variants"][name] = round(v_s, 5)
+            del v_step, v_state, v_placed
+        except Exception as e:  # one variant failing must not lose the rest
+            report["variants"][name] = f"{type(e).__name__}: {str(e)[-400:]}"
+        finally:
+            for key, value in saved.items():
+                setattr(layers, key, value)
+        print(name, report["variants"][name], flush=True)
     text = json.dumps(report, indent=1)
     if args.out:
         with open(args.out, "w") as f:

@@ -146,6 +146,23 @@ def test_mixed_bfloat16_under_jax(jax_results):
     assert float(got["mixed_bfloat16"]) != float(got["float32"])
 
 
+def test_fused_attention_equals_the_explicit_path(jax_results):
+    """ops.dot_product_attention, with a boolean mask for the original's
+    -10000 bias, gives the explicit attention within float32 rounding. The
+    all-masked row attends to every key in both; there the explicit path's
+    scores were rounded at 10000 (ulp 2^-10), moving each probability by up
+    to ~1e-3 relative, so it agrees to 4e-3 of the values (2.6e-4 seen). On
+    a CPU the fused path is not used."""
+    got = jax_results["fused_attention"]
+    atol = tolerance.float32_atol(got["explicit"])
+    np.testing.assert_allclose(got["fused"][:2], got["explicit"][:2], atol=atol)
+    scale = tolerance.magnitude(got["explicit"])
+    np.testing.assert_allclose(
+        got["fused"][2], got["explicit"][2], atol=4e-3 * scale
+    )
+    assert not got["applies_on_cpu"]
+
+
 def test_the_core_and_the_jax_step_import_no_tensorflow():
     code = (
         "import os\n"

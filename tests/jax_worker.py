@@ -224,6 +224,28 @@ def mixed_bfloat16(_):
     return out
 
 
+def fused_attention(_):
+    """SelfAttention's explicit path and its ops.dot_product_attention path
+    (what a JAX GPU runs where the attention dropout is off) on one input:
+    a full row, a padded row and an all-masked row."""
+    import keras
+
+    from modeling import layers
+
+    rng = np.random.default_rng(5)
+    attention = layers.SelfAttention(2, 8, 0.5, 0.1, name="self")
+    x = rng.normal(0, 1, (3, 6, 8)).astype(np.float32)
+    mask = np.array([[1] * 6, [1, 1, 1, 0, 0, 0], [0] * 6], np.int32)
+    explicit = attention(x, mask)
+    return {
+        "explicit": np.asarray(explicit),
+        "fused": np.asarray(attention._fused(keras.ops.array(x), mask)),
+        "applies_on_cpu": np.asarray(
+            layers._fused_attention_applies(False, 0.1)
+        ),
+    }
+
+
 def fit_run():
     """A small model (embedding, dense, LayerNorm, dense) trained by
     Keras's own `fit` with the one optimizer (`create_optimizer`: clip,
@@ -275,6 +297,7 @@ JOBS = {
         remat,
         accumulation,
         mixed_bfloat16,
+        fused_attention,
         keras_fit,
     )
 }
