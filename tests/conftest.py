@@ -31,7 +31,34 @@ def pytest_addoption(parser):
     )
 
 
+# The files that took longest (worker-seconds summed from `bash
+# scripts/test.sh --durations=0`, 2-vCPU Xeon, 2026-11-26), longest first.
+# scripts/test.sh hands whole files to its workers in collection order
+# (--no-loadscope-reorder: xdist's own order puts the files with the most
+# tests first, whatever their length), so these start first and the many
+# short files fill in at the end, not a long one while the other worker idles.
+LONGEST_FILES = (
+    "run_classifier_custom_test.py",
+    "jax_scripts_test.py",
+    "keras_test.py",
+    "embeddings_test.py",
+    "export_hub_test.py",
+    "jax_backend_test.py",
+    "notebooks_test.py",
+    "predictor_test.py",
+    "dynamic_masking_test.py",
+    "run_squad_test.py",
+    "lite_test.py",
+    "run_classifier_test.py",
+    "run_classifier_with_tfhub_test.py",
+    "squad_serving_test.py",
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    # A stable sort: each file's tests keep their order.
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
     if config.getoption("--run_slow"):
         return
     skip = pytest.mark.skip(reason="slow test: pass --run_slow to run it")

@@ -107,19 +107,36 @@ def _settings(vocab, n_best_size, v2, fast_nbest=False):
     )
 
 
-def _export(model, vocab, tmp_path, n_best_size, v2, fast_nbest=False):
-    export = str(tmp_path / "export")
-    squad_serving.export_squad(
-        model, _settings(vocab, n_best_size, v2, fast_nbest), export
-    )
-    return tf.saved_model.load(export).signatures["serving_default"]
+@pytest.fixture(scope="module")
+def exports(model, uncased_vocab_file, tmp_path_factory):
+    """export(n_best_size, v2, fast_nbest=False): the model's export with
+    those settings, saved, loaded, and its folder (each made once: several
+    tests ask the same one)."""
+    made = {}
+
+    def export(n_best_size, v2, fast_nbest=False):
+        key = (n_best_size, v2, fast_nbest)
+        if key not in made:
+            folder = tmp_path_factory.mktemp("squad_export") / "export"
+            squad_serving.export_squad(
+                model,
+                _settings(uncased_vocab_file, n_best_size, v2, fast_nbest),
+                str(folder),
+            )
+            serve = tf.saved_model.load(str(folder)).signatures[
+                "serving_default"
+            ]
+            made[key] = (serve, folder)
+        return made[key]
+
+    return export
 
 
-def _serve(model, vocab, tmp_path, n_best_size, v2):
+def _serve(exports, n_best_size, v2):
     """The export, saved and loaded, run on every question at once."""
-    serve = _export(model, vocab, tmp_path, n_best_size, v2)
+    serve, folder = exports(n_best_size, v2)
     info = json.loads(
-        (tmp_path / "export" / "assets.extra" / "bert_export.json").read_text()
+        (folder / "assets.extra" / "bert_export.json").read_text()
     )
     assert info["task"] == "question_answering"
     examples = _examples()
@@ -131,11 +148,11 @@ def _serve(model, vocab, tmp_path, n_best_size, v2):
 
 @pytest.mark.parametrize("v2, n_best", [(False, 20), (True, 20), (False, SEQ)])
 def test_answers_equal_the_python_path(
-    model, uncased_vocab_file, tmp_path, v2, n_best
+    model, uncased_vocab_file, exports, v2, n_best
 ):
     """Both paths rank the n best over every position of a window's SEQ
     row, its padding included, as the original does."""
-    examples, out = _serve(model, uncased_vocab_file, tmp_path, n_best, v2)
+    examples, out = _serve(exports, n_best, v2)
     features, expected = run_squad_test.python_predictions(
         model, uncased_vocab_file, examples, v2, n_best=n_best
     )
@@ -167,11 +184,11 @@ def test_answers_equal_the_python_path(
     tolerance.assert_float32_close(values[found], np.array(want)[found])
 
 
-def test_default_n_best(model, uncased_vocab_file, tmp_path):
+def test_default_n_best(model, uncased_vocab_file, exports):
     """n_best_size 20 (the default): the short context's padding takes all
     of the n best places with this random head: no span, "" (predictions.json
     has the original's placeholder "empty")."""
-    examples, out = _serve(model, uncased_vocab_file, tmp_path, 20, False)
+    examples, out = _serve(exports, 20, False)
     _, expected = run_squad_test.python_predictions(
         model, uncased_vocab_file, examples, False
     )
@@ -181,10 +198,10 @@ def test_default_n_best(model, uncased_vocab_file, tmp_path):
     assert answers == [("" if a == "empty" else a) for a in want]
 
 
-def test_start_and_end_pieces(model, uncased_vocab_file, tmp_path):
+def test_start_and_end_pieces(uncased_vocab_file, exports):
     """start_piece / end_piece index the context's pieces: their text,
     joined as the original de-tokenizes, is found in the answer's words."""
-    examples, out = _serve(model, uncased_vocab_file, tmp_path, SEQ, False)
+    examples, out = _serve(exports, SEQ, False)
     tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
     for example, start, end, answer in zip(
         examples,
@@ -204,13 +221,9 @@ def test_start_and_end_pieces(model, uncased_vocab_file, tmp_path):
         assert text.replace("##", "") in normalized or "[UNK]" in text
 
 
-def test_empty_context_and_question(model, uncased_vocab_file, tmp_path):
+def test_empty_context_and_question(exports):
     """No context pieces: no answer ("" and start_piece -1), not an error."""
-    export = str(tmp_path / "export")
-    squad_serving.export_squad(
-        model, _settings(uncased_vocab_file, 20, False), export
-    )
-    serve = tf.saved_model.load(export).signatures["serving_default"]
+    serve, _ = exports(20, False)
     out = serve(
         question=tf.constant(["", "Who?", "Who?"]),
         context=tf.constant(["Rollo led them.", " \t\n", "\u0000"]),
@@ -222,14 +235,12 @@ def test_empty_context_and_question(model, uncased_vocab_file, tmp_path):
 
 
 @pytest.mark.parametrize("fast_nbest", [False, True])
-def test_a_question_alone_gets_its_answer_in_a_batch(
-    model, uncased_vocab_file, tmp_path, fast_nbest
-):
+def test_a_question_alone_gets_its_answer_in_a_batch(exports, fast_nbest):
     """The serving contract: a request's answer does not depend on the
     other requests of its batch (nor on their order): each question asked
     alone gets the answer and score it gets among all the others, by
     default and in an export of a --fast_nbest run."""
-    serve = _export(model, uncased_vocab_file, tmp_path, 20, False, fast_nbest)
+    serve, _ = exports(20, False, fast_nbest)
     examples = _examples()
     questions = [e.question_text for e in examples]
     contexts = [CONTEXTS[int(e.qas_id.split("-")[0])] for e in examples]
@@ -254,11 +265,9 @@ def test_a_question_alone_gets_its_answer_in_a_batch(
 @pytest.mark.parametrize(
     "fast_nbest", [False, pytest.param(True, marks=pytest.mark.slow)]
 )
-def test_an_empty_batch_gets_empty_answers(
-    model, uncased_vocab_file, tmp_path, fast_nbest
-):
+def test_an_empty_batch_gets_empty_answers(exports, fast_nbest):
     """No question at all: outputs of batch 0, not an error."""
-    serve = _export(model, uncased_vocab_file, tmp_path, 20, True, fast_nbest)
+    serve, _ = exports(20, True, fast_nbest)
     empty = tf.zeros([0], tf.string)
     out = serve(question=empty, context=empty)
     assert out["answer"].shape[0] == 0
