@@ -23,6 +23,8 @@ when a kind computes, not with this module: reading a kind's name and
 threshold (labels.json, bert_export.json) needs no TensorFlow.
 """
 
+import math
+
 import numpy as np
 
 CLASSIFICATION = "classification"
@@ -30,6 +32,24 @@ REGRESSION = "regression"
 MULTI_LABEL = "multi_label"
 NAMES = (CLASSIFICATION, REGRESSION, MULTI_LABEL)
 DEFAULT_THRESHOLD = 0.5
+# The largest regression target: the loss is the squared error
+# (prediction - target)^2 in float32, whose largest value is 3.4028235e38.
+# With |target| and |prediction| at most sqrt(3.4028235e38) / 2 (about
+# 9.2e18), the difference is at most sqrt(3.4028235e38) and its square
+# float32's largest: a larger target makes the loss inf at the first step.
+MAX_REGRESSION_TARGET = math.sqrt(3.4028234663852886e38) / 2
+
+
+def label_text(value):
+    """A label value of a file as a str: strings stripped, JSON numbers and
+    booleans as they are written ("1", "0.5", "true"); None for a missing
+    or empty one."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = str(value).strip()
+    return text or None
 
 
 class TaskKind:
@@ -60,6 +80,42 @@ class TaskKind:
 
     # Whether an example's label is a set of labels (0/1 per label).
     label_sets = False
+    # Whether the labels are names from a list (a regression's are scores).
+    label_list = True
+
+    # === A file's labels (modeling/data/custom.py) ===
+
+    def parse_label(self, value, separator, column):
+        """A file's label value (from `column`) -> the example's label: a
+        name (a set of names for label sets, a score as a str for a
+        regression).
+
+        Raises:
+          ValueError: the value is not a label of this kind (the message
+            names it and the column).
+        """
+        name = label_text(value)
+        if name is None:
+            raise ValueError(f"empty label (column {column!r})")
+        return name
+
+    def label_names(self, label):
+        """The names of the label list that `label` uses."""
+        return [label]
+
+    def placeholder_label(self, labels):
+        """The label of an unlabelled (test) example, as the GLUE test sets
+        get one; `labels`: the label list, or None."""
+        return labels[0] if labels else None
+
+    def metric_names_for(self, labels):
+        """The metrics of a custom task with the label list `labels`."""
+        return self.metric_names
+
+    def keras_metrics(self):
+        """The metrics Keras's `compile` reports while training, on the
+        logits."""
+        return []
 
     def label_shape(self, num_labels):
         """A record's label shape: [] or [L]."""
@@ -154,6 +210,18 @@ class Classification(TaskKind):
         labels = ops.reshape(ops.cast(labels, "int32"), (-1,))
         return ops.cast(ops.equal(predicted, labels), "float32")
 
+    def metric_names_for(self, labels):
+        # Two classes: F1 of the second label (MRPC's "1", "positive" after
+        # "negative"), as the GLUE pair tasks report it.
+        if labels is not None and len(labels) == 2:
+            return ("accuracy", "f1")
+        return ("accuracy", "macro_f1")
+
+    def keras_metrics(self):
+        import keras
+
+        return [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+
     def numpy_outputs(self, combined):
         logits = np.asarray(combined["logits"], np.float64)
         exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
@@ -185,6 +253,34 @@ class Regression(TaskKind):
 
     output_names = ("score",)
     combined_output = "score"
+    label_list = False
+
+    def parse_label(self, value, separator, column):
+        del separator
+        try:
+            if isinstance(value, bool):
+                raise TypeError  # JSON true/false: not a number.
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"regression target {value!r} (column {column!r}) is not a "
+                "number"
+            ) from None
+        if not math.isfinite(number):
+            raise ValueError(f"regression target {value!r} is not finite")
+        if abs(number) > MAX_REGRESSION_TARGET:
+            raise ValueError(
+                f"regression target {value!r} (column {column!r}) is beyond "
+                f"+-{MAX_REGRESSION_TARGET:.3g}, the largest whose squared "
+                "error float32 holds"
+            )
+        return str(number)
+
+    def label_names(self, label):
+        return []
+
+    def placeholder_label(self, labels):
+        return "0.0"
 
     def encode_labels(self, labels, label_list):
         """float32 scores [N]."""
@@ -255,6 +351,33 @@ class MultiLabel(TaskKind):
 
     label_sets = True
 
+    def parse_label(self, value, separator, column):
+        """A list (JSON Lines) or a `separator`-joined string of names ->
+        the sorted set of names (empty: no label applies)."""
+        del column
+        if isinstance(value, list):
+            names = [label_text(v) for v in value]
+        else:
+            names = (label_text(value) or "").split(separator)
+        return sorted({n.strip() for n in names if n and n.strip()})
+
+    def label_names(self, label):
+        return label
+
+    def placeholder_label(self, labels):
+        return []
+
+    def keras_metrics(self):
+        import keras
+
+        # Each label's decision at the threshold, on the logits.
+        t = self.threshold
+        return [
+            keras.metrics.BinaryAccuracy(
+                "accuracy", threshold=float(np.log(t / (1.0 - t)))
+            )
+        ]
+
     def label_shape(self, num_labels):
         return [num_labels]
 
@@ -313,6 +436,15 @@ def get(name, threshold=None):
 def from_json(value):
     """The kind `to_json` recorded."""
     return get(value["task_type"], value.get("multi_label_threshold"))
+
+
+def from_legacy(is_regression=False, multi_label=False, threshold=None):
+    """The kind that the flags of models saved before the kinds name."""
+    if is_regression and multi_label:
+        raise ValueError("is_regression and multi_label exclude each other")
+    if is_regression:
+        return get(REGRESSION, threshold)
+    return get(MULTI_LABEL if multi_label else CLASSIFICATION, threshold)
 
 
 def legacy_json(kind):

@@ -97,10 +97,8 @@ class ClassifierLoss(keras.losses.Loss):
         **kwargs,
     ):
         super().__init__(name=name, **kwargs)
-        if is_regression:
-            task_type = task_kinds.REGRESSION
-        elif multi_label:
-            task_type = task_kinds.MULTI_LABEL
+        if is_regression or multi_label:
+            task_type = task_kinds.from_legacy(is_regression, multi_label).name
         self.task_type = task_type
         self.kind = task_kinds.get(task_type)
 
@@ -279,39 +277,33 @@ class BertTextClassifier(_TextModel):
         kwargs.setdefault("name", "bert_text_classifier")
         # Saved by versions before the task kinds: the same, by name.
         task_type = kwargs.pop("task_type", None)
-        if task_type is not None:
-            is_regression = task_type == task_kinds.REGRESSION
-            multi_label = task_type == task_kinds.MULTI_LABEL
         super().__init__(**kwargs)
-        if is_regression and classifier.num_labels != 1:
+        # Classification, regression or multi-label (modeling/task_kinds.py):
+        # the loss, the reported outputs and the decision rule.
+        if task_type is not None:
+            kind = task_kinds.get(task_type, multi_label_threshold)
+        else:
+            kind = task_kinds.from_legacy(
+                is_regression, multi_label, multi_label_threshold
+            )
+        if not kind.label_list and classifier.num_labels != 1:
             raise ValueError(
                 "A regression classifier has one output: num_labels=1, got "
                 f"{classifier.num_labels}"
             )
-        if is_regression and multi_label:
-            raise ValueError("is_regression and multi_label exclude each other")
         self.classifier = classifier
-        # Classification, regression or multi-label (modeling/task_kinds.py):
-        # the loss, the reported outputs and the decision rule.
-        self.kind = task_kinds.get(
-            task_kinds.REGRESSION
-            if is_regression
-            else task_kinds.MULTI_LABEL
-            if multi_label
-            else task_kinds.CLASSIFICATION,
-            multi_label_threshold,
-        )
+        self.kind = kind
         self._set_up(preprocessor, dynamic_padding, long_inputs)
         self.built = True
         self.compile()
 
     @property
     def is_regression(self):
-        return self.kind.name == task_kinds.REGRESSION
+        return not self.kind.label_list
 
     @property
     def multi_label(self):
-        return self.kind.name == task_kinds.MULTI_LABEL
+        return self.kind.label_sets
 
     @classmethod
     def from_checkpoint(
@@ -493,18 +485,7 @@ class BertTextClassifier(_TextModel):
         if _is_auto(loss):
             loss = ClassifierLoss(self.kind.name)
         if _is_auto(metrics):
-            if self.is_regression:
-                metrics = []
-            elif self.multi_label:
-                # Each label's decision at the threshold, on the logits.
-                t = self.kind.threshold
-                metrics = [
-                    keras.metrics.BinaryAccuracy(
-                        "accuracy", threshold=float(np.log(t / (1.0 - t)))
-                    )
-                ]
-            else:
-                metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+            metrics = self.kind.keras_metrics()
         super().compile(
             optimizer=optimizer,
             loss=loss,

@@ -101,3 +101,44 @@ def test_best_threshold_is_the_best_micro_f1():
     decided = np.asarray(task_kinds.MultiLabel(threshold).decide(logits))
     assert metrics.micro_f1(labels, decided) == pytest.approx(best)
     assert 0 < threshold < 1
+
+
+@pytest.mark.parametrize("name", task_kinds.NAMES)
+def test_the_legacy_flags_name_the_same_kind(name):
+    """from_legacy reads back what legacy_json writes (exports and Keras
+    models saved before the kinds), the threshold kept."""
+    threshold = 0.3 if name == task_kinds.MULTI_LABEL else None
+    kind = task_kinds.get(name, threshold)
+    assert (
+        task_kinds.from_legacy(
+            **task_kinds.legacy_json(kind), threshold=threshold
+        )
+        == kind
+    )
+    with pytest.raises(ValueError, match="exclude each other"):
+        task_kinds.from_legacy(is_regression=True, multi_label=True)
+
+
+def test_each_kind_reads_a_files_labels():
+    """A file's label value as each kind reads it, the names it checks
+    against the label list, and an unlabelled example's placeholder."""
+    single, score, sets = (task_kinds.get(n) for n in task_kinds.NAMES)
+    assert single.parse_label(" yes ", ",", "label") == "yes"
+    assert single.parse_label(True, ",", "label") == "true"
+    assert single.label_names("yes") == ["yes"]
+    assert single.placeholder_label(["no", "yes"]) == "no"
+    with pytest.raises(ValueError, match="empty label \\(column 'label'\\)"):
+        single.parse_label("  ", ",", "label")
+    assert score.parse_label("2", ",", "label") == "2.0"
+    assert score.label_names("2.0") == [] and not score.label_list
+    assert score.placeholder_label(None) == "0.0"
+    for bad in (True, "nan", "x", 1e19):
+        with pytest.raises(ValueError, match="regression target"):
+            score.parse_label(bad, ",", "label")
+    assert sets.parse_label("b, a,,b", ",", "topics") == ["a", "b"]
+    assert sets.parse_label(["b", 1], ",", "topics") == ["1", "b"]
+    assert sets.label_names(["a", "b"]) == ["a", "b"]
+    assert sets.placeholder_label(["a"]) == []
+    assert single.metric_names_for(["no", "yes"]) == ("accuracy", "f1")
+    assert single.metric_names_for(["a", "b", "c"]) == ("accuracy", "macro_f1")
+    assert sets.metric_names_for(["a", "b"]) == sets.metric_names

@@ -32,7 +32,6 @@ training did.
 
 import dataclasses
 import json
-import math
 import os
 
 from absl import logging
@@ -69,12 +68,6 @@ AUTO = "auto"
 # seconds); larger ones only their first CHECK_ROWS rows.
 CHECK_WHOLE_BYTES = 64 << 20
 CHECK_ROWS = 1000
-# The largest regression target: the loss is the squared error
-# (prediction - target)^2 in float32, whose largest value is 3.4028235e38.
-# With |target| and |prediction| at most sqrt(3.4028235e38) / 2 (about
-# 9.2e18), the difference is at most sqrt(3.4028235e38) and its square
-# float32's largest: a larger target makes the loss inf at the first step.
-MAX_REGRESSION_TARGET = math.sqrt(3.4028234663852886e38) / 2
 
 
 @dataclasses.dataclass
@@ -149,18 +142,6 @@ def sorted_labels(labels):
         return sorted(labels)
 
 
-def label_text(value):
-    """A label value of a file as a str: strings stripped, JSON numbers and
-    booleans as they are written ("1", "0.5", "true"); None for a missing
-    or empty one."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = str(value).strip()
-    return text or None
-
-
 class CustomProcessor:
     """A processor (as modeling.data.glue.DataProcessor) over the user's
     files.
@@ -196,8 +177,10 @@ class CustomProcessor:
                 f"--task_type={task_type}: expected one of "
                 f"{', '.join(TASK_TYPES)}"
             )
-        if task_type == "regression" and labels:
-            raise ValueError("A regression task has no --labels")
+        # What differs between the kinds here: how a label is read.
+        self.kind = task_kinds.get(task_type)
+        if labels and not self.kind.label_list:
+            raise ValueError(f"A {task_type} task has no --labels")
         self.task_type = task_type
         self.files = dict(files or {})
         self.text_a_column = text_a_column
@@ -217,11 +200,8 @@ class CustomProcessor:
 
     @property
     def is_regression(self):
-        return self.task_type == "regression"
-
-    @property
-    def is_multi_label(self):
-        return self.task_type == "multi_label"
+        """The GLUE processors' flag: the labels are scores, not names."""
+        return not self.kind.label_list
 
     @property
     def has_text_b(self):
@@ -229,17 +209,11 @@ class CustomProcessor:
 
     @property
     def metric_names(self):
-        if self.task_type != task_kinds.CLASSIFICATION:
-            return task_kinds.get(self.task_type).metric_names
-        # Two classes: F1 of the second label (MRPC's "1", "positive" after
-        # "negative"), as the GLUE pair tasks report it.
-        if self.labels is not None and len(self.labels) == 2:
-            return ("accuracy", "f1")
-        return ("accuracy", "macro_f1")
+        return self.kind.metric_names_for(self.labels)
 
     @property
     def main_metric(self):
-        return task_kinds.get(self.task_type).main_metric
+        return self.kind.main_metric
 
     def get_labels(self):
         return None if self.labels is None else list(self.labels)
@@ -415,50 +389,20 @@ class CustomProcessor:
     def _placeholder(self):
         """The label of an unlabelled (test) example, as the GLUE test sets
         get one."""
-        if self.is_regression:
-            return "0.0"
-        if self.is_multi_label:
-            return []
-        return self.labels[0] if self.labels else None
+        return self.kind.placeholder_label(self.labels)
 
     def _label(self, row, column, where, set_type):
         if column not in row:
             raise _BadRow(f"no field {column!r} (fields: {list(row)})")
-        value = row[column]
-        if self.is_regression:
-            try:
-                if isinstance(value, bool):
-                    raise TypeError  # JSON true/false: not a number.
-                number = float(value)
-            except (TypeError, ValueError):
-                raise _BadRow(
-                    f"regression target {value!r} (column {column!r}) is "
-                    "not a number"
-                ) from None
-            if not math.isfinite(number):
-                raise _BadRow(f"regression target {value!r} is not finite")
-            if abs(number) > MAX_REGRESSION_TARGET:
-                raise _BadRow(
-                    f"regression target {value!r} (column {column!r}) is "
-                    f"beyond +-{MAX_REGRESSION_TARGET:.3g}, the largest whose "
-                    "squared error float32 holds"
-                )
-            return str(number)
-        if self.is_multi_label:
-            if isinstance(value, list):
-                names = [label_text(v) for v in value]
-            else:
-                text = label_text(value) or ""
-                names = text.split(self.label_separator)
-            names = sorted({n.strip() for n in names if n and n.strip()})
-            for name in names:
-                self._check_known(name, where, set_type)
-            return names
-        name = label_text(value)
-        if name is None:
-            raise _BadRow(f"empty label (column {column!r})")
-        self._check_known(name, where, set_type)
-        return name
+        try:
+            label = self.kind.parse_label(
+                row[column], self.label_separator, column
+            )
+        except ValueError as e:
+            raise _BadRow(str(e)) from None
+        for name in self.kind.label_names(label):
+            self._check_known(name, where, set_type)
+        return label
 
     def _check_known(self, name, where, set_type):
         if self.labels is None or name in self.labels:
@@ -479,14 +423,11 @@ class CustomProcessor:
     def set_labels_from_training(self):
         """The labels of the training file, when no --labels or saved list
         gave them (sorted, see the module doc)."""
-        if self.is_regression or self.labels is not None:
+        if not self.kind.label_list or self.labels is not None:
             return
         found = set()
         for example in self.get_train_examples():
-            if self.is_multi_label:
-                found.update(example.label)
-            else:
-                found.add(example.label)
+            found.update(self.kind.label_names(example.label))
         if not found:
             raise ValueError(
                 f"{self.path('train')}: no labels in the training file"
@@ -524,7 +465,7 @@ def _row_id(row, column, seen):
     value = row.get(column)
     if isinstance(value, (dict, list)) or value is None or value == "":
         raise _BadRow(f"no id in column {column!r}: {value!r}")
-    index = label_text(value)
+    index = task_kinds.label_text(value)
     if index is None:
         raise _BadRow(f"no id in column {column!r}: {value!r}")
     if index in seen:
@@ -605,7 +546,9 @@ def processor_from_settings(settings, trained=True):
                 saved_path,
                 s.output_dir,
             )
-    task_type = s.task_type or (saved.task_type if saved else "classification")
+    task_type = s.task_type or (
+        saved.task_type if saved else task_kinds.CLASSIFICATION
+    )
     if saved and saved.task_type != task_type:
         raise ValueError(
             f"--task_type={task_type}, but {saved_path} says this "
@@ -641,7 +584,7 @@ def processor_from_settings(settings, trained=True):
             processor.path(set_type)  # Fails now, not after training.
     if s.do_train:
         processor.set_labels_from_training()
-    if processor.labels is None and not processor.is_regression:
+    if processor.labels is None and processor.kind.label_list:
         why = (
             f"{s.output_dir} holds no checkpoint"
             if file_io.exists(saved_path)
@@ -688,7 +631,7 @@ def _threshold(settings, task_type, saved, saved_path):
     """
     s = settings
     value = s.multi_label_threshold
-    if task_type != task_kinds.MULTI_LABEL:
+    if not task_kinds.get(task_type).label_sets:  # No threshold to set.
         if value is not None:
             raise ValueError(
                 "--multi_label_threshold is for --task_type=multi_label, "
