@@ -8,7 +8,8 @@ Builds the step as `bench/pretraining.py --backend=jax` does, runs
 trace, read back here: no TensorBoard needed) and prints one JSON object:
 the step time, and the top `--top` kernels with their share of the summed
 kernel time. `--variants` times the same mode with named changes to the
-config (comma-separated; "no_dropout") for comparison.
+config or to modeling.layers' switches (comma-separated names of VARIANTS:
+no_dropout, no_attention_dropout, unfused_attention) for comparison.
 """
 
 import argparse
