@@ -346,13 +346,14 @@ class SelfAttention(keras.layers.Layer):
         """Attends every position to every unmasked position.
 
         Args:
-            x: compute-dtype Tensor [B, T, H].
+            x: compute-dtype Tensor [B, T, H], or [B*T, H] (the blocks'
+                matrices on JAX).
             input_mask: int32 Tensor [B, T], 1 = real token. (An int mask,
                 not a float bias: Keras would cast a float argument to the
                 compute dtype, and -10000 is not exact in bfloat16.)
 
         Returns:
-            compute-dtype Tensor [B, T, H], the concatenated heads.
+            compute-dtype Tensor of x's shape, the concatenated heads.
         """
         if _fused_attention_applies(training, self.dropout.rate):
             return self._fused(x, input_mask)
