@@ -27,7 +27,8 @@ if [ "${PART:-table}" = profile ]; then
   # Where a mode's step goes: its kernels, the compiled program if HLO=1
   # (to read the fusions' names), and the variants' step times; then the
   # PyTorch peer if HF_PEER=1, in the same call.
-  for mode in ${PROFILE_MODES:-mixed_bfloat16:128:256}; do
+  PROFILE_MODES="${PROFILE_MODES:-mixed_bfloat16:128:256}"
+  for mode in $PROFILE_MODES; do
     name=profile_${mode//:/_}
     timeout "${PROFILE_SECONDS:-200}" python3 bench/jax_profile.py \
       --mode="$mode" --top=60 --steps="${TRACE_STEPS:-3}" \
@@ -43,12 +44,12 @@ if [ "${PART:-table}" = profile ]; then
       echo "hf peer exit $?"; tail -12 /tmp/hf.log
     fi
   done
-  # XLA flags, each in a process of its own.
+  # XLA flags on the first mode, each in a process of its own.
   i=0
   for flags in ${XLA_VARIANTS:-}; do
     i=$((i + 1))
     XLA_FLAGS="$flags" timeout 90 python3 bench/pretraining.py --backend=jax \
-      --jax_modes="${PROFILE_MODE:-mixed_bfloat16:128:256}" --steps=20 \
+      --jax_modes="${PROFILE_MODES%% *}" --steps=20 \
       --warmup=2 --matmul_n=4096 --budget=60 --out="$OUT/xla_$i.json" \
       > /dev/null 2> /tmp/xla_$i.stderr
     echo "$flags exit $?: $(grep -o '"step_seconds": [0-9.]*' "$OUT/xla_$i.json")"
