@@ -18,48 +18,11 @@ modeling/tasks/export_hub.py and modeling/export/hub.py.
 from absl import flags
 
 from modeling import flags as shared_flags
+from modeling.tasks.settings import export_hub as settings
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string(
-    "export_path",
-    None,
-    "Where to write the SavedModels: with --export_type=both, the folders "
-    "<export_path>/encoder and <export_path>/preprocessing; else the one "
-    "SavedModel. An earlier export there is replaced once the new one is "
-    "complete; a folder holding anything else is refused.",
-)
-flags.DEFINE_enum(
-    "export_type",
-    "both",
-    ["encoder", "preprocessing", "both"],
-    "encoder: the encoder SavedModel; preprocessing: text -> the encoder's "
-    "inputs (needs only --vocab_file and --do_lower_case); both: the two.",
-)
-flags.DEFINE_bool(
-    "with_mlm",
-    False,
-    "Also export the masked-LM head as the encoder's `mlm` subobject and "
-    "signature (mlm_logits [batch, predictions, vocab]); the checkpoint "
-    "must hold cls/predictions/*, as pre-training checkpoints do.",
-)
-flags.DEFINE_integer(
-    "max_seq_length",
-    128,
-    "The sequence length of the preprocessing model's default call (and the "
-    "default of its bert_pack_inputs(seq_length=...)).",
-)
-flags.DEFINE_bool(
-    "pad_to_longest",
-    False,
-    "The preprocessing model's default call pads each batch to its longest "
-    "packed row (at most --max_seq_length) instead of always to "
-    "--max_seq_length, so that the encoder works on the real tokens only. "
-    "Off by default: TF Hub's convention is a fixed length.",
-)
-shared_flags.define_flags(
-    "bert_config_file", "init_checkpoint", "vocab_file", "do_lower_case"
-)
+shared_flags.define_settings_flags(settings.Settings)
 
 
 def main(_):

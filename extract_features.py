@@ -13,57 +13,11 @@ token with the default four layers). The logic lives in modeling/tasks/extract.p
 from absl import flags
 
 from modeling import flags as shared_flags
+from modeling.tasks.settings import extract as settings
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string(
-    "input_file",
-    None,
-    "Input text file: one example per line, a single text or a pair "
-    "written `text_a ||| text_b`.",
-)
-
-flags.DEFINE_string(
-    "output_file",
-    None,
-    "Output JSON lines file: per input line, the tokens and their vectors "
-    "from each layer of --layers.",
-)
-
-flags.DEFINE_string(
-    "layers",
-    "-1,-2,-3,-4",
-    "Comma-separated indexes of the encoder layers to output; negative "
-    "indexes count from the last layer (-1).",
-)
-
-flags.DEFINE_integer(
-    "max_seq_length",
-    128,
-    "The maximum total input sequence length after WordPiece tokenization. "
-    "Sequences longer than this will be truncated, and sequences shorter "
-    "than this will be padded.",
-)
-
-flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
-
-flags.DEFINE_bool(
-    "use_one_hot_embeddings",
-    False,
-    "If True, tf.one_hot will be used for embedding lookups, otherwise "
-    "tf.nn.embedding_lookup will be used. On TPUs, this should be True "
-    "since it is much faster.",
-)
-
-shared_flags.define_flags(
-    "vocab_file",
-    "do_lower_case",
-    "bert_config_file",
-    "init_checkpoint",
-    "use_tpu",
-    "master",
-    "num_tpu_cores",
-)
+shared_flags.define_settings_flags(settings.Settings)
 
 
 def main(_):

@@ -19,60 +19,23 @@ its id and its prediction by name. Neither this script nor what it imports
 loads TensorFlow or Keras.
 """
 
+import dataclasses
+
 from absl import flags
 
 from modeling import flags as shared_flags
+from modeling.tasks.settings import lite as settings
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string(
-    "export_dir",
-    None,
-    "The classifier, tagger, multiple-choice or question-answering export "
-    "(with its model.tflite).",
-)
-flags.DEFINE_string(
-    "input_file",
-    None,
-    "The texts: for a classifier .csv, .tsv, .jsonl / .json (columns as "
-    "run_classifier.py's --test_file) or .txt (one text per line); for a "
-    "tagger, a multiple-choice or a question-answering model, as its "
-    "script's --predict_file.",
-)
-flags.DEFINE_string(
-    "output_file", None, "Where to write the predictions (JSON Lines)."
-)
-flags.DEFINE_string(
-    "text_a_column",
-    None,
-    "The text column (default: the one the export was trained on, else as "
-    "run_classifier.py).",
-)
-flags.DEFINE_string(
-    "text_b_column",
-    None,
-    "A pair model's second text column (default: the one it was trained on).",
-)
-flags.DEFINE_string("id_column", None, "The id column (default: id, idx, ...).")
-flags.DEFINE_integer("batch_size", 32, "Rows per batch.")
-flags.DEFINE_integer(
-    "num_threads", None, "CPU threads (default: the machine's cores)."
-)
+shared_flags.define_settings_flags(settings.Settings)
 
 
 def main(_):
     from modeling.tasks import lite
 
-    lite.predict_file(
-        FLAGS.export_dir,
-        FLAGS.input_file,
-        FLAGS.output_file,
-        text_a_column=FLAGS.text_a_column,
-        text_b_column=FLAGS.text_b_column,
-        id_column=FLAGS.id_column,
-        batch_size=FLAGS.batch_size,
-        num_threads=FLAGS.num_threads,
-    )
+    s = shared_flags.settings_from_flags(settings.Settings)
+    lite.predict_file(**dataclasses.asdict(s))
 
 
 def run():

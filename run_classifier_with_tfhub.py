@@ -22,6 +22,7 @@ from absl import flags
 # an error rather than silently ignored).
 import run_classifier  # noqa: F401
 from modeling import flags as shared_flags
+from modeling.tasks.settings import classifier as settings
 
 FLAGS = flags.FLAGS
 
@@ -33,14 +34,8 @@ FROM_THE_MODULE = (
 )
 for _name in FROM_THE_MODULE:
     delattr(FLAGS, _name)
-
-flags.DEFINE_string(
-    "bert_hub_module_handle",
-    None,
-    "Handle for the BERT TF-Hub module: an encoder SavedModel folder (local "
-    "or gs://) in the TF Hub BERT convention, e.g. export_hub.py's "
-    "<export_path>/encoder or a downloaded TF Hub / Kaggle BERT encoder.",
-)
+# Its own: --bert_hub_module_handle.
+shared_flags.define_settings_flags(settings.HubSettings)
 
 
 def main(_):

@@ -19,43 +19,11 @@ test_results.tsv (one row of choice probabilities per test example).
 from absl import flags
 
 from modeling import flags as shared_flags
+from modeling.tasks.settings import multiple_choice as settings
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string(
-    "data_dir", None, "Folder of SWAG's train.csv, val.csv and test.csv."
-)
-flags.DEFINE_string("train_file", None, "Training CSV (default: data_dir's).")
-flags.DEFINE_string("eval_file", None, "Dev CSV (default: data_dir's).")
-flags.DEFINE_string(
-    "predict_file",
-    None,
-    "CSV to predict (default: data_dir's test.csv); needs no label column.",
-)
-shared_flags.define_flags(*shared_flags.FINE_TUNING)
-flags.DEFINE_integer(
-    "max_seq_length",
-    128,
-    "The maximum length of one packed choice after WordPiece tokenization; "
-    "longer pairs are truncated (the longer side first), shorter padded.",
-)
-flags.DEFINE_bool("do_predict", False, "Whether to predict the test file.")
-flags.DEFINE_integer(
-    "train_batch_size", 16, "Total batch size (examples) for training."
-)
-flags.DEFINE_bool(
-    "eval_during_training",
-    False,
-    "Evaluate on the dev set at every checkpoint and keep the best by "
-    "accuracy under output_dir/best/ (eval_history.txt has every one).",
-)
-flags.DEFINE_string(
-    "export_dir",
-    None,
-    "Write a serving SavedModel here: its signature takes raw sent1, sent2 and endings [batch, choices] and returns the choice probabilities, "
-    "tokenized in the graph.",
-)
-shared_flags.define_common_flags()
+shared_flags.define_settings_flags(settings.Settings)
 
 
 def main(_):

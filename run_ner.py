@@ -27,68 +27,11 @@ Tags in any scheme: IOB1/IOB2, IOBES, BILOU (entity F1) or plain labels
 from absl import flags
 
 from modeling import flags as shared_flags
+from modeling.tasks.settings import ner as settings
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string(
-    "data_dir",
-    None,
-    "Folder of the CoNLL files: train.txt, dev.txt, test.txt (or eng.train, "
-    "eng.testa, eng.testb).",
-)
-flags.DEFINE_string("train_file", None, "Training file (default: data_dir's).")
-flags.DEFINE_string("eval_file", None, "Dev file (default: data_dir's).")
-flags.DEFINE_string(
-    "predict_file",
-    None,
-    "File to predict (default: data_dir's test file). Its tag column, if "
-    "any, is kept; the predicted tag is appended to each word line.",
-)
-flags.DEFINE_string(
-    "label_list",
-    None,
-    "Comma-separated tags in id order. Default: output_dir/label_list.txt "
-    "if present, else the training file's tags ('O' first, then sorted); "
-    "the list is written to output_dir/label_list.txt.",
-)
-shared_flags.define_flags(*shared_flags.FINE_TUNING)
-flags.DEFINE_integer(
-    "max_seq_length",
-    128,
-    "The maximum total input sequence length after WordPiece tokenization. "
-    "Longer sentences are split into windows of whole words (none dropped).",
-)
-flags.DEFINE_bool("do_predict", False, "Whether to predict the test file.")
-flags.DEFINE_bool(
-    "eval_during_training",
-    False,
-    "Evaluate on the dev set at every checkpoint and keep the best by "
-    "entity F1 under output_dir/best/ (eval_history.txt has every one).",
-)
-flags.DEFINE_string(
-    "export_dir",
-    None,
-    "Write a serving SavedModel here: its signature takes raw sentences (space-separated words) and returns one tag per word, "
-    "tokenized in the graph.",
-)
-flags.DEFINE_integer(
-    "tag_column",
-    None,
-    "CoNLL-style files: the column of the tags, counted from 1 (the word is "
-    "column 1). Default: the last.",
-)
-flags.DEFINE_string(
-    "tokens_field",
-    "tokens",
-    "JSON Lines files (.jsonl/.json): the field holding each sentence's "
-    "list of words.",
-)
-flags.DEFINE_string(
-    "tags_field",
-    "tags",
-    "JSON Lines files: the field holding the list of tags (one per word).",
-)
-shared_flags.define_common_flags()
+shared_flags.define_settings_flags(settings.Settings)
 
 
 def main(_):

@@ -24,52 +24,11 @@ generator's input) while training, with a fresh mask on every pass:
 from absl import flags
 
 from modeling import flags as shared_flags
-from modeling.tasks import common
+from modeling.tasks.settings import pretraining as settings
 
 FLAGS = flags.FLAGS
 
-## Required parameters
-flags.DEFINE_string(
-    "input_file",
-    None,
-    "Input TF example files (can be a glob or comma separated).",
-)
-
-## Other parameters
-flags.DEFINE_integer(
-    "max_seq_length",
-    128,
-    "The maximum total input sequence length after WordPiece tokenization. "
-    "Sequences longer than this will be truncated, and sequences shorter "
-    "than this will be padded. Must match data generation.",
-)
-flags.DEFINE_integer(
-    "max_predictions_per_seq",
-    20,
-    "Maximum number of masked LM predictions per sequence. "
-    "Must match data generation.",
-)
-flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
-flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-
-## Added parameters
-flags.DEFINE_enum(
-    "input_format",
-    "tfrecord",
-    list(common.PRETRAINING_INPUT_FORMATS),
-    "tfrecord: --input_file holds create_pretraining_data.py's records. "
-    "text: --input_file holds raw text in that script's input format (one "
-    "sentence per line, a blank line between documents), turned into "
-    "examples while training with the generator's rules and flags "
-    "(--vocab_file, --do_lower_case, --short_seq_prob, --masked_lm_prob, "
-    "--do_whole_word_mask, seeded by --random_seed): every pass over the "
-    "text draws new instances and masks (dynamic masking). Not the records "
-    "create_pretraining_data.py would write.",
-)
-
-shared_flags.define_common_flags()
-shared_flags.define_flags("eval_batch_size", *shared_flags.TEXT_INSTANCES)
+shared_flags.define_settings_flags(settings.Settings)
 
 
 def main(_):

@@ -14,21 +14,10 @@ import pytest
 import training_helpers as helpers
 
 from modeling import checkpoints
-from modeling import flags as shared_flags
 from modeling.training import distribute
-from modeling.training import optimization
-from modeling.training import predictor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "testdata", "train_distribute_worker.py")
-
-
-def test_flag_choices_match_the_library():
-    assert shared_flags.STRATEGIES == distribute.STRATEGIES
-    # int8 is the flag's alias of --predict_runtime=tflite_int8.
-    assert shared_flags.PRECISIONS == distribute.PRECISIONS + ("int8",)
-    assert shared_flags.PREDICT_RUNTIMES == predictor.RUNTIMES
-    assert shared_flags.OPTIMIZER_TYPES == optimization.OPTIMIZER_TYPES
 
 
 def test_unknown_strategy_and_missing_tf_config_are_clear_errors(monkeypatch):

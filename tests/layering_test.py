@@ -23,13 +23,20 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 LIBRARY = REPO_ROOT / "modeling"
 
 # Modules (dotted names) that must import neither TensorFlow nor Keras.
-TF_FREE_PACKAGES = ("modeling.text", "modeling.pretraining_data")
+TF_FREE_PACKAGES = (
+    "modeling.text",
+    "modeling.pretraining_data",
+    # The scripts' Settings: they define the flags before parsing.
+    "modeling.tasks.settings",
+)
 TF_FREE_EXCEPTIONS = ("modeling.text.in_graph",)
 TF_FREE_MODULES = (
     "modeling",
     "modeling.errors",
     "modeling.progress",
     "modeling.flags",
+    "modeling.options",
+    "modeling.training.run_config",
     "modeling.data.feature_names",
     "modeling.data.file_io",
     "modeling.data.tfrecord_io",
@@ -74,6 +81,7 @@ FLOORS = (
             "modeling.errors",
             "modeling.progress",
             "modeling.backend",
+            "modeling.options",
             "modeling.tensor_bundle",
             "modeling.data.file_io",
             "modeling.data.feature_names",

@@ -16,7 +16,7 @@ from constants import TINY_VOCAB
 from modeling.data import classifier_data
 from modeling.data import glue
 from modeling.data import long_inputs
-from modeling.tasks import common
+from modeling.tasks.settings import common as settings_common
 from modeling.text import tokenization
 
 TESTDATA = pathlib.Path(__file__).parent / "testdata"
@@ -518,7 +518,7 @@ def test_head_tokens_above_half_of_the_room_is_refused(tmp_path):
     import script_runner
 
     def of(head_tokens):
-        settings = common.LongInputSettings(
+        settings = settings_common.LongInputSettings(
             long_inputs="head_tail", head_tokens=head_tokens
         )
         return long_inputs.LongInputs.of(settings, None, 16)

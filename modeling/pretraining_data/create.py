@@ -12,36 +12,105 @@ import dataclasses
 from absl import logging
 
 from modeling import errors
+from modeling import options as shared_options
 from modeling.data import file_io
+from modeling.options import option
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
+from modeling.pretraining_data import text
 from modeling.text import tokenization
 
+# --runner: this machine, or an Apache Beam pipeline.
+RUNNERS = ("local", "beam")
 
-@dataclasses.dataclass
+
+@dataclasses.dataclass(kw_only=True)
 class Settings:
     """create_pretraining_data's flags (the original's names and defaults,
     plus decode_errors, num_workers, shard_size_mb, per_shard_output,
     runner and beam_pipeline_options)."""
 
-    input_file: str
-    output_file: str
-    vocab_file: str
-    do_lower_case: bool = True
-    do_whole_word_mask: bool = False
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    random_seed: int = 12345
-    dupe_factor: int = 10
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    decode_errors: str = "strict"
-    num_workers: int = 0
-    shard_size_mb: float = 1.0
-    per_shard_output: bool = False
-    runner: str = "local"
+    input_file: str = option(
+        help="Input raw text file (or comma-separated list of files; each may "
+        "be a glob). One sentence per line, a blank line between "
+        "documents."
+    )
+    output_file: str = option(
+        help="Output TF example file (or comma-separated list of files). "
+        "Instances are written round-robin across the files."
+    )
+    vocab_file: str = shared_options.vocab_file()
+    do_lower_case: bool = shared_options.do_lower_case()
+    do_whole_word_mask: bool = shared_options.do_whole_word_mask()
+    max_seq_length: int = option(128, "Maximum sequence length.")
+    max_predictions_per_seq: int = option(
+        20, "Maximum number of masked LM predictions per sequence."
+    )
+    random_seed: int = option(12345, "Random seed for data generation.")
+    dupe_factor: int = option(
+        10,
+        "Number of times to duplicate the input data (with different masks).",
+    )
+    masked_lm_prob: float = shared_options.masked_lm_prob()
+    short_seq_prob: float = shared_options.short_seq_prob()
+    decode_errors: str = option(
+        "strict",
+        "What to do with input bytes that are not UTF-8: 'strict' stops with "
+        "an error naming the file and line; 'replace' puts U+FFFD in their "
+        "place (the tokenizer then deletes it) and 'ignore' drops them (the "
+        "original's silent behaviour); both count the lines affected.",
+        choices=text.DECODE_ERRORS,
+    )
+    num_workers: int = option(
+        0,
+        "0 (default): exact mode, the original's records (all instances are "
+        "held in memory, compactly, for the final shuffle; up to 4 CPUs "
+        "tokenize and encode, which does not change the output). N >= 1: "
+        "scale mode with N worker processes over input shards (N=1 runs "
+        "in-process), memory bounded independently of corpus size, output "
+        "streamed as shards complete. Scale-mode records are deterministic "
+        "for a given seed (and do not depend on N) but are NOT the "
+        "original's: each shard has its own random stream, next-sentence "
+        "negatives come from the same shard, and instances are shuffled "
+        "within each shard, not globally.",
+    )
+    shard_size_mb: float = option(
+        1.0,
+        "Scale mode and --runner=beam: size of an input shard in MB of text "
+        "(cut at a blank line near the boundary when there is one). Each "
+        "shard's instances (all dupe_factor passes) are shuffled together, so "
+        "bigger shards mix better and use more memory per worker (about 20 MB "
+        "of records per MB of text at dupe_factor=10).",
+    )
+    per_shard_output: bool = option(
+        False,
+        "Scale mode: write each input shard's records to its own file, "
+        "<output_file>-SSSSS-of-NNNNN (one --output_file), instead of "
+        "round-robin across the --output_file list: the layout --runner=beam "
+        "writes, file for file the same records.",
+    )
+    runner: str = option(
+        "local",
+        "'local': this machine (exact or scale mode, per --num_workers). "
+        "'beam': the scale mode's per-shard work as an Apache Beam pipeline "
+        "(pip install .[beam]), on the runner --beam_pipeline_options names. "
+        "It writes the scale mode's records for the same --random_seed and "
+        "--shard_size_mb, one file per input shard: "
+        "<output_file>-SSSSS-of-NNNNN.",
+        choices=RUNNERS,
+    )
     # beam.DEFAULT_PIPELINE_OPTIONS; None takes it.
-    beam_pipeline_options: str | None = None
+    beam_pipeline_options: str | None = option(
+        None,
+        "--runner=beam: Beam's pipeline options, as a command line. Default: "
+        "'--runner=DirectRunner --direct_num_workers=0 "
+        "--direct_running_mode=multi_processing' (one local worker process "
+        "per CPU). The DirectRunner runs on Beam's local FnApiRunner, without "
+        "trying to download the Prism runner. For Dataflow: "
+        "'--runner=DataflowRunner --project=P --region=R "
+        "--temp_location=gs://... --setup_file=./setup.py' with gs:// input "
+        "and output paths.",
+    )
 
     def options(self):
         """The generation.GenerationOptions of these settings."""
@@ -66,9 +135,6 @@ def output_files(value):
     if not all(files):
         raise ValueError(f"--output_file={value!r} has an empty entry")
     return files
-
-
-RUNNERS = ("local", "beam")
 
 
 def _check_runner(s):

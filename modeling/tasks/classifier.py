@@ -30,59 +30,16 @@ from modeling.data import long_inputs as long_inputs_lib
 from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
+from modeling.tasks.settings import classifier as classifier_settings
 from modeling.text import tokenization
 from modeling.training import checkpoint_manager
 
+# The script's flags (modeling/tasks/settings/classifier.py).
+Settings = classifier_settings.Settings
+HubSettings = classifier_settings.HubSettings
+
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
 HEAD_VARIABLES = models.BertClassifier.HEAD_VARIABLES
-
-
-@dataclasses.dataclass
-class Settings(common.FineTuningSettings, common.LongInputSettings):
-    """run_classifier's flags (same names and defaults) plus the new ones;
-    the shared ones (bert_config_file, output_dir, init_checkpoint, modes,
-    random_seed, strategy, TPU, batch sizes, epochs, ...) are
-    common.FineTuningSettings'.
-
-    `run_config` carries the shared training flags (modeling/flags.py
-    `run_config`); its num_train_steps / num_warmup_steps are replaced here
-    by the original's arithmetic.
-    """
-
-    data_dir: str | None
-    task_name: str
-    max_seq_length: int = 128
-    glue_submission_dir: str | None = None
-    # None: on, except on TPU (see `prepare`).
-    dynamic_padding: bool | None = None
-    # --task_name=custom: your own files (modeling/data/custom.py).
-    train_file: str | None = None
-    dev_file: str | None = None
-    test_file: str | None = None
-    # None: labels.json's (an earlier training run), else classification.
-    task_type: str | None = None
-    text_a_column: str | None = None
-    text_b_column: str | None = None
-    label_column: str | None = None
-    id_column: str | None = None
-    labels: str | None = None
-    label_separator: str = custom.DEFAULT_LABEL_SEPARATOR
-    # A float in (0, 1), "auto" (the dev set's best micro-F1), or None
-    # (labels.json's, else 0.5); multi-label tasks only.
-    multi_label_threshold: float | str | None = None
-    skip_bad_rows: bool = False
-
-
-@dataclasses.dataclass(kw_only=True)
-class HubSettings(Settings):
-    """run_classifier_with_tfhub's flags: run_classifier's, with the encoder
-    SavedModel at `bert_hub_module_handle` (modeling/hub.py) in place of
-    bert_config_file and init_checkpoint; vocab_file and do_lower_case are
-    read from it (as the original read its `tokenization_info`)."""
-
-    bert_hub_module_handle: str
-    bert_config_file: str | None = None
-    vocab_file: str | None = None
 
 
 @dataclasses.dataclass

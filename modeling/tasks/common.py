@@ -1,19 +1,24 @@
 """Pieces every task runner shares.
 
-Nothing here imports TensorFlow at import time: create_pretraining_data.py
-and modeling/flags.py import this module before any model is needed.
+Nothing here imports TensorFlow at import time: the scripts' Settings
+(modeling/tasks/settings/) import this module before any model is needed.
 """
 
 # === The runner pattern ===
 #
-# A runner is a script (flag definitions + a short main()) over a task module
-# (modeling/tasks/X.py) with a `Settings` dataclass and a `run(settings)`:
+# A runner is a script (its flags + a short main()) over a task module
+# (modeling/tasks/X.py, `run(settings)`) and its Settings dataclass
+# (modeling/tasks/settings/X.py, TensorFlow-free), which declares each flag
+# once, as a field (modeling/options.py):
+#
+#     # modeling/tasks/settings/X.py
+#     @dataclasses.dataclass(kw_only=True)
+#     class Settings(common.CommonSettings):
+#         input_file: str = option(help="...")     # the flag --input_file
+#         ...
 #
 #     # modeling/tasks/X.py
-#     @dataclasses.dataclass
-#     class Settings(common.CommonSettings):
-#         input_file: str                  # one field per flag, same name
-#         ...
+#     Settings = X_settings.Settings
 #
 #     def run(settings):
 #         ...check the settings (ValueError with a message for the user)...
@@ -21,8 +26,8 @@ and modeling/flags.py import this module before any model is needed.
 #         ...build, train, evaluate, write...
 #
 #     # X.py (the script)
-#     flags.DEFINE_...(...)                # the script's own flags
-#     shared_flags.define_common_flags()   # or define_flags(names...)
+#     from modeling.tasks.settings import X as settings
+#     shared_flags.define_settings_flags(settings.Settings)
 #
 #     def main(_):
 #         from modeling.tasks import X    # TensorFlow only after parsing
@@ -40,7 +45,6 @@ and modeling/flags.py import this module before any model is needed.
 # command to resume); anything else keeps Python's traceback (status 1).
 
 import dataclasses
-import typing
 
 from modeling import backend
 from modeling import errors
@@ -62,79 +66,6 @@ PRETRAINING_INPUT_FORMATS = ("tfrecord", "text")
 EXIT_USER_ERROR = errors.EXIT_USER_ERROR
 # After SIGTERM with the state saved (see errors.EXIT_INTERRUPTED).
 EXIT_INTERRUPTED = errors.EXIT_INTERRUPTED
-
-
-@dataclasses.dataclass(kw_only=True)
-class CommonSettings:
-    """The flags every model runner shares (modeling/flags.py), same names.
-
-    Keyword-only, so that a task's Settings can add required fields before
-    them. Fields whose flag a script does not define keep these defaults.
-
-    Attributes:
-      strategy: a `--strategy` name, or a tf.distribute.Strategy already
-        built (a notebook's `distribute.auto_strategy`), used as it is; with
-        a TPUStrategy set use_tpu=True too (the TPU's fixed batch shapes).
-      run_config: training.RunConfig from the shared training flags
-        (modeling/flags.py `run_config`), or None for a runner that does
-        not train (extract_features).
-    """
-
-    bert_config_file: str
-    output_dir: str | None = None
-    init_checkpoint: str | None = None
-    do_train: bool = False
-    do_eval: bool = False
-    random_seed: int | None = None
-    strategy: typing.Any = "default"
-    use_tpu: bool = False
-    tpu_name: str | None = None
-    tpu_zone: str | None = None
-    gcp_project: str | None = None
-    master: str | None = None
-    num_tpu_cores: int = 8
-    run_config: typing.Any = None
-
-
-@dataclasses.dataclass(kw_only=True)
-class FineTuningSettings(CommonSettings):
-    """The flags every fine-tuning runner shares (run_classifier, run_squad,
-    run_ner, run_multiple_choice), same names and defaults; each task adds
-    its own (max_seq_length among them: its default differs by task)."""
-
-    vocab_file: str
-    do_lower_case: bool = True
-    do_predict: bool = False
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    num_train_epochs: float = 3.0
-    warmup_proportion: float = 0.1
-    eval_during_training: bool = False
-    export_dir: str | None = None
-
-    def __post_init__(self):
-        if not self.output_dir:
-            raise ValueError("output_dir is required")
-        check_output_folders(self)
-        if self.run_config is None:
-            # The shared training flags' defaults (a task built in Python).
-            from modeling.training import trainer  # TensorFlow.
-
-            self.run_config = trainer.RunConfig(self.output_dir, 0)
-        check_predict_runtime(self)
-
-
-@dataclasses.dataclass(kw_only=True)
-class LongInputSettings:
-    """--long_inputs and its companions (modeling/data/long_inputs.py), for
-    run_classifier and run_embeddings. None: what the run that trained in
-    output_dir used (long_inputs.json), else truncate and the defaults."""
-
-    long_inputs: str | None = None
-    head_tokens: int | None = None
-    chunk_stride: int | None = None
-    chunk_pooling: str | None = None
 
 
 def uses_tpu(settings):

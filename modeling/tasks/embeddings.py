@@ -59,7 +59,11 @@ from modeling.data import long_inputs as long_inputs_lib
 from modeling.data import table_files
 from modeling.tasks import common
 from modeling.tasks import predictions
+from modeling.tasks.settings import embeddings as embeddings_settings
 from modeling.text import tokenization
+
+# The script's flags (modeling/tasks/settings/embeddings.py).
+Settings = embeddings_settings.Settings
 
 EMBEDDINGS_FILE = "embeddings.npy"
 IDS_FILE = "ids.txt"
@@ -76,73 +80,6 @@ _TRAINED_WITH = ("pooling", "do_lower_case")
 CHUNK_ROWS = 8192
 # Corpus rows scored against the queries at a time.
 SEARCH_CHUNK_ROWS = 65536
-
-
-@dataclasses.dataclass(kw_only=True)
-class Settings(common.FineTuningSettings, common.LongInputSettings):
-    """run_embeddings' flags (the fine-tuning scripts' shared ones too)."""
-
-    bert_config_file: str | None = None
-    vocab_file: str | None = None
-    do_lower_case: bool | None = None
-    train_file: str | None = None
-    num_train_epochs: float = 1.0
-    pooling: str | None = None
-    normalize: bool | None = None
-    max_seq_length: int | None = None
-    do_predict: bool = False
-    predict_file: str | None = None
-    text_column: str | None = None
-    id_column: str | None = None
-    eval_file: str | None = None
-    do_search: bool = False
-    corpus_file: str | None = None
-    query_file: str | None = None
-    corpus_embeddings: str | None = None
-    top_k: int = 10
-    predict_batch_size: int = 32
-    export_dir: str | None = None
-    predict_runtime: str | None = None
-
-    def __post_init__(self):
-        s = self
-        if not s.init_checkpoint:
-            raise ValueError(
-                "--init_checkpoint is required: a sentence-transformers or "
-                "HF BERT folder, or an original checkpoint"
-            )
-        modes = ("do_train", "do_predict", "do_eval", "do_search")
-        common.check_modes(s, modes)
-        if any(getattr(s, m) for m in modes) and not s.output_dir:
-            raise ValueError("--output_dir is required")
-        common.check_output_folders(s)
-        for flag, needed in (
-            ("train_file", s.do_train),
-            ("predict_file", s.do_predict),
-            ("eval_file", s.do_eval),
-            ("query_file", s.do_search),
-        ):
-            if needed and not getattr(s, flag):
-                raise ValueError(f"--{flag} is required")
-        if s.do_search and not (s.corpus_file or s.corpus_embeddings):
-            raise ValueError(
-                "--do_search needs --corpus_file (or --corpus_embeddings, "
-                "an embeddings.npy of it)"
-            )
-        if s.top_k < 1:
-            raise ValueError(f"--top_k must be at least 1, got {s.top_k}")
-        if s.predict_batch_size < 1:
-            raise ValueError(
-                f"--predict_batch_size must be at least 1, got "
-                f"{s.predict_batch_size}"
-            )
-        if s.run_config is None:
-            from modeling.training import trainer  # TensorFlow.
-
-            s.run_config = trainer.RunConfig(
-                s.output_dir or "", 0, predict_runtime=s.predict_runtime
-            )
-        common.check_predict_runtime(s)
 
 
 # === The model ===

@@ -4,33 +4,16 @@ The SavedModels themselves are modeling/export/hub.py's; this module checks
 the settings as the other runners do and calls it.
 """
 
-import dataclasses
-
 from absl import logging
 
 from modeling import errors
 from modeling.export import hub as hub_export
 from modeling.tasks import common
+from modeling.tasks.settings import export_hub as export_hub_settings
 from modeling.text import tokenization
 
-
-@dataclasses.dataclass
-class Settings:
-    """export_hub.py's flags, same names.
-
-    bert_config_file and init_checkpoint (a prefix or a folder) are needed
-    unless export_type is "preprocessing".
-    """
-
-    export_path: str
-    vocab_file: str
-    do_lower_case: bool = True
-    bert_config_file: str | None = None
-    init_checkpoint: str | None = None
-    export_type: str = "both"
-    with_mlm: bool = False
-    max_seq_length: int = 128
-    pad_to_longest: bool = False
+# The script's flags (modeling/tasks/settings/export_hub.py).
+Settings = export_hub_settings.Settings
 
 
 def run(settings):

@@ -29,9 +29,13 @@ from modeling import errors
 from modeling.data import classifier_data
 from modeling.data import file_io
 from modeling.tasks import common
+from modeling.tasks.settings import extract as extract_settings
 from modeling.text import tokenization
 from modeling.text import vocabulary
 from modeling.training import predictor
+
+# The script's flags (modeling/tasks/settings/extract.py).
+Settings = extract_settings.Settings
 
 CLS, SEP = vocabulary.CLS_TOKEN, vocabulary.SEP_TOKEN
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -295,22 +299,6 @@ def run_extraction(
         for feature, values in results
     )
     return write_lines_atomically(output_file, lines)
-
-
-@dataclasses.dataclass
-class Settings(common.CommonSettings):
-    """extract_features' flags (the original's names and defaults); the
-    shared ones (bert_config_file, init_checkpoint, use_tpu, master, ...)
-    are common.CommonSettings'."""
-
-    input_file: str
-    output_file: str
-    vocab_file: str
-    do_lower_case: bool = True
-    layers: str = "-1,-2,-3,-4"
-    max_seq_length: int = 128
-    batch_size: int = 32
-    use_one_hot_embeddings: bool = False
 
 
 def run(settings):

@@ -21,6 +21,7 @@ from modeling.data import input_pipeline
 from modeling.export import tflite
 from modeling.tasks import common
 from modeling.tasks import metrics
+from modeling.tasks.settings import common as settings_common
 from modeling.text import tokenization
 from modeling.training import checkpoint_manager
 from modeling.training import predictor as predictor_lib
@@ -39,7 +40,7 @@ class ArrayTask:
     """What a task of run_ner / run_multiple_choice holds: its settings, the
     model config, the tokenizer and the strategy (`ArrayTask.prepare`)."""
 
-    settings: common.FineTuningSettings
+    settings: settings_common.FineTuningSettings
     bert_config: config_lib.BertConfig
     tokenizer: tokenization.FullTokenizer
     strategy: tf.distribute.Strategy

@@ -25,6 +25,10 @@ from modeling.data import swag
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import predictions
+from modeling.tasks.settings import multiple_choice as multiple_choice_settings
+
+# The script's flags (modeling/tasks/settings/multiple_choice.py).
+Settings = multiple_choice_settings.Settings
 
 TEST_RESULTS_FILE = "test_results.tsv"
 # Looked for in data_dir, in this order (SWAG's names first).
@@ -33,18 +37,6 @@ EVAL_FILES = ("val.csv", "dev.csv")
 PREDICT_FILES = ("test.csv",)
 SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
 LABEL_IDS = "label_ids"
-
-
-@dataclasses.dataclass
-class Settings(common.FineTuningSettings):
-    """run_multiple_choice's flags (the shared ones are FineTuningSettings')."""
-
-    data_dir: str | None = None
-    train_file: str | None = None
-    eval_file: str | None = None
-    predict_file: str | None = None
-    max_seq_length: int = 128
-    train_batch_size: int = dataclasses.field(default=16, kw_only=True)
 
 
 @dataclasses.dataclass

@@ -34,6 +34,10 @@ from modeling.tasks import common
 from modeling.tasks import conlleval
 from modeling.tasks import fine_tuning
 from modeling.tasks import predictions
+from modeling.tasks.settings import ner as ner_settings
+
+# The script's flags (modeling/tasks/settings/ner.py).
+Settings = ner_settings.Settings
 
 PREDICTIONS_FILE = "test_predictions.txt"
 # Looked for in data_dir, in this order, unless a file flag names one.
@@ -47,23 +51,6 @@ LABEL_MASK = "label_mask"
 # T, labels] floats) are in memory, not the whole file's (a million
 # sentences at seq 128 would be gigabytes of logits).
 PREDICT_BLOCK = 16384
-
-
-@dataclasses.dataclass
-class Settings(common.FineTuningSettings):
-    """run_ner's flags (the shared ones are common.FineTuningSettings')."""
-
-    data_dir: str | None = None
-    train_file: str | None = None
-    eval_file: str | None = None
-    predict_file: str | None = None
-    label_list: str | None = None
-    max_seq_length: int = 128
-    # CoNLL-style files: the tags' column (1-based; None: the last).
-    tag_column: int | None = None
-    # JSON Lines files: the fields of the words and the tags.
-    tokens_field: str = "tokens"
-    tags_field: str = "tags"
 
 
 @dataclasses.dataclass

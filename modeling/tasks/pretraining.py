@@ -8,7 +8,6 @@ the mean over batches of total_loss (what the original's Estimator reported as
 """
 
 import contextlib
-import dataclasses
 import os
 
 import tensorflow as tf
@@ -24,9 +23,12 @@ from modeling.data import dynamic_masking
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.data import tfrecord_io
-from modeling.pretraining_data import generation
 from modeling.tasks import common
+from modeling.tasks.settings import pretraining as pretraining_settings
 from modeling.training import trainer as trainer_lib
+
+# The script's flags (modeling/tasks/settings/pretraining.py).
+Settings = pretraining_settings.Settings
 
 
 def _predictions(outputs, features):
@@ -102,63 +104,6 @@ def make_task(bert_config, init_checkpoint=None, use_one_hot_embeddings=False):
         eval_metrics_fn=eval_metrics_fn,
         init_fn=init_fn if init_checkpoint else None,
     )
-
-
-@dataclasses.dataclass
-class Settings(common.CommonSettings):
-    """run_pretraining's flags (original names and defaults) plus the new
-    ones; the shared ones (bert_config_file, output_dir, init_checkpoint,
-    modes, random_seed, strategy, TPU, run_config) are
-    common.CommonSettings'."""
-
-    input_file: str
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    max_eval_steps: int = 100
-    # --input_format=text: examples made from raw text while training
-    # (modeling/data/dynamic_masking.py), with the generator's flags.
-    input_format: str = "tfrecord"
-    vocab_file: str | None = None
-    do_lower_case: bool = True
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    do_whole_word_mask: bool = False
-
-    def __post_init__(self):
-        if not self.output_dir:
-            raise ValueError("output_dir is required")
-        common.check_output_folders(self)
-        if self.input_format not in common.PRETRAINING_INPUT_FORMATS:
-            raise ValueError(
-                f"--input_format={self.input_format}: must be one of "
-                f"{', '.join(common.PRETRAINING_INPUT_FORMATS)}"
-            )
-        if self.input_format == "text" and not self.vocab_file:
-            raise ValueError(
-                "--input_format=text needs --vocab_file, the vocabulary "
-                "that tokenizes the text"
-            )
-
-    @property
-    def data_seed(self):
-        """The input's seed: --random_seed, else a fixed one (resuming
-        needs the same data order)."""
-        if self.random_seed is None:
-            return common.DEFAULT_DATA_SEED
-        return self.random_seed
-
-    def generation_options(self):
-        """The generator's options of --input_format=text."""
-        return generation.GenerationOptions(
-            max_seq_length=self.max_seq_length,
-            max_predictions_per_seq=self.max_predictions_per_seq,
-            masked_lm_prob=self.masked_lm_prob,
-            short_seq_prob=self.short_seq_prob,
-            do_whole_word_mask=self.do_whole_word_mask,
-            random_seed=self.data_seed,
-        )
 
 
 @contextlib.contextmanager

@@ -42,7 +42,11 @@ from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks import squad_metrics
 from modeling.tasks import squad_postprocess
+from modeling.tasks.settings import squad as squad_settings
 from modeling.text import tokenization
+
+# The script's flags (modeling/tasks/settings/squad.py).
+Settings = squad_settings.Settings
 
 TRAIN_RECORD_FILE = "train.tf_record"
 EVAL_RECORD_FILE = "eval.tf_record"
@@ -51,27 +55,6 @@ EXAMPLE_SHUFFLE_SEED = 12345
 # The head is new when fine-tuning starts from a pre-trained checkpoint.
 HEAD_VARIABLES = models.BertSpanLabeler.HEAD_VARIABLES
 _HEAD_NAME = "cls/squad/output_weights"
-
-
-@dataclasses.dataclass
-class Settings(common.FineTuningSettings):
-    """run_squad's flags (same names and defaults) plus the new ones; the
-    shared ones are common.FineTuningSettings'."""
-
-    train_file: str | None = None
-    predict_file: str | None = None
-    max_seq_length: int = 384
-    doc_stride: int = 128
-    max_query_length: int = 64
-    n_best_size: int = 20
-    max_answer_length: int = 30
-    verbose_logging: bool = False
-    version_2_with_negative: bool = False
-    null_score_diff_threshold: float = 0.0
-    best_null_threshold: bool = False
-    max_skipped_fraction: float = squad_data.DEFAULT_MAX_SKIPPED_FRACTION
-    # Off: the original's n-best (see AnswerPredictor.logits).
-    fast_nbest: bool = False
 
 
 @dataclasses.dataclass

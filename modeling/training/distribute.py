@@ -15,11 +15,11 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import backend
+from modeling.training import run_config
 
-STRATEGIES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
-# The Keras dtype policies. (--precision=int8 is not one: it is an alias of
-# --predict_runtime=tflite_int8, resolved in trainer.RunConfig.)
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+STRATEGIES = run_config.STRATEGIES
+# The Keras dtype policies (--precision=int8 is an alias, run_config.py).
+PRECISIONS = run_config.PRECISIONS
 
 
 def create_strategy(

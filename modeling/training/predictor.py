@@ -46,6 +46,7 @@ from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import feature_names
 from modeling.data import long_inputs as long_inputs_lib
+from modeling.training import run_config
 
 # Each row's position in the input, added to its features.
 ORDER = "example_order"
@@ -54,7 +55,7 @@ WINDOW_BATCHES = 64
 # The features a model reads (a TF Lite model's inputs, in this order).
 MODEL_FEATURES = feature_names.CLASSIFIER_SEQ_FEATURES
 # --predict_runtime's values: what runs evaluation and prediction.
-RUNTIMES = ("tensorflow", "tflite", "tflite_int8")
+RUNTIMES = run_config.RUNTIMES
 
 
 # === Backends ===

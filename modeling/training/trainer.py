@@ -45,8 +45,12 @@ from modeling import progress
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
-from modeling.training import predictor
+from modeling.training import run_config
 from modeling.training import steps
+
+# The run settings (modeling/training/run_config.py: TensorFlow-free, the
+# training flags' declaration).
+RunConfig = run_config.RunConfig
 
 
 class NonFiniteLossError(RuntimeError):
@@ -75,87 +79,6 @@ class Task:
     loss_fn: Callable
     eval_metrics_fn: Callable | None = None
     init_fn: Callable | None = None
-
-
-@dataclasses.dataclass
-class RunConfig:
-    """Run settings (the scripts' flags)."""
-
-    output_dir: str
-    num_train_steps: int
-    learning_rate: float = 5e-5
-    num_warmup_steps: int = 0
-    save_checkpoints_steps: int = 1000
-    iterations_per_loop: int = 1000
-    keep_checkpoint_max: int = 5
-    gradient_accumulation_steps: int = 1
-    optimizer_type: str = "adamw"
-    precision: str = "float32"
-    # What runs evaluation and prediction (predictor.RUNTIMES): None (not
-    # given: "tensorflow"), "tensorflow", "tflite" or "tflite_int8".
-    # precision "int8" is an alias of predict_runtime "tflite_int8" (the
-    # model, and training, in float32).
-    predict_runtime: str | None = None
-    use_xla: bool = False
-    # Recompute each Transformer block in the backward pass instead of
-    # keeping its activations (encoder.set_gradient_checkpointing).
-    gradient_checkpointing: bool = False
-    handle_sigterm: bool = True
-    # A safety checkpoint every this many seconds besides
-    # save_checkpoints_steps (None or 0: none).
-    save_checkpoints_secs: float | None = 600
-    # Off TPU, the host logs progress (and checks the time) at least every
-    # this many steps and seconds, whatever iterations_per_loop says.
-    log_every_steps: int = 100
-    log_every_secs: float = progress.EVERY_SECS
-
-    def __post_init__(self):
-        """Resolves --precision=int8 and refuses what TF Lite cannot run.
-
-        Raises:
-          ValueError: an unknown runtime; int8 with
-            --predict_runtime=tensorflow; TF Lite after a mixed precision
-            (its converter takes the float32 model).
-        """
-        runtime = self.predict_runtime
-        if runtime is not None and runtime not in predictor.RUNTIMES:
-            raise ValueError(
-                f"--predict_runtime={runtime}: expected one of "
-                f"{', '.join(predictor.RUNTIMES)}"
-            )
-        if self.precision == "int8":
-            if runtime == "tensorflow":
-                raise ValueError(
-                    "--precision=int8 predicts through TF Lite "
-                    "(--predict_runtime=tflite_int8): drop "
-                    "--predict_runtime=tensorflow"
-                )
-            self.precision = "float32"
-            self.predict_runtime = "tflite_int8"
-        if backend.current() == "jax":
-            if self.precision == "mixed_float16":
-                raise ValueError(
-                    "--precision=mixed_float16 scales the loss on the "
-                    "TensorFlow backend only; with --backend=jax use "
-                    "mixed_bfloat16"
-                )
-            if self.runtime != "tensorflow":
-                raise ValueError(
-                    f"--predict_runtime={self.runtime} converts a "
-                    "TensorFlow model: it cannot run with --backend=jax"
-                )
-        if self.runtime != "tensorflow" and self.precision != "float32":
-            raise ValueError(
-                f"--predict_runtime={self.runtime} converts the float32 "
-                f"model: it cannot run with --precision={self.precision} "
-                "(train with it, then evaluate or predict in a second run "
-                "without it)"
-            )
-
-    @property
-    def runtime(self):
-        """What runs evaluation and prediction (predictor.RUNTIMES)."""
-        return self.predict_runtime or "tensorflow"
 
 
 class Trainer:

@@ -20,9 +20,11 @@ import typing
 
 from keras import ops
 
+from modeling.training import run_config
+
 # The original's exclusion list (regexes searched in the checkpoint name).
 EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
-OPTIMIZER_TYPES = ("adamw", "lamb")
+OPTIMIZER_TYPES = run_config.OPTIMIZER_TYPES
 # Variables whose gradient the original left as IndexedSlices (tf.gather):
 # the global norm counts their rows one by one (modeling/row_gradients.py).
 SPARSE_GRADIENT_NAMES = (r"word_embeddings$",)

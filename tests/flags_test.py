@@ -1,0 +1,149 @@
+"""Each flag is declared once, as a Settings field (modeling/options.py), and
+the scripts' flags stay as they were: names, types, defaults, help, choices
+(tests/testdata/script_flags.json, written from the hand-written absl
+definitions these replaced)."""
+
+import ast
+import dataclasses
+import json
+import pathlib
+import subprocess
+import sys
+import typing
+
+import pytest
+
+from modeling import options
+from modeling.options import option
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SNAPSHOT = ROOT / "tests" / "testdata" / "script_flags.json"
+DUMP = ROOT / "tests" / "testdata" / "dump_script_flags.py"
+SCRIPTS = sorted(json.loads(SNAPSHOT.read_text()))
+
+
+def _run(args, check=True):
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        cwd=ROOT,
+    ).stdout
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_the_scripts_flags_are_unchanged(script):
+    want = json.loads(SNAPSHOT.read_text())[script]
+    got = json.loads(_run([str(DUMP), script]))
+    assert sorted(got) == sorted(want)
+    for name in want:
+        assert got[name] == want[name], name
+
+
+def test_only_modeling_flags_defines_absl_flags():
+    # The scripts and the library; vocab/ is a separate tool.
+    files = sorted(ROOT.glob("*.py")) + sorted(ROOT.glob("modeling/**/*.py"))
+    offenders = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                name = ast.unparse(node.func)
+                if "DEFINE" in name and path.name != "flags.py":
+                    offenders.append(f"{path.relative_to(ROOT)}: {name}")
+    assert offenders == []
+
+
+def test_help_lists_every_flag_of_the_script():
+    # Registered under the script: `--help` shows the shared flags too, as
+    # the original's scripts (each defined all its flags) did.
+    # (absl's --help exits with status 1.)
+    text = _run(["run_ner.py", "--help"], check=False)
+    want = json.loads(SNAPSHOT.read_text())["run_ner"]
+    missing = [
+        name
+        for name in want
+        if f"--{name}" not in text and f"--[no]{name}" not in text
+    ]
+    assert missing == []
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Config:
+    output_dir: str
+    rate: float = option(0.5, "A rate.")
+    mode: str | None = option(None, "A mode.", choices=("a", "b"))
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Base:
+    name: str = option(help="A required name.")
+    count: int | None = option(None, "A count.")
+    on: bool = option(False, "A switch.")
+    secs: float = option(600, "Whole seconds.", kind="int")
+    either: float | str | None = option(None, "A float or a word.")
+    kept: int = 3
+    config: typing.Any = options.nested(_Config)
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Child(_Base):
+    # Redeclared without option(): not a flag of this class.
+    on: bool = False
+    # The config's flag of the same name gives way to this one.
+    rate: float = option(0.1, "The child's rate.", flag="learning_rate")
+
+
+def test_flags_of_reads_the_fields():
+    by_name = {f.name: f for f in options.flags_of(_Base)}
+    assert list(by_name) == [
+        "name",
+        "count",
+        "on",
+        "secs",
+        "either",
+        "rate",
+        "mode",
+    ]
+    assert by_name["name"].default is None
+    assert options.required_fields(_Base) == ["name"]
+    assert [by_name[n].kind for n in ("count", "on", "secs", "either")] == [
+        "int",
+        "bool",
+        "int",
+        "string",
+    ]
+    assert by_name["mode"].kind == "enum"
+    assert by_name["mode"].choices == ("a", "b")
+    assert "kept" not in by_name and "config" not in by_name
+
+
+def test_a_subclass_takes_a_flag_out_or_renames_it():
+    by_name = {f.name: f for f in options.flags_of(_Child)}
+    assert "on" not in by_name
+    assert by_name["learning_rate"].field == "rate"
+    assert by_name["learning_rate"].default == 0.1
+    # The nested config's own `rate` is still a flag of its name.
+    assert by_name["rate"].default == 0.5
+
+
+def test_settings_from_flags_fills_the_run_config(tmp_path):
+    # A fresh process: the flags are process-wide.
+    code = (
+        "import run_embeddings\n"
+        "from absl import flags\n"
+        "from modeling import flags as shared_flags\n"
+        "from modeling.tasks.settings import embeddings\n"
+        "flags.FLAGS(['x', '--init_checkpoint=/m', '--do_predict',\n"
+        "             '--predict_file=p.txt', '--output_dir=OUT',\n"
+        "             '--predict_runtime=tflite', '--optimizer=lamb'])\n"
+        "s = shared_flags.settings_from_flags(embeddings.Settings)\n"
+        "c = s.run_config\n"
+        "print(s.do_lower_case, s.predict_runtime, c.predict_runtime,\n"
+        "      c.learning_rate, c.optimizer_type, c.output_dir == s.output_dir,\n"
+        "      c.num_train_steps)\n"
+    ).replace("OUT", str(tmp_path / "out"))
+    out = _run(["-c", code]).split()
+    # do_lower_case unset: None (the model folder's casing); run_embeddings'
+    # learning rate; --predict_runtime fills the Settings and the RunConfig.
+    assert out == ["None", "tflite", "tflite", "2e-05", "lamb", "True", "0"]
