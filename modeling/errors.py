@@ -11,6 +11,7 @@ Estimator-only names (`estimator_only`). Imports only the standard library.
 import contextlib
 import errno
 import signal
+import sys
 
 # The exit status after SIGTERM with the state saved: 128 + 15, as if the
 # signal had killed the process (what schedulers expect from a preempted
@@ -121,3 +122,57 @@ def estimator_only(name, replacement):
     stand_in.__name__ = stand_in.__qualname__ = name
     stand_in.__doc__ = f"Not provided (TF1 Estimator only): use {replacement}"
     return stand_in
+
+
+# The user-error rule. An exception is a mistake in the flags or inputs,
+# reported as one `error:` line without a traceback, when it is:
+# - a UserError, wherever it was raised;
+# - a ValueError (or subclass) raised by this repository's own code: the
+#   innermost frame of its traceback is in a modeling.* module or in the
+#   script. The library raises ValueError only to describe bad settings or
+#   data (unknown task, sequence too long, bad line N of a file, no file
+#   matching a pattern, no checkpoint to evaluate, ...), with a message that
+#   says what to change. A ValueError raised inside TensorFlow, Keras or
+#   NumPy (a shape or dtype mismatch) is a bug and keeps its traceback;
+# - a missing or unreadable path, wherever it was raised: FileNotFoundError,
+#   IsADirectoryError, NotADirectoryError, PermissionError, and their
+#   TensorFlow counterparts tf.errors.NotFoundError / PermissionDeniedError
+#   (tf.io.gfile); their message names the path.
+# Everything else (RuntimeError such as a non-finite loss, KeyError,
+# TypeError, other tf.errors) keeps its traceback.
+_PATH_ERRORS = (
+    FileNotFoundError,
+    IsADirectoryError,
+    NotADirectoryError,
+    PermissionError,
+)
+_TF_PATH_ERRORS = ("NotFoundError", "PermissionDeniedError")
+
+
+def is_user_error(error, script_module="__main__"):
+    """Whether `error` is a user mistake (the rule above).
+
+    Args:
+      error: the exception.
+      script_module: the running script's module name (its own ValueErrors
+        count as the library's).
+    """
+    if isinstance(error, (UserError, *_PATH_ERRORS)):
+        return True
+    tf = sys.modules.get("tensorflow")  # Loaded only if the run used it.
+    if tf is not None and isinstance(
+        error, tuple(getattr(tf.errors, n) for n in _TF_PATH_ERRORS)
+    ):
+        return True
+    if not isinstance(error, ValueError):
+        return False
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return module.startswith("modeling.") or module in (
+        script_module,
+        "__main__",
+    )

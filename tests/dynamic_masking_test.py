@@ -23,7 +23,6 @@ from constants import REPO_ROOT
 
 from modeling import checkpoints
 from modeling import errors
-from modeling import flags as shared_flags
 from modeling.data import dynamic_masking
 from modeling.data import input_pipeline
 from modeling.pretraining_data import generation
@@ -433,7 +432,7 @@ def test_bad_text_inputs_fail_before_training(tmp_path):
     ) as caught:
         pretraining.run(_settings(tmp_path, input_file=str(blank)))
     # What the script prints as one `error:` line, without a traceback.
-    assert shared_flags.is_user_error(caught.value)
+    assert errors.is_user_error(caught.value)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nthe\n")
     with pytest.raises(

@@ -20,6 +20,7 @@ from constants import TINY_CONFIG
 from constants import TINY_VOCAB
 
 from modeling import config as config_lib
+from modeling import errors
 from modeling import models
 from modeling.tasks import embeddings
 
@@ -807,7 +808,6 @@ def test_another_model_for_a_trained_folder_is_one_line(
     folder, --init_checkpoint an original checkpoint (the tanh GELU, another
     pooling); or a flag other than the training's. One line naming both
     values and the file; every folder byte for byte as it was."""
-    from modeling import flags as shared_flags
 
     names = {k: str(trained_st[k]) for k in ("st", "original", "trained")}
     folders = [trained_st[k] for k in names]
@@ -823,7 +823,7 @@ def test_another_model_for_a_trained_folder_is_one_line(
     with pytest.raises(ValueError) as caught:
         embeddings.run(settings)
     assert str(caught.value) == message.format(**names)
-    assert shared_flags.is_user_error(caught.value)
+    assert errors.is_user_error(caught.value)
     assert [script_runner.folder_digests(f) for f in folders] == before
 
 
@@ -884,7 +884,6 @@ def test_bad_modules_json_is_one_line(trained_st, tmp_path, modules, message):
     a module folder outside the model folder is one line naming the file."""
     import shutil
 
-    from modeling import flags as shared_flags
     from modeling import sentence_models
 
     st = tmp_path / "st"
@@ -895,5 +894,5 @@ def test_bad_modules_json_is_one_line(trained_st, tmp_path, modules, message):
         sentence_models.read_model(str(st))
     assert str(caught.value).startswith(message.format(st=st))
     assert "\n" not in str(caught.value)
-    assert shared_flags.is_user_error(caught.value)
+    assert errors.is_user_error(caught.value)
     assert script_runner.folder_digests(st) == before

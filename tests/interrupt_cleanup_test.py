@@ -115,6 +115,7 @@ def test_a_rerun_removes_what_a_sigkill_left(tmp_path, mode, watch):
 BLOCKED_SCRIPT = """
 import sys, threading, time
 from modeling import flags
+from modeling import signals
 
 def main(_):
     try:
@@ -126,7 +127,7 @@ def main(_):
         lock.acquire()
         lock.acquire()
 
-flags.SIGTERM_GRACE_SECS = 1.0
+signals.SIGTERM_GRACE_SECS = 1.0
 flags.run_script(main)
 """
 
@@ -157,8 +158,8 @@ def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path):
 DEFERRAL_SCRIPT = """
 import os, signal, sys
 from modeling import errors
-from modeling import flags
-flags.install_sigterm_exit()
+from modeling import signals
+signals.install_sigterm_exit()
 steps = []
 try:
     with errors.sigterm_deferred():
@@ -171,10 +172,10 @@ except errors.Terminated:
     steps.append("terminated")
 # A signal that comes while os.fork runs its hooks (where a raised exception
 # would be printed and ignored) is delivered again after the fork.
-flags._TERMINATION["received"] = False
-flags._TERMINATION["forking"] = 1
-flags._raise_terminated(signal.SIGTERM, None)
-steps.append(flags._TERMINATION["fork_pending"])
+signals._TERMINATION["received"] = False
+signals._TERMINATION["forking"] = 1
+signals._raise_terminated(signal.SIGTERM, None)
+steps.append(signals._TERMINATION["fork_pending"])
 print(steps)
 """
 

@@ -13,6 +13,7 @@ import pytest
 from constants import TINY_CONFIG
 from constants import TINY_VOCAB
 
+from modeling import errors
 from modeling.data import classifier_data
 from modeling.data import glue
 from modeling.data import long_inputs
@@ -466,8 +467,6 @@ def test_a_flag_other_than_the_trained_folders_is_refused(
     naming the flag and the file, before anything is written."""
     import script_runner
 
-    from modeling import flags as shared_flags
-
     data, model, out = head_tail_run
     before = script_runner.folder_digests(out)
     name = given[2:].split("=")[0]
@@ -482,7 +481,7 @@ def test_a_flag_other_than_the_trained_folders_is_refused(
         "trained with: .*",
         message,
     ), message
-    assert shared_flags.is_user_error(e.value)
+    assert errors.is_user_error(e.value)
     assert script_runner.folder_digests(out) == before
 
 

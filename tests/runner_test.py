@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from modeling import errors
-from modeling import flags as shared_flags
 from modeling.tasks import common
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -190,13 +189,13 @@ def test_user_error_rule():
         raise AssertionError("no exception")
 
     # A ValueError of the library: a message for the user.
-    assert shared_flags.is_user_error(caught(extract.parse_layers, "x", 2))
+    assert errors.is_user_error(caught(extract.parse_layers, "x", 2))
     # A ValueError from inside NumPy (or TF, Keras): a bug, traceback kept.
-    assert not shared_flags.is_user_error(caught(_raise_in_numpy))
-    assert shared_flags.is_user_error(FileNotFoundError(2, "no", "/x"))
-    assert shared_flags.is_user_error(errors.UserError("bad"))
-    assert not shared_flags.is_user_error(RuntimeError("bad"))
-    assert not shared_flags.is_user_error(KeyError("x"))
+    assert not errors.is_user_error(caught(_raise_in_numpy))
+    assert errors.is_user_error(FileNotFoundError(2, "no", "/x"))
+    assert errors.is_user_error(errors.UserError("bad"))
+    assert not errors.is_user_error(RuntimeError("bad"))
+    assert not errors.is_user_error(KeyError("x"))
 
 
 def test_training_interrupted_is_the_common_interruption():
@@ -267,15 +266,16 @@ def test_sigterm_surfacing_as_another_error_still_exits_interrupted(
     the interrupted status; without one it keeps its traceback."""
     from modeling import errors
     from modeling import flags as flags_lib
+    from modeling import signals
 
     def main(argv):
         del argv
         raise SystemError("bad argument to internal function")
 
-    monkeypatch.setitem(flags_lib._TERMINATION, "received", True)
+    monkeypatch.setitem(signals._TERMINATION, "received", True)
     with pytest.raises(SystemExit) as exit_info:
         flags_lib._guarded(main)([])
     assert exit_info.value.code == errors.EXIT_INTERRUPTED
-    monkeypatch.setitem(flags_lib._TERMINATION, "received", False)
+    monkeypatch.setitem(signals._TERMINATION, "received", False)
     with pytest.raises(SystemError):
         flags_lib._guarded(main)([])

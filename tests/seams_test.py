@@ -12,6 +12,7 @@ import time
 import pytest
 import script_runner
 
+from modeling import errors
 from modeling.data import conll
 from modeling.data import custom
 from modeling.data import table_files
@@ -326,7 +327,6 @@ def test_a_bad_init_checkpoint_publishes_nothing_and_binds_nothing(
     flag before anything is written to output_dir. The labels.json and
     long_inputs.json that a run without checkpoints left there bind
     nothing: the corrected run (other labels, truncate) replaces them."""
-    from modeling import flags as shared_flags
     from modeling.data import long_inputs
 
     config = json.loads(config_file.read_text())
@@ -359,7 +359,7 @@ def test_a_bad_init_checkpoint_publishes_nothing_and_binds_nothing(
         line = str(e.value)
         assert line.startswith(f"--init_checkpoint={init}: {message}"), line
         assert "\n" not in line
-        assert shared_flags.is_user_error(e.value)
+        assert errors.is_user_error(e.value)
         assert script_runner.folder_digests(tmp_path) == before
     classifier_lib.run(
         _settings(

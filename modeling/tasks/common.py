@@ -62,7 +62,7 @@ PRETRAINING_INPUT_FORMATS = ("tfrecord", "text")
 # The exceptions the scripts map to these statuses are in modeling/errors.py.
 
 # A mistake in the flags or the inputs (errors.UserError, see
-# modeling/flags.py is_user_error): one line on stderr, no traceback.
+# errors.is_user_error): one line on stderr, no traceback.
 EXIT_USER_ERROR = errors.EXIT_USER_ERROR
 # After SIGTERM with the state saved (see errors.EXIT_INTERRUPTED).
 EXIT_INTERRUPTED = errors.EXIT_INTERRUPTED
