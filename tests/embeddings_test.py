@@ -23,6 +23,7 @@ from modeling import config as config_lib
 from modeling import errors
 from modeling import models
 from modeling.tasks import embeddings
+from modeling.tasks import metrics
 
 REFERENCE = pathlib.Path(__file__).parent / "testdata" / "embeddings"
 STSB_DEV = pathlib.Path(__file__).parent / "testdata" / "cls_stsb" / "dev.tsv"
@@ -249,20 +250,6 @@ def test_retrieval_scores_against_brute_force(tmp_path):
     assert results["eval_recall_at_10"] == pytest.approx(
         np.mean([r <= 10 for r in ranks])
     )
-
-
-def test_spearman_and_pearson_against_scipy():
-    scipy_stats = pytest.importorskip("scipy.stats")
-    rng = np.random.RandomState(1)
-    for _ in range(20):
-        x = rng.randint(0, 6, 30).astype(float)  # Ties.
-        y = x + rng.normal(0, 2, 30)
-        assert embeddings.spearman(x, y) == pytest.approx(
-            scipy_stats.spearmanr(x, y)[0]
-        )
-        assert embeddings.pearson(x, y) == pytest.approx(
-            scipy_stats.pearsonr(x, y)[0]
-        )
 
 
 def test_export_serves_the_same_vectors(tmp_path):
@@ -615,7 +602,7 @@ def test_keras_fit_lowers_the_loss_and_raises_the_score(tmp_path, kind):
                 model.encode(held_out["sentence2"]),
             )
             scores = np.array(held_out["score"], np.float32)
-            return embeddings.spearman(similarity, scores)
+            return metrics.spearman(similarity, scores)
         corpus = list(dict.fromkeys(held_out["positive"]))
         return embeddings.retrieval_scores(
             model.encode(held_out["anchor"]),

@@ -116,3 +116,18 @@ def test_format_eval_results_like_the_original():
     assert text == (
         "eval_accuracy = 0.845588\neval_loss = 0.5053\nglobal_step = 343\n"
     )
+
+
+def test_spearman_and_pearson_with_ties_against_scipy():
+    # run_embeddings' STS scores and the classifier's STS-B metrics.
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.RandomState(1)
+    for _ in range(20):
+        x = rng.randint(0, 6, 30).astype(float)  # Ties.
+        y = x + rng.normal(0, 2, 30)
+        assert metrics.spearman(x, y) == pytest.approx(
+            scipy_stats.spearmanr(x, y)[0]
+        )
+        assert metrics.pearson(x, y) == pytest.approx(
+            scipy_stats.pearsonr(x, y)[0]
+        )

@@ -58,6 +58,7 @@ from modeling.data import file_io
 from modeling.data import long_inputs as long_inputs_lib
 from modeling.data import table_files
 from modeling.tasks import common
+from modeling.tasks import metrics
 from modeling.tasks import predictions
 from modeling.tasks.settings import embeddings as embeddings_settings
 from modeling.text import tokenization
@@ -637,36 +638,6 @@ def search(settings, embedder):
     return out
 
 
-def _ranks(values):
-    """Ranks from 1, ties given their mean rank (Spearman's convention)."""
-    values = np.asarray(values, np.float64)
-    order = np.argsort(values, kind="stable")
-    ranks = np.empty(len(values), np.float64)
-    sorted_values = values[order]
-    start = 0
-    while start < len(values):
-        end = start
-        while (
-            end + 1 < len(values)
-            and sorted_values[end + 1] == (sorted_values[start])
-        ):
-            end += 1
-        ranks[order[start : end + 1]] = (start + end) / 2 + 1
-        start = end + 1
-    return ranks
-
-
-def pearson(x, y):
-    x = np.asarray(x, np.float64) - np.mean(x)
-    y = np.asarray(y, np.float64) - np.mean(y)
-    denominator = np.sqrt(np.sum(x * x) * np.sum(y * y))
-    return float(np.sum(x * y) / denominator) if denominator else 0.0
-
-
-def spearman(x, y):
-    return pearson(_ranks(x), _ranks(y))
-
-
 def cosine(a, b):
     """Row-wise cosine similarity of two float arrays [N, H]."""
     a = np.asarray(a, np.float64)
@@ -749,8 +720,12 @@ def evaluate(settings, embedder):
         b = embedder.embed(values["sentence2"])
         similarity = cosine(a, b)
         results = {
-            "eval_spearman_cosine": spearman(similarity, values["score"]),
-            "eval_pearson_cosine": pearson(similarity, values["score"]),
+            # NaN when undefined (every similarity or score the same), as
+            # scipy and the classifier's STS-B metrics.
+            "eval_spearman_cosine": metrics.spearman(
+                similarity, values["score"]
+            ),
+            "eval_pearson_cosine": metrics.pearson(similarity, values["score"]),
         }
     else:
         corpus = list(dict.fromkeys(values["positive"]))
