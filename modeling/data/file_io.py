@@ -266,6 +266,20 @@ def read_lines(path):
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def chunks(items, size):
+    """Lists of up to `size` consecutive items of any iterable (a file's
+    rows read lazily, or a list): what a long input is processed in, so
+    that only one chunk's features and outputs are in memory."""
+    chunk = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def write_text(path, text):
     """Writes the str `text` to `path` atomically (see `atomic_write`)."""
     with atomic_write(path) as f:

@@ -220,10 +220,7 @@ def _window_rows(task, batches, group=256):
             yield from zip(order, zip(index, outputs["logits"]))
 
     texts = task.long_inputs.grouped(predictor.in_input_order(windows()))
-    while True:
-        chunk = list(itertools.islice(texts, group))
-        if not chunk:
-            return
+    for chunk in file_io.chunks(texts, group):
         logits = np.stack([logit for logit, _ in chunk])
         values = np.asarray(task.kind.activation(logits))
         chosen = np.asarray(task.kind.decide(logits))

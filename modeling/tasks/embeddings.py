@@ -264,7 +264,7 @@ class Embedder:
                 tmp, mode="w+", dtype=np.float32, shape=(total, self.dim)
             )
             start = 0
-            for chunk in _chunks(rows, CHUNK_ROWS):
+            for chunk in file_io.chunks(rows, CHUNK_ROWS):
                 chunk_ids, texts = zip(*chunk, strict=True)
                 vectors = self.embed(list(texts), what=what)
                 out[start : start + len(texts)] = vectors
@@ -312,17 +312,6 @@ def _trained_checkpoint(output_dir):
         return checkpoints.resolve_checkpoint(output_dir)
     except FileNotFoundError:
         return None
-
-
-def _chunks(rows, size):
-    chunk = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
 
 
 # === Training ===
@@ -612,7 +601,7 @@ def search(settings, embedder):
     out = os.path.join(s.output_dir, SEARCH_RESULTS_FILE)
     count = 0
     with file_io.atomic_write(out) as f:
-        for chunk in _chunks(queries.rows(), CHUNK_ROWS):
+        for chunk in file_io.chunks(queries.rows(), CHUNK_ROWS):
             query_ids, texts = zip(*chunk, strict=True)
             vectors = embedder.embed(list(texts), what="Embedding queries")
             index, scores = top_k(vectors, corpus, s.top_k)

@@ -25,7 +25,6 @@ tests/layering_test.py checks it, and tests/lite_test.py runs it with
 docs/serving-lite.md.
 """
 
-import itertools
 import json
 import os
 
@@ -568,22 +567,36 @@ def predict_file(
             (e.index, e.text_a, e.text_b)
             for e in processor.iter_test_examples()
         )
+
+    def lines(chunk):
+        ids, text_a, text_b = zip(*chunk, strict=True)
+        pairs = None if text_b[0] is None else text_b
+        if model.has_text_b and pairs is None:
+            raise ValueError(
+                f"{input_file}: this model classifies sentence pairs; "
+                "name the second text's column with --text_b_column"
+            )
+        for row_id, record in zip(
+            ids, model.predict(text_a, pairs), strict=True
+        ):
+            yield predictions.line({"id": row_id, **record})
+
+    return _write_lines(output_file, rows, lines, "Predicted %d rows")
+
+
+def _write_lines(output_file, items, lines, done):
+    """Writes `lines(chunk)` for each CHUNK_ROWS of `items` to output_file
+    (written aside and renamed when complete); logs `done` % count.
+
+    Returns:
+      The number of items.
+    """
     count = 0
     with file_io.atomic_write(output_file) as f:
-        while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
-            ids, text_a, text_b = zip(*chunk, strict=True)
-            pairs = None if text_b[0] is None else text_b
-            if model.has_text_b and pairs is None:
-                raise ValueError(
-                    f"{input_file}: this model classifies sentence pairs; "
-                    "name the second text's column with --text_b_column"
-                )
-            for row_id, record in zip(
-                ids, model.predict(text_a, pairs), strict=True
-            ):
-                f.write(predictions.line({"id": row_id, **record}))
+        for chunk in file_io.chunks(items, CHUNK_ROWS):
+            f.writelines(lines(chunk))
             count += len(chunk)
-    logging.info("Predicted %d rows: %s", count, output_file)
+    logging.info(done + ": %s", count, output_file)
     return count
 
 
@@ -592,25 +605,18 @@ def _tag_file(model, input_file, output_file):
     run_ner.py's --predict_file, its sentences' tags as run_ner's
     predictions.jsonl lines."""
     data = conll.read_tagged_file(input_file, require_tags=False)
-    count = 0
-    with file_io.atomic_write(output_file) as f:
-        for begin in range(0, len(data.sentences), CHUNK_ROWS):
-            block = data.sentences[begin : begin + CHUNK_ROWS]
-            for sentence, tags in zip(
-                block, model.tag_sentences(block), strict=True
-            ):
-                f.write(
-                    predictions.line(
-                        {
-                            "id": sentence.id,
-                            "tokens": sentence.words,
-                            "tags": tags,
-                        }
-                    )
-                )
-            count += len(block)
-    logging.info("Tagged %d sentences: %s", count, output_file)
-    return count
+
+    def lines(block):
+        for sentence, tags in zip(
+            block, model.tag_sentences(block), strict=True
+        ):
+            yield predictions.line(
+                {"id": sentence.id, "tokens": sentence.words, "tags": tags}
+            )
+
+    return _write_lines(
+        output_file, data.sentences, lines, "Tagged %d sentences"
+    )
 
 
 def _choose_file(model, input_file, output_file):
@@ -619,15 +625,12 @@ def _choose_file(model, input_file, output_file):
     from modeling.data import swag
 
     examples = swag.read_swag(input_file, "test", require_label=False)
-    with file_io.atomic_write(output_file) as f:
-        for begin in range(0, len(examples), CHUNK_ROWS):
-            block = examples[begin : begin + CHUNK_ROWS]
-            for example, record in zip(
-                block, model.predict(block), strict=True
-            ):
-                f.write(predictions.line({"id": example.id, **record}))
-    logging.info("Predicted %d examples: %s", len(examples), output_file)
-    return len(examples)
+
+    def lines(block):
+        for example, record in zip(block, model.predict(block), strict=True):
+            yield predictions.line({"id": example.id, **record})
+
+    return _write_lines(output_file, examples, lines, "Predicted %d examples")
 
 
 def _answer_file(model, input_file, output_file):
@@ -642,12 +645,11 @@ def _answer_file(model, input_file, output_file):
         examples, _ = squad_data.read_squad_examples(input_file, False)
         if not examples:
             raise ValueError(f"{input_file}: no questions")
-    with file_io.atomic_write(output_file) as f:
-        for begin in range(0, len(examples), CHUNK_ROWS):
-            block = examples[begin : begin + CHUNK_ROWS]
-            f.write(squad_postprocess.json_lines(model.predict_examples(block)))
-    logging.info("Answered %d questions: %s", len(examples), output_file)
-    return len(examples)
+
+    def lines(block):
+        return [squad_postprocess.json_lines(model.predict_examples(block))]
+
+    return _write_lines(output_file, examples, lines, "Answered %d questions")
 
 
 def _embed_file(model, input_file, output_file, text_column, id_column):
@@ -657,12 +659,10 @@ def _embed_file(model, input_file, output_file, text_column, id_column):
     from modeling.data import table_files
 
     rows = table_files.TextFile(input_file, text_column, id_column).rows()
-    count = 0
-    with file_io.atomic_write(output_file) as f:
-        while chunk := list(itertools.islice(rows, CHUNK_ROWS)):
-            ids, texts = zip(*chunk, strict=True)
-            for row_id, record in zip(ids, model.predict(texts), strict=True):
-                f.write(predictions.line({"id": row_id, **record}))
-            count += len(chunk)
-    logging.info("Embedded %d texts: %s", count, output_file)
-    return count
+
+    def lines(chunk):
+        ids, texts = zip(*chunk, strict=True)
+        for row_id, record in zip(ids, model.predict(texts), strict=True):
+            yield predictions.line({"id": row_id, **record})
+
+    return _write_lines(output_file, rows, lines, "Embedded %d texts")
