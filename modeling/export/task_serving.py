@@ -33,36 +33,6 @@ SERVING_DEFAULT = serving.SERVING_DEFAULT
 EXPORT_INFO_FILE = serving.EXPORT_INFO_FILE
 
 
-def window_ids(sentence_ids, piece_counts, max_pieces):
-    """The window of each word, as conll.sentence_windows cuts them: a new
-    window at each sentence and whenever the next word would not fit.
-
-    Args:
-      sentence_ids: int64 [N], the sentence of each word (non-decreasing).
-      piece_counts: int64 [N], pieces per word (each <= max_pieces).
-      max_pieces: int.
-
-    Returns:
-      int64 [N], windows numbered from 0 over the whole batch.
-    """
-
-    def step(state, elem):
-        prev_sentence, used, window = state
-        sentence, count = elem
-        new = tf.logical_or(
-            tf.not_equal(sentence, prev_sentence), used + count > max_pieces
-        )
-        return (
-            sentence,
-            tf.where(new, count, used + count),
-            tf.where(new, window + 1, window),
-        )
-
-    start = tf.constant(-1, tf.int64)
-    initial = (start, tf.constant(0, tf.int64), start)
-    return tf.scan(step, (sentence_ids, piece_counts), initializer=initial)[2]
-
-
 class TaggerServer(tf.Module):
     """Raw sentences -> one tag per word (run_ner's model).
 
@@ -103,8 +73,16 @@ class TaggerServer(tf.Module):
             ),
         )
         counts = pieces.row_lengths()
-        windows = window_ids(words.value_rowids(), counts, self.max_pieces)
-        num_windows = tf.reduce_max(tf.concat([windows, [-1]], 0)) + 1
+        # The windows conll.sentence_windows cuts: whole words, a new one at
+        # each sentence and whenever the next word would not fit (an empty
+        # sentence gets an empty window); then the window of each word.
+        _, start, end = in_graph.word_windows(
+            words.with_flat_values(counts),
+            tf.fill([words.nrows()], tf.constant(self.max_pieces, tf.int64)),
+            overlap=0,
+        )
+        num_windows = tf.size(start, out_type=tf.int64)
+        windows = tf.repeat(tf.range(num_windows), end - start)
         packed = tf.RaggedTensor.from_value_rowids(
             pieces, windows, nrows=num_windows
         ).merge_dims(1, 2)

@@ -456,7 +456,7 @@ def _head_tail(pieces, room, head_tokens):
     return tf.ragged.boolean_mask(pieces, keep)
 
 
-def _word_windows(piece_counts, max_pieces, overlap):
+def word_windows(piece_counts, max_pieces, overlap):
     """long_inputs.word_windows for a batch of texts at once.
 
     Args:
@@ -515,7 +515,7 @@ def _word_windows(piece_counts, max_pieces, overlap):
 
 
 def _windows_loop(texts, step):
-    """_word_windows' loop: `step` once per window of the longest text."""
+    """word_windows' loop: `step` once per window of the longest text."""
     arrays = [
         tf.TensorArray(dtype, 0, dynamic_size=True)
         for dtype in (tf.int64, tf.int64, tf.bool)
@@ -584,7 +584,7 @@ def long_input_windows(words_a, words_b, max_seq_length, long_inputs):
         word_budget = tf.gather(budget, longer.value_rowids())
         cut = head(longer.values, word_budget)
         counts = longer.with_values(cut.row_lengths())
-        text, start, end = _word_windows(
+        text, start, end = word_windows(
             counts, budget, long_inputs.chunk_stride
         )
         first = tf.gather(longer.row_starts(), text)
