@@ -48,9 +48,13 @@ import functools
 import json
 import os
 
+import keras
 import numpy as np
 from absl import logging
 
+from modeling import checkpoints
+from modeling import losses
+from modeling import models
 from modeling import progress
 from modeling import sentence_models
 from modeling.data import classifier_data
@@ -62,6 +66,7 @@ from modeling.tasks import metrics
 from modeling.tasks import predictions
 from modeling.tasks.settings import embeddings as embeddings_settings
 from modeling.text import tokenization
+from modeling.training import predictor as predictor_lib
 
 # The script's flags (modeling/tasks/settings/embeddings.py).
 Settings = embeddings_settings.Settings
@@ -281,8 +286,6 @@ def make_embedder(settings, strategy=None, source=None, model=None):
     """The Embedder of --init_checkpoint (`source`, read_model's, if read
     already), with `model` (default: its weights, or those of the newest
     checkpoint in output_dir: a run trained there)."""
-    from modeling import checkpoints
-    from modeling.training import predictor as predictor_lib
 
     s = settings
     if source is None:
@@ -304,7 +307,6 @@ def make_embedder(settings, strategy=None, source=None, model=None):
 
 def _trained_checkpoint(output_dir):
     """The newest checkpoint of an earlier --do_train in output_dir."""
-    from modeling import checkpoints
 
     if not output_dir:
         return None
@@ -393,9 +395,6 @@ def _score(value, where):
 
 def loss_fn(loss):
     """The Trainer's loss function of a training file's kind."""
-    import keras
-
-    from modeling import losses
 
     def multiple_negatives(features, outputs):
         del features
@@ -423,8 +422,6 @@ def train(settings, strategy, source, tokenizer):
     Trainer: the original's optimizer arithmetic, checkpoints in the
     original layout in output_dir, resume, SIGTERM, progress); returns the
     trained models.BertEmbedder."""
-    from modeling import checkpoints
-    from modeling import models
     from modeling.data import input_pipeline
     from modeling.tasks import fine_tuning
 
@@ -472,7 +469,6 @@ def trim_sides(features, multiple):
     """A training batch with each side's features (models.BertEmbedder.
     SIDES) cut to that side's longest row (input_pipeline.trim_padding):
     short sentences cost their own length, not max_seq_length."""
-    from modeling import models
     from modeling.data import input_pipeline
 
     out = dict(features)
