@@ -46,30 +46,23 @@ without gradient accumulation. `fit` runs `epochs * steps_per_epoch` steps
 the number of examples.
 """
 
-import collections
-import os
-
 import keras
 import numpy as np
 import tensorflow as tf
 
-from modeling import checkpoints
 from modeling import models
 from modeling import preprocessing
 from modeling import task_kinds
-from modeling.data import file_io
+from modeling import text_model
+from modeling.data import custom
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
 from modeling.export import serving
 from modeling.training import checkpoint_manager
 from modeling.training import optimization
-from modeling.training import predictor
 
 # The defaults of run_classifier.py's flags.
-DEFAULT_BATCH_SIZE = 32
-# fit's and evaluate's features of windows (head_tail, chunks): the text of
-# each window, whose logits `call` combines.
-WINDOW_TEXT = "window_text"
+DEFAULT_BATCH_SIZE = text_model.DEFAULT_BATCH_SIZE
 DEFAULT_LEARNING_RATE = 2e-5
 DEFAULT_WARMUP_PROPORTION = 0.1
 
@@ -109,131 +102,8 @@ class ClassifierLoss(keras.losses.Loss):
         return dict(super().get_config(), task_type=self.task_type)
 
 
-class _TextModel(keras.Model):
-    """What BertTextClassifier and BertTextEmbedder share: a task model
-    (`_INNER` names its attribute) behind a BertPreprocessor, batches cut
-    to their longest row, the long-input strategy, the one predictor, and
-    their Keras config."""
-
-    _INNER = None
-
-    def _set_up(self, preprocessor, dynamic_padding, long_inputs):
-        self.preprocessor = preprocessor
-        self.dynamic_padding = bool(dynamic_padding)
-        self.long_inputs = long_inputs_lib.as_long_inputs(long_inputs)
-        # Raw texts (lists of str too) reach `call` as they are.
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
-
-    def compile_from_config(self, config):
-        """As Keras's (which skips a custom compile): the saved optimizer,
-        loss and metrics go to `compile`, which takes them as they are, and
-        the optimizer is built so that load_model restores its slots and
-        step."""
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        self.optimizer.build(self.trainable_variables)
-
-    def get_config(self):
-        return {
-            "name": self.name,
-            self._INNER: keras.saving.serialize_keras_object(
-                getattr(self, self._INNER)
-            ),
-            "preprocessor": keras.saving.serialize_keras_object(
-                self.preprocessor
-            ),
-            "dynamic_padding": self.dynamic_padding,
-            "long_inputs": self.long_inputs.to_json(),
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in (cls._INNER, "preprocessor"):
-            config[key] = keras.saving.deserialize_keras_object(config[key])
-        if "long_inputs" in config:
-            config["long_inputs"] = long_inputs_lib.LongInputs.from_json(
-                config["long_inputs"]
-            )
-        return cls(**config)
-
-    def _predictor(self, batch_size):
-        """The one predictor over the task model: length-sorted batches
-        with dynamic_padding, fixed shapes without (TPUs)."""
-        backend = predictor.TensorFlowBackend(
-            getattr(self, self._INNER), self.distribute_strategy
-        )
-        return predictor.Predictor(
-            backend,
-            batch_size,
-            length_sorted=self.dynamic_padding,
-            multiple=(
-                input_pipeline.padding_multiple(
-                    self.preprocessor.sequence_length, True
-                )
-                if self.jit_compile
-                else 1
-            ),
-        )
-
-    def _predict_long(self, text_a, text_b, batch_size, **outputs):
-        """head_tail or chunks: the features made in Python (the same
-        ids), each text's windows combined (predictor.Predictor.texts)."""
-        return self._predictor(batch_size).texts(
-            self.preprocessor.full_tokenizer(),
-            self.preprocessor.sequence_length,
-            [str(t) for t in text_a],
-            None if text_b is None else [str(t) for t in text_b],
-            long_inputs=self.long_inputs,
-            **outputs,
-        )
-
-    def _preprocess(self, texts, windowed=False):
-        """Texts -> features, cut to the batch's longest row with
-        dynamic_padding (in a tf.data map). `windowed`: with head_tail or
-        chunks, the rows are the texts' windows (in the graph, as the
-        serving export makes them) and WINDOW_TEXT gives each one's text."""
-        if windowed and self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
-            text_a, text_b = preprocessing.split_texts(texts)
-            features, text = self.preprocessor.text.windows(
-                self.long_inputs, text_a, text_b
-            )
-            features[WINDOW_TEXT] = tf.cast(text, tf.int32)
-        else:
-            features = self.preprocessor(texts)
-        if self.dynamic_padding:
-            multiple = input_pipeline.padding_multiple(
-                self.preprocessor.sequence_length, bool(self.jit_compile)
-            )
-            features = input_pipeline.trim_padding(features, multiple)
-        return features
-
-    def _schedule_from_fit(self, epochs, steps_per_epoch, dataset):
-        """Gives the default optimizer the steps this fit runs (warmup,
-        then decay to 0 at the end), before its first update."""
-        optimizer = self.optimizer
-        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            optimizer = optimizer.inner_optimizer
-        if not (
-            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
-            and optimizer.num_train_steps is None
-        ):
-            return
-        if steps_per_epoch is None:
-            steps_per_epoch = int(dataset.cardinality())
-            if steps_per_epoch < 0:
-                raise ValueError(
-                    "The dataset's length is unknown (or infinite): give "
-                    "steps_per_epoch, or an optimizer with num_train_steps"
-                )
-        optimizer.set_num_train_steps(epochs * steps_per_epoch)
-        # A train step traced before would keep the old schedule.
-        self.train_function = None
-
-
 @keras.saving.register_keras_serializable(package="bert")
-class BertTextClassifier(_TextModel):
+class BertTextClassifier(text_model.TextModel):
     """Sentence (pair) classification on raw text (see the module doc).
 
     Args:
@@ -399,34 +269,16 @@ class BertTextClassifier(_TextModel):
           ValueError: naming the file and line (see run_classifier.py's
             --task_name=custom).
         """
-        from modeling.data import custom
-
-        # With the training run's labels: evaluation data.
-        split = "train" if labels is None else "dev"
-        processor = custom.CustomProcessor(
+        return custom.read_file(
+            path,
+            labels=labels,
             task_type=task_type,
-            files={split: os.fspath(path)},
             text_a_column=text_a_column,
             text_b_column=text_b_column,
             label_column=label_column,
-            labels=labels,
             label_separator=label_separator,
             skip_bad_rows=skip_bad_rows,
         )
-        if split == "train":
-            examples = processor.get_train_examples()
-            processor.set_labels_from_training()
-        else:
-            examples = processor.get_dev_examples()
-        labels = processor.get_labels()
-        y = task_kinds.get(task_type).encode_labels(
-            [e.label for e in examples], labels
-        )
-        text_a = np.array([e.text_a for e in examples], dtype=object)
-        x = text_a
-        if processor.has_text_b:
-            x = (text_a, np.array([e.text_b for e in examples], dtype=object))
-        return FileInputs(x, y, labels, [e.index for e in examples])
 
     # === Keras ===
 
@@ -434,14 +286,14 @@ class BertTextClassifier(_TextModel):
         """Features (a dict with "input_ids", ...) or raw texts (what
         BertPreprocessor takes) -> float32 logits [B, num_labels]. Features
         of windows (fit and evaluate with head_tail or chunks) carry
-        WINDOW_TEXT: each text's logits are its windows' combined, as
+        text_model.WINDOW_TEXT: each text's logits are its windows' combined, as
         run_classifier.py's evaluation combines them."""
         if not (isinstance(inputs, dict) and "input_ids" in inputs):
             inputs = self.preprocessor(inputs)
-        if WINDOW_TEXT not in inputs:
+        if text_model.WINDOW_TEXT not in inputs:
             return self.classifier(inputs, training=training)
         inputs = dict(inputs)
-        text = inputs.pop(WINDOW_TEXT)
+        text = inputs.pop(text_model.WINDOW_TEXT)
         logits = self.classifier(inputs, training=training)
         return serving.combine_windows(
             logits, text, tf.reduce_max(text) + 1, self.long_inputs
@@ -610,7 +462,9 @@ class BertTextClassifier(_TextModel):
                 lambda *t: self.preprocessor(t if len(t) > 1 else t[0])
             )
         else:
-            rows = tf.data.Dataset.from_tensor_slices(_texts(x)).batch(1024)
+            rows = tf.data.Dataset.from_tensor_slices(
+                text_model.texts(x)
+            ).batch(1024)
             rows = rows.map(
                 lambda *t: self.preprocessor(t if len(t) > 1 else t[0])
             )
@@ -625,7 +479,7 @@ class BertTextClassifier(_TextModel):
                 "predict with long_inputs takes texts (a list, or a pair of "
                 "lists), not a dataset"
             )
-        texts = _texts(x)
+        texts = text_model.texts(x)
         text_a, text_b = texts if isinstance(texts, tuple) else (texts, None)
         if not len(text_a):
             return np.zeros((0, self.classifier.num_labels), np.float32)
@@ -661,32 +515,12 @@ class BertTextClassifier(_TextModel):
         Returns:
           str, the checkpoint prefix.
         """
-        tf.io.gfile.makedirs(directory)
-        self.classifier.config.to_json_file(
-            os.path.join(directory, checkpoints.CONFIG_FILE)
-        )
-        file_io.write_text(
-            os.path.join(directory, checkpoints.VOCAB_FILE),
-            "".join(f"{token}\n" for token in self.preprocessor.vocabulary),
-        )
-        optimizer = self.optimizer
-        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            optimizer = optimizer.inner_optimizer
-        if (
-            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
-            and optimizer.built
-        ):
-            manager = checkpoint_manager.CheckpointManager(
-                directory, self.classifier, optimizer, keep_checkpoint_max
-            )
-            return manager.save()
-        # Another Keras optimizer: the weights and the step only.
-        step = int(optimizer.iterations.numpy()) if optimizer else 0
-        return checkpoints.write_checkpoint(
-            os.path.join(directory, f"{checkpoint_manager.PREFIX}-{step}"),
-            checkpoint_manager.model_variables(self.classifier),
-            global_step=step,
-            keep_max=keep_checkpoint_max,
+        return checkpoint_manager.save_release_folder(
+            directory,
+            self.classifier,
+            self.optimizer,
+            self.preprocessor.vocabulary,
+            keep_checkpoint_max,
         )
 
     def export_for_serving(self, export_dir, has_text_b=False, label_list=None):
@@ -733,50 +567,11 @@ class BertTextClassifier(_TextModel):
         return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-class FileInputs(collections.namedtuple("FileInputs", "x y labels ids")):
-    """`BertTextClassifier.read_file`'s result: fit's x and y, the labels
-    in id order, each row's id."""
-
-
-def _texts(x):
-    """The texts as what from_tensor_slices and BertPreprocessor take:
-    one array, or a tuple of two (pairs)."""
-    if isinstance(x, dict):
-        x = preprocessing.split_texts(x, convert=False)
-        if x[1] is None:
-            x = x[0]
-    if isinstance(x, tuple):
-        if len(x) != 2:
-            raise ValueError(
-                f"Texts are (text_a, text_b) pairs or single texts, got a "
-                f"tuple of {len(x)}"
-            )
-        a, b = (_string_array(t) for t in x)
-        if len(a) != len(b):
-            raise ValueError(
-                f"text_a has {len(a)} texts but text_b has {len(b)}"
-            )
-        return a, b
-    return _string_array(x)
-
-
-def _string_array(texts):
-    if isinstance(texts, tf.Tensor):
-        return texts
-    texts = np.asarray(texts, dtype=object)
-    if texts.ndim != 1:
-        raise ValueError(
-            f"Texts must be one-dimensional (one string per example), got "
-            f"shape {texts.shape}"
-        )
-    return texts
-
-
 def _examples(x, y):
     """(texts, labels) checked to have one label per text."""
     if y is None:
         raise ValueError("Labels are missing: fit/evaluate(x=texts, y=labels)")
-    texts = _texts(x)
+    texts = text_model.texts(x)
     labels = np.asarray(y)
     if labels.dtype.kind not in "biuf" or labels.ndim > 2:
         raise ValueError(

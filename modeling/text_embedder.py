@@ -40,14 +40,14 @@ from absl import logging
 
 from modeling import losses as losses_lib
 from modeling import preprocessing
-from modeling import text_classifier
+from modeling import text_model
 from modeling.data import classifier_data
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
 from modeling.text import tokenization
 from modeling.training import optimization
 
-DEFAULT_BATCH_SIZE = 32
+DEFAULT_BATCH_SIZE = text_model.DEFAULT_BATCH_SIZE
 DEFAULT_LEARNING_RATE = 2e-5
 DEFAULT_WARMUP_PROPORTION = 0.1
 # The losses by the number of texts per training example, and y.
@@ -59,7 +59,7 @@ _NUM_PIECES = "num_pieces"
 
 
 @keras.saving.register_keras_serializable(package="bert")
-class BertTextEmbedder(text_classifier._TextModel):
+class BertTextEmbedder(text_model.TextModel):
     """Sentence embeddings of raw text (see the module doc).
 
     Args:
@@ -359,7 +359,7 @@ class BertTextEmbedder(text_classifier._TextModel):
 def _string_array(texts):
     if isinstance(texts, str):
         raise ValueError("Texts are a list of strings, not one string")
-    return text_classifier._string_array(texts)
+    return text_model.string_array(texts)
 
 
 def _training_texts(x, y):

@@ -121,6 +121,7 @@ FLOORS = (
             "modeling.export",
             "modeling.preprocessing",
             "modeling.hub",
+            "modeling.text_model",
             "modeling.text_classifier",
             "modeling.text_embedder",
         ),

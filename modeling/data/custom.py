@@ -30,10 +30,12 @@ those runs need neither the training file nor the flags and decide as
 training did.
 """
 
+import collections
 import dataclasses
 import json
 import os
 
+import numpy as np
 from absl import logging
 
 from modeling import task_kinds
@@ -668,3 +670,54 @@ def _threshold(settings, task_type, saved, saved_path):
         )
         return saved.multi_label_threshold
     return task_kinds.DEFAULT_THRESHOLD
+
+
+class FileInputs(collections.namedtuple("FileInputs", "x y labels ids")):
+    """`read_file`'s result: fit's x and y, the labels
+    in id order, each row's id."""
+
+
+def read_file(
+    path,
+    labels=None,
+    task_type="classification",
+    text_a_column=None,
+    text_b_column=None,
+    label_column=None,
+    label_separator=DEFAULT_LABEL_SEPARATOR,
+    skip_bad_rows=False,
+):
+    """A CSV / TSV / JSON Lines file as Keras `fit`'s inputs, read as
+    run_classifier.py --task_name=custom reads it (the same columns, labels,
+    ids and errors): BertTextClassifier.read_file, which documents the
+    arguments.
+
+    Returns:
+      FileInputs(x, y, labels, ids).
+    """
+    # With the training run's labels: evaluation data.
+    split = "train" if labels is None else "dev"
+    processor = CustomProcessor(
+        task_type=task_type,
+        files={split: os.fspath(path)},
+        text_a_column=text_a_column,
+        text_b_column=text_b_column,
+        label_column=label_column,
+        labels=labels,
+        label_separator=label_separator,
+        skip_bad_rows=skip_bad_rows,
+    )
+    if split == "train":
+        examples = processor.get_train_examples()
+        processor.set_labels_from_training()
+    else:
+        examples = processor.get_dev_examples()
+    labels = processor.get_labels()
+    y = task_kinds.get(task_type).encode_labels(
+        [e.label for e in examples], labels
+    )
+    text_a = np.array([e.text_a for e in examples], dtype=object)
+    x = text_a
+    if processor.has_text_b:
+        x = (text_a, np.array([e.text_b for e in examples], dtype=object))
+    return FileInputs(x, y, labels, [e.index for e in examples])

@@ -10,12 +10,15 @@ resume from theirs.
 import os
 import re
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
 from modeling import errors
+from modeling.data import file_io
+from modeling.training import optimization
 
 PREFIX = "model.ckpt"
 _STEP_RE = re.compile(r"model\.ckpt-(\d+)$")
@@ -262,3 +265,44 @@ class CheckpointManager:
             )
         step = int(arrays.get(checkpoints.GLOBAL_STEP, 0))
         self.optimizer.global_step.assign(step)
+
+
+def save_release_folder(directory, model, optimizer, vocabulary, keep_max):
+    """Writes `directory/model.ckpt-<step>` in the original's format, with
+    bert_config.json and vocab.txt beside it: a folder run_classifier.py
+    reads as --output_dir or --init_checkpoint (Keras's save_checkpoint).
+
+    The weights under their original names and, with the original's
+    optimizer (built), `<name>/adam_m`, `<name>/adam_v` and `global_step`,
+    as the training loop writes them; with another Keras optimizer the
+    weights and the step only.
+
+    Args:
+      model: a task model with a `config` (models.BertClassifier).
+      optimizer: the Keras optimizer (a LossScaleOptimizer's inner one is
+        used), or None.
+      vocabulary: the tokens in id order.
+
+    Returns:
+      str, the checkpoint prefix.
+    """
+    tf.io.gfile.makedirs(directory)
+    model.config.to_json_file(os.path.join(directory, checkpoints.CONFIG_FILE))
+    file_io.write_text(
+        os.path.join(directory, checkpoints.VOCAB_FILE),
+        "".join(f"{token}\n" for token in vocabulary),
+    )
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        optimizer = optimizer.inner_optimizer
+    if (
+        isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
+        and optimizer.built
+    ):
+        return CheckpointManager(directory, model, optimizer, keep_max).save()
+    step = int(optimizer.iterations.numpy()) if optimizer else 0
+    return checkpoints.write_checkpoint(
+        os.path.join(directory, f"{PREFIX}-{step}"),
+        model_variables(model),
+        global_step=step,
+        keep_max=keep_max,
+    )

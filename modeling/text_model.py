@@ -1,0 +1,179 @@
+"""The base of the Keras API on raw text (`TextModel`): a task model behind
+a `BertPreprocessor`, batches cut to their longest row, the long-input
+strategy, the one predictor, the Keras config; and the checks that turn
+what a user passes (lists, arrays, (text_a, text_b) pairs) into texts.
+`text_classifier.BertTextClassifier` and `text_embedder.BertTextEmbedder`
+are its two models."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from modeling import preprocessing
+from modeling.data import input_pipeline
+from modeling.data import long_inputs as long_inputs_lib
+from modeling.training import optimization
+from modeling.training import predictor
+
+DEFAULT_BATCH_SIZE = 32
+# The feature naming each window's text (fit and evaluate with head_tail or
+# chunks): BertTextClassifier.call combines a text's windows.
+WINDOW_TEXT = "window_text"
+
+
+class TextModel(keras.Model):
+    """The base of the Keras API on raw text: what BertTextClassifier
+    (text_classifier.py) and BertTextEmbedder (text_embedder.py) share: a task model
+    (`_INNER` names its attribute) behind a BertPreprocessor, batches cut
+    to their longest row, the long-input strategy, the one predictor, and
+    their Keras config."""
+
+    _INNER = None
+
+    def _set_up(self, preprocessor, dynamic_padding, long_inputs):
+        self.preprocessor = preprocessor
+        self.dynamic_padding = bool(dynamic_padding)
+        self.long_inputs = long_inputs_lib.as_long_inputs(long_inputs)
+        # Raw texts (lists of str too) reach `call` as they are.
+        self._convert_input_args = False
+        self._allow_non_tensor_positional_args = True
+
+    def compile_from_config(self, config):
+        """As Keras's (which skips a custom compile): the saved optimizer,
+        loss and metrics go to `compile`, which takes them as they are, and
+        the optimizer is built so that load_model restores its slots and
+        step."""
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        self.optimizer.build(self.trainable_variables)
+
+    def get_config(self):
+        return {
+            "name": self.name,
+            self._INNER: keras.saving.serialize_keras_object(
+                getattr(self, self._INNER)
+            ),
+            "preprocessor": keras.saving.serialize_keras_object(
+                self.preprocessor
+            ),
+            "dynamic_padding": self.dynamic_padding,
+            "long_inputs": self.long_inputs.to_json(),
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in (cls._INNER, "preprocessor"):
+            config[key] = keras.saving.deserialize_keras_object(config[key])
+        if "long_inputs" in config:
+            config["long_inputs"] = long_inputs_lib.LongInputs.from_json(
+                config["long_inputs"]
+            )
+        return cls(**config)
+
+    def _predictor(self, batch_size):
+        """The one predictor over the task model: length-sorted batches
+        with dynamic_padding, fixed shapes without (TPUs)."""
+        backend = predictor.TensorFlowBackend(
+            getattr(self, self._INNER), self.distribute_strategy
+        )
+        return predictor.Predictor(
+            backend,
+            batch_size,
+            length_sorted=self.dynamic_padding,
+            multiple=(
+                input_pipeline.padding_multiple(
+                    self.preprocessor.sequence_length, True
+                )
+                if self.jit_compile
+                else 1
+            ),
+        )
+
+    def _predict_long(self, text_a, text_b, batch_size, **outputs):
+        """head_tail or chunks: the features made in Python (the same
+        ids), each text's windows combined (predictor.Predictor.texts)."""
+        return self._predictor(batch_size).texts(
+            self.preprocessor.full_tokenizer(),
+            self.preprocessor.sequence_length,
+            [str(t) for t in text_a],
+            None if text_b is None else [str(t) for t in text_b],
+            long_inputs=self.long_inputs,
+            **outputs,
+        )
+
+    def _preprocess(self, texts, windowed=False):
+        """Texts -> features, cut to the batch's longest row with
+        dynamic_padding (in a tf.data map). `windowed`: with head_tail or
+        chunks, the rows are the texts' windows (in the graph, as the
+        serving export makes them) and WINDOW_TEXT gives each one's text."""
+        if windowed and self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
+            text_a, text_b = preprocessing.split_texts(texts)
+            features, text = self.preprocessor.text.windows(
+                self.long_inputs, text_a, text_b
+            )
+            features[WINDOW_TEXT] = tf.cast(text, tf.int32)
+        else:
+            features = self.preprocessor(texts)
+        if self.dynamic_padding:
+            multiple = input_pipeline.padding_multiple(
+                self.preprocessor.sequence_length, bool(self.jit_compile)
+            )
+            features = input_pipeline.trim_padding(features, multiple)
+        return features
+
+    def _schedule_from_fit(self, epochs, steps_per_epoch, dataset):
+        """Gives the default optimizer the steps this fit runs (warmup,
+        then decay to 0 at the end), before its first update."""
+        optimizer = self.optimizer
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = optimizer.inner_optimizer
+        if not (
+            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
+            and optimizer.num_train_steps is None
+        ):
+            return
+        if steps_per_epoch is None:
+            steps_per_epoch = int(dataset.cardinality())
+            if steps_per_epoch < 0:
+                raise ValueError(
+                    "The dataset's length is unknown (or infinite): give "
+                    "steps_per_epoch, or an optimizer with num_train_steps"
+                )
+        optimizer.set_num_train_steps(epochs * steps_per_epoch)
+        # A train step traced before would keep the old schedule.
+        self.train_function = None
+
+
+def texts(x):
+    """The texts as what from_tensor_slices and BertPreprocessor take:
+    one array, or a tuple of two (pairs)."""
+    if isinstance(x, dict):
+        x = preprocessing.split_texts(x, convert=False)
+        if x[1] is None:
+            x = x[0]
+    if isinstance(x, tuple):
+        if len(x) != 2:
+            raise ValueError(
+                f"Texts are (text_a, text_b) pairs or single texts, got a "
+                f"tuple of {len(x)}"
+            )
+        a, b = (string_array(t) for t in x)
+        if len(a) != len(b):
+            raise ValueError(
+                f"text_a has {len(a)} texts but text_b has {len(b)}"
+            )
+        return a, b
+    return string_array(x)
+
+
+def string_array(texts):
+    if isinstance(texts, tf.Tensor):
+        return texts
+    texts = np.asarray(texts, dtype=object)
+    if texts.ndim != 1:
+        raise ValueError(
+            f"Texts must be one-dimensional (one string per example), got "
+            f"shape {texts.shape}"
+        )
+    return texts
