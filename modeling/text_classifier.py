@@ -227,58 +227,9 @@ class BertTextClassifier(text_model.TextModel):
             long_inputs=long_inputs,
         )
 
-    @staticmethod
-    def read_file(
-        path,
-        labels=None,
-        task_type="classification",
-        text_a_column=None,
-        text_b_column=None,
-        label_column=None,
-        label_separator=",",
-        skip_bad_rows=False,
-    ):
-        """A CSV / TSV / JSON Lines file as `fit`'s inputs, read as
-        run_classifier.py --task_name=custom reads it (the same columns,
-        labels, ids and errors; modeling/data/custom.py):
-
-            train = BertTextClassifier.read_file("train.csv")
-            model = BertTextClassifier.from_checkpoint(
-                folder, num_labels=len(train.labels))
-            model.fit(train.x, train.y, epochs=3)
-            dev = BertTextClassifier.read_file("dev.csv", labels=train.labels)
-
-        Args:
-          path: the file.
-          labels: the labels in id order; None: the file's, sorted. Give
-            the training file's labels when reading a dev file: a file
-            read with labels is evaluation data, where a label outside them
-            is an error even with skip_bad_rows (dropping those rows would
-            bias the metrics), as run_classifier.py's dev file.
-          task_type: "classification", "regression" or "multi_label".
-          text_a_column, text_b_column, label_column, label_separator,
-            skip_bad_rows: as run_classifier.py's flags.
-
-        Returns:
-          FileInputs(x, y, labels, ids): x the texts (or a (text_a, text_b)
-          pair of arrays), y the class ids (floats for regression, 0/1
-          [N, L] for multi-label), labels in id order (None for
-          regression), ids each row's id (its id column or line).
-
-        Raises:
-          ValueError: naming the file and line (see run_classifier.py's
-            --task_name=custom).
-        """
-        return custom.read_file(
-            path,
-            labels=labels,
-            task_type=task_type,
-            text_a_column=text_a_column,
-            text_b_column=text_b_column,
-            label_column=label_column,
-            label_separator=label_separator,
-            skip_bad_rows=skip_bad_rows,
-        )
+    # Your own CSV / TSV / JSON Lines file as fit's inputs
+    # (modeling/data/custom.py).
+    read_file = staticmethod(custom.read_file)
 
     # === Keras ===
 

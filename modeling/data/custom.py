@@ -687,13 +687,36 @@ def read_file(
     label_separator=DEFAULT_LABEL_SEPARATOR,
     skip_bad_rows=False,
 ):
-    """A CSV / TSV / JSON Lines file as Keras `fit`'s inputs, read as
-    run_classifier.py --task_name=custom reads it (the same columns, labels,
-    ids and errors): BertTextClassifier.read_file, which documents the
-    arguments.
+    """A CSV / TSV / JSON Lines file as `fit`'s inputs, read as
+    run_classifier.py --task_name=custom reads it (the same columns,
+    labels, ids and errors); BertTextClassifier.read_file:
+
+        train = BertTextClassifier.read_file("train.csv")
+        model = BertTextClassifier.from_checkpoint(
+            folder, num_labels=len(train.labels))
+        model.fit(train.x, train.y, epochs=3)
+        dev = BertTextClassifier.read_file("dev.csv", labels=train.labels)
+
+    Args:
+      path: the file.
+      labels: the labels in id order; None: the file's, sorted. Give
+        the training file's labels when reading a dev file: a file
+        read with labels is evaluation data, where a label outside them
+        is an error even with skip_bad_rows (dropping those rows would
+        bias the metrics), as run_classifier.py's dev file.
+      task_type: "classification", "regression" or "multi_label".
+      text_a_column, text_b_column, label_column, label_separator,
+        skip_bad_rows: as run_classifier.py's flags.
 
     Returns:
-      FileInputs(x, y, labels, ids).
+      FileInputs(x, y, labels, ids): x the texts (or a (text_a, text_b)
+      pair of arrays), y the class ids (floats for regression, 0/1
+      [N, L] for multi-label), labels in id order (None for
+      regression), ids each row's id (its id column or line).
+
+    Raises:
+      ValueError: naming the file and line (see run_classifier.py's
+        --task_name=custom).
     """
     # With the training run's labels: evaluation data.
     split = "train" if labels is None else "dev"
