@@ -46,7 +46,7 @@ max_seq_length 256, the same folder, for each of --seeds:
               decay added to the update), written here in torch: whether
               a difference between the first two is the optimizer's.
 Each ends with the STS-B dev Spearman of its vectors (the same function,
-tasks.embeddings.spearman over the cosine similarities); the wall time and
+tasks.metrics.spearman over the cosine similarities); the wall time and
 the process tree's peak memory beside it. The two sides shuffle with
 different generators, so the seeds give each side's noise.
 """
@@ -110,9 +110,10 @@ def make_encoder(system, root, threads):
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(1)
+        from modeling.tasks import embedding_model
         from modeling.tasks import embeddings
 
-        embedder = embeddings.make_embedder(
+        embedder = embedding_model.make_embedder(
             embeddings.Settings(
                 init_checkpoint=folder,
                 export_dir="unused",
@@ -152,16 +153,17 @@ def worker(args):
         encode([text])
         times.append(time.perf_counter() - begin)
     times = times[10:]
-    from modeling.tasks import embeddings
+    from modeling.tasks import embedding_search
+    from modeling.tasks import metrics
 
-    similarity = embeddings.cosine(encode(first), encode(second))
+    similarity = embedding_search.cosine(encode(first), encode(second))
     record = {
         "texts": len(texts),
         "seconds": round(seconds, 2),
         "texts_per_s": round(len(texts) / seconds, 1),
         "latency_p50_ms": round(1000 * float(np.percentile(times, 50)), 2),
         "latency_p99_ms": round(1000 * float(np.percentile(times, 99)), 2),
-        "stsb_dev_spearman": round(embeddings.spearman(similarity, scores), 6),
+        "stsb_dev_spearman": round(metrics.spearman(similarity, scores), 6),
     }
     np.save(root / f"vectors_{args.system}.npy", vectors[:200])
     memory.report(record)
@@ -223,7 +225,8 @@ def _train_st(args, out, train_file, dev_file):
     from sentence_transformers import SentenceTransformerTrainingArguments
     from sentence_transformers import losses
 
-    from modeling.tasks import embeddings
+    from modeling.tasks import embedding_search
+    from modeling.tasks import metrics
 
     torch.set_num_threads(args.threads)
     rows = _tsv(train_file)
@@ -278,13 +281,13 @@ def _train_st(args, out, train_file, dev_file):
     def encode(texts):
         return model.encode(texts, batch_size=BATCH_SIZE, convert_to_numpy=True)
 
-    similarity = embeddings.cosine(
+    similarity = embedding_search.cosine(
         encode([r["sentence1"] for r in dev]),
         encode([r["sentence2"] for r in dev]),
     )
     seconds = time.perf_counter() - start
     scores = [float(r["score"]) for r in dev]
-    return embeddings.spearman(similarity, scores), seconds
+    return metrics.spearman(similarity, scores), seconds
 
 
 def _original_adam(model, learning_rate):

@@ -22,6 +22,9 @@ from constants import TINY_VOCAB
 from modeling import config as config_lib
 from modeling import errors
 from modeling import models
+from modeling.tasks import embedding_model
+from modeling.tasks import embedding_search
+from modeling.tasks import embedding_training
 from modeling.tasks import embeddings
 from modeling.tasks import metrics
 
@@ -177,7 +180,7 @@ def test_search_equals_brute_force(tmp_path):
         for x in (out / embeddings.SEARCH_RESULTS_FILE).read_text().splitlines()
     ]
     assert [r["id"] for r in results] == ["q0", "q1", "q2"]
-    embedder = embeddings.make_embedder(
+    embedder = embedding_model.make_embedder(
         _settings(tmp_path, folder, export_dir="unused")
     )
     query_vectors = embedder.embed(queries)
@@ -208,8 +211,10 @@ def test_search_equals_brute_force(tmp_path):
     again = (out / "again" / embeddings.SEARCH_RESULTS_FILE).read_text()
     assert again == (out / embeddings.SEARCH_RESULTS_FILE).read_text()
     # Chunks of 3 corpus rows give the one-pass top-k.
-    index, values = embeddings.top_k(query_vectors, corpus_vectors, 5, 3)
-    one_index, one_values = embeddings.top_k(query_vectors, corpus_vectors, 5)
+    index, values = embedding_search.top_k(query_vectors, corpus_vectors, 5, 3)
+    one_index, one_values = embedding_search.top_k(
+        query_vectors, corpus_vectors, 5
+    )
     np.testing.assert_array_equal(index, one_index)
     # Another matmul blocking: the last bits may differ.
     tolerance.assert_float32_close(values, one_values)
@@ -229,7 +234,7 @@ def test_retrieval_scores_against_brute_force(tmp_path):
     results = embeddings.run(
         _settings(tmp_path, folder, do_eval=True, eval_file=str(eval_file))
     )
-    embedder = embeddings.make_embedder(
+    embedder = embedding_model.make_embedder(
         _settings(tmp_path, folder, export_dir="unused")
     )
     corpus = list(dict.fromkeys(p for _, p in pairs))
@@ -477,13 +482,15 @@ def test_training_lowers_the_loss_and_raises_the_score(tmp_path, kind):
     metric = "eval_spearman_cosine" if kind == "cosent" else "eval_mrr_at_10"
 
     def loss_of(model_settings):
-        embedder = embeddings.make_embedder(model_settings)
-        arrays, loss, _ = embeddings.read_train_file(
+        embedder = embedding_model.make_embedder(model_settings)
+        arrays, loss, _ = embedding_training.read_train_file(
             str(train_file), embedder.tokenizer, 64
         )
         features = {k: tf.constant(v) for k, v in arrays.items()}
         outputs = embedder.model(features)
-        return float(embeddings.loss_fn(loss)(features, outputs)["loss"])
+        return float(
+            embedding_training.loss_fn(loss)(features, outputs)["loss"]
+        )
 
     before = embeddings.run(
         _settings(
@@ -597,14 +604,14 @@ def test_keras_fit_lowers_the_loss_and_raises_the_score(tmp_path, kind):
 
     def score():
         if kind == "cosent":
-            similarity = embeddings.cosine(
+            similarity = embedding_search.cosine(
                 model.encode(held_out["sentence1"]),
                 model.encode(held_out["sentence2"]),
             )
             scores = np.array(held_out["score"], np.float32)
             return metrics.spearman(similarity, scores)
         corpus = list(dict.fromkeys(held_out["positive"]))
-        return embeddings.retrieval_scores(
+        return embedding_search.retrieval_scores(
             model.encode(held_out["anchor"]),
             model.encode(corpus),
             [corpus.index(p) for p in held_out["positive"]],
@@ -653,7 +660,7 @@ def test_long_inputs_keep_the_vectors_of_texts_that_fit(
     settings = _settings(
         tmp_path, minilm_dir, export_dir="unused", long_inputs=strategy
     )
-    embedder = embeddings.make_embedder(settings)
+    embedder = embedding_model.make_embedder(settings)
     got = embedder.embed(texts)
     _, cut = classifier_data.text_arrays(texts, 256, embedder.tokenizer)
     lengths = [len(embedder.tokenizer.tokenize(t)) for t in texts]
@@ -750,7 +757,7 @@ def test_a_trained_folder_is_read_as_it_was_trained(trained_st):
         "hidden_act": "gelu_exact",
         "init_checkpoint": str(trained_st["st"]),
     }
-    source = embeddings.read_settings_model(
+    source = embedding_model.read_settings_model(
         embeddings.Settings(
             init_checkpoint=str(trained_st["st"]),
             output_dir=str(trained),
