@@ -759,11 +759,12 @@ def prepare_export(root, model, quantize):
         return folder
     from modeling import task_kinds
     from modeling.export import serving
+    from modeling.text import in_graph
 
     model_folder = root / "models" / model
     serving.export_classifier(
         project_model(model_folder, "classify"),
-        serving.make_preprocessor(str(model_folder / "vocab.txt"), True, 128),
+        in_graph.TextPreprocessor(str(model_folder / "vocab.txt"), True, 128),
         str(folder),
         kind=task_kinds.get(task_kinds.CLASSIFICATION),
         has_text_b=False,

@@ -1,7 +1,7 @@
 """Raw text -> the model's inputs, as a Keras layer.
 
 `BertPreprocessor` is the serving export's in-graph preprocessor
-(`export.serving.TextPreprocessor`: `InGraphTokenizer` then `InputPacker`)
+(`text.in_graph.TextPreprocessor`: `InGraphTokenizer` then `InputPacker`)
 behind a Keras layer, so it goes where Keras users put preprocessing: in a
 `tf.data` pipeline (`dataset.map(preprocessor)`), in front of a model
 (`BertTextClassifier`), in a `.keras` file. Its ids are FullTokenizer's and
@@ -20,7 +20,7 @@ from absl import logging
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling.data import input_pipeline
-from modeling.export import serving
+from modeling.text import in_graph
 from modeling.text import tokenization
 from modeling.text import vocabulary as vocabulary_lib
 
@@ -66,7 +66,7 @@ class BertPreprocessor(keras.layers.Layer):
         self.vocabulary = tuple(vocabulary_lib.read_vocab_lines(vocabulary))
         self.do_lower_case = bool(do_lower_case)
         self.sequence_length = int(sequence_length)
-        self.text = serving.TextPreprocessor(
+        self.text = in_graph.TextPreprocessor(
             self.vocabulary, self.do_lower_case, self.sequence_length
         )
         self.built = True

@@ -21,6 +21,7 @@ from modeling import models
 from modeling import task_kinds
 from modeling.data import classifier_data
 from modeling.export import serving
+from modeling.text import in_graph
 from modeling.text import tokenization
 
 SEQ = 24
@@ -85,7 +86,7 @@ def test_saved_model_in_fresh_process_matches_python_path(classifier, tmp_path):
     export_dir = str(tmp_path / "export")
     serving.export_classifier(
         model,
-        serving.make_preprocessor(vocab_file, True, SEQ),
+        in_graph.TextPreprocessor(vocab_file, True, SEQ),
         export_dir,
         kind=task_kinds.get("classification"),
         has_text_b=False,

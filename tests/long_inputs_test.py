@@ -244,7 +244,7 @@ def test_in_graph_windows_are_the_written_ones(uncased_vocab_file):
     windows a text)."""
     import tensorflow as tf
 
-    from modeling.export import serving
+    from modeling.text import in_graph
 
     tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
     examples = _mrpc_dev()[:64]
@@ -255,7 +255,7 @@ def test_in_graph_windows_are_the_written_ones(uncased_vocab_file):
         for e in examples
     ]
     for seq, stride in ((48, 0), (20, 5)):
-        preprocessor = serving.TextPreprocessor(uncased_vocab_file, True, seq)
+        preprocessor = in_graph.TextPreprocessor(uncased_vocab_file, True, seq)
         for strategy in STRATEGIES:
             config = long_inputs.LongInputs(
                 strategy, head_tokens=4, chunk_stride=stride

@@ -594,10 +594,11 @@ def test_servers_answer_an_empty_batch(tiny_bert_config, uncased_vocab_file):
     from modeling import task_kinds
     from modeling.export import serving
     from modeling.export import task_serving
+    from modeling.text import in_graph
 
     vocab = uncased_vocab_file
     classifier = models.BertClassifier(tiny_bert_config, 3)
-    preprocessor = serving.make_preprocessor(vocab, True, 16)
+    preprocessor = in_graph.TextPreprocessor(vocab, True, 16)
     for kind, has_b in (
         (task_kinds.get("classification"), True),
         (task_kinds.get("regression"), False),

@@ -15,6 +15,7 @@ from modeling import models
 from modeling import task_kinds
 from modeling.export import serving
 from modeling.export import task_serving
+from modeling.text import in_graph
 
 SEQ = 40
 SHORT = ["the cat sat", "a dog", "hello world is good"]
@@ -45,7 +46,7 @@ def test_classifier_pads_to_the_longest_row(config, vocab, tmp_path):
     export_dir = str(tmp_path / "export")
     serving.export_classifier(
         model,
-        serving.make_preprocessor(vocab, True, SEQ),
+        in_graph.TextPreprocessor(vocab, True, SEQ),
         export_dir,
         kind=task_kinds.get("classification"),
         has_text_b=True,

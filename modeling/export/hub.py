@@ -241,8 +241,8 @@ class HubPreprocessor(tf.Module):
         self, vocab_file, do_lower_case, seq_length, pad_to_longest=False
     ):
         super().__init__(name="preprocessing")
-        tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
-        packer = in_graph.InputPacker.from_vocab_file(vocab_file, seq_length)
+        text = in_graph.TextPreprocessor(vocab_file, do_lower_case, seq_length)
+        tokenizer, packer = text.tokenizer, text.packer
         self.tokenizer = tokenizer
         self.packer = packer
         self.vocab_file = tf.saved_model.Asset(vocab_file)

@@ -27,7 +27,6 @@ import tensorflow as tf
 from modeling import task_kinds
 from modeling.data import input_pipeline
 from modeling.export import folders
-from modeling.text import in_graph
 from modeling.text import vocabulary
 
 SERVING_DEFAULT = "serving_default"
@@ -35,53 +34,6 @@ SERVING_FEATURES = "serving_features"
 # A classifier export's copy of its vocabulary (bert_export.json "vocab_file").
 VOCAB_FILE = "vocab.txt"
 EXPORT_INFO_FILE = folders.EXPORT_INFO_FILE
-
-
-class TextPreprocessor(tf.Module):
-    """Raw strings -> the original's features, in graph.
-
-    `text_graph.InGraphTokenizer` gives FullTokenizer's ids and
-    `text_graph.InputPacker` packs them as `convert_single_example` does.
-
-    Args:
-      vocab_file: str, the vocabulary (stored inside the SavedModel).
-      do_lower_case: bool.
-      max_seq_length: int.
-    """
-
-    def __init__(self, vocab_file, do_lower_case, max_seq_length):
-        super().__init__(name="text_preprocessor")
-        self.vocab_file = vocab_file
-        self.do_lower_case = do_lower_case
-        self.tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
-        self.packer = in_graph.InputPacker.from_vocab_file(
-            vocab_file, max_seq_length
-        )
-
-    def __call__(self, text_a, text_b=None):
-        """string [batch] (x2) -> dict of int32 [batch, max_seq_length]."""
-        segment_a = self.tokenizer.tokenize(text_a)
-        segment_b = None
-        if text_b is not None:
-            segment_b = self.tokenizer.tokenize(text_b)
-        return self.packer(segment_a, segment_b)
-
-    def windows(self, long_inputs, text_a, text_b=None):
-        """Texts (pairs) [batch] -> the features of their windows as
-        `long_inputs` (head_tail or chunks) cuts them, as run_classifier
-        writes them (classifier_data.convert_example_windows): (dict of
-        int32 [R, max_seq_length], int64 [R] each window's text, a text's
-        windows consecutive)."""
-        words_b = None
-        if text_b is not None:
-            words_b = self.tokenizer.tokenize_text_words(text_b)
-        segment_a, segment_b, text = in_graph.long_input_windows(
-            self.tokenizer.tokenize_text_words(text_a),
-            words_b,
-            self.packer.max_seq_length,
-            long_inputs,
-        )
-        return self.packer(segment_a, segment_b), text
 
 
 def to_longest_row(features):
@@ -92,11 +44,6 @@ def to_longest_row(features):
     return input_pipeline.trim_padding(
         features, multiple=1, seq_features=tuple(features)
     )
-
-
-def make_preprocessor(vocab_file, do_lower_case, max_seq_length):
-    """The in-graph preprocessor the serving signature uses."""
-    return TextPreprocessor(vocab_file, do_lower_case, max_seq_length)
 
 
 def _cutting(long_inputs):

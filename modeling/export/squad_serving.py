@@ -128,10 +128,10 @@ class SquadServer(tf.Module):
     ):
         super().__init__(name="squad_server")
         self.model = model
-        self.tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
-        self.packer = in_graph.InputPacker.from_vocab_file(
-            vocab_file, max_seq_length
+        text = in_graph.TextPreprocessor(
+            vocab_file, do_lower_case, max_seq_length
         )
+        self.tokenizer, self.packer = text.tokenizer, text.packer
         tokens = vocabulary.read_vocab_lines(vocab_file)
         self.piece_lengths = tf.constant(piece_char_lengths(tokens), tf.int32)
         self.max_seq_length = max_seq_length

@@ -47,10 +47,10 @@ class TaggerServer(tf.Module):
     ):
         super().__init__(name="tagger_server")
         self.model = model
-        self.tokenizer = in_graph.InGraphTokenizer(vocab_file, do_lower_case)
-        self.packer = in_graph.InputPacker.from_vocab_file(
-            vocab_file, max_seq_length
+        text = in_graph.TextPreprocessor(
+            vocab_file, do_lower_case, max_seq_length
         )
+        self.tokenizer, self.packer = text.tokenizer, text.packer
         self.unk_id = vocabulary.load_vocab(vocab_file)[vocabulary.UNK_TOKEN]
         self.max_pieces = max_seq_length - 2
         self.labels = tf.constant(list(label_list))
@@ -120,7 +120,7 @@ class ChoiceServer(tf.Module):
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="choice_server")
         self.model = model
-        self.preprocessor = serving.make_preprocessor(
+        self.preprocessor = in_graph.TextPreprocessor(
             vocab_file, do_lower_case, max_seq_length
         )
 

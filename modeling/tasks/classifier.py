@@ -475,11 +475,12 @@ def restore_for_inference(task, trainer, element_spec):
 def export(task, model):
     """Writes the serving SavedModel to --export_dir."""
     from modeling.export import serving as export_lib
+    from modeling.text import in_graph
 
     s = task.settings
     export_lib.export_classifier(
         model,
-        export_lib.make_preprocessor(
+        in_graph.TextPreprocessor(
             s.vocab_file, s.do_lower_case, s.max_seq_length
         ),
         s.export_dir,

@@ -85,6 +85,7 @@ def export(settings, embedder):
     """--export_dir: the serving SavedModel (raw strings -> vectors), with
     model.tflite under a TF Lite --predict_runtime."""
     from modeling.export import serving
+    from modeling.text import in_graph
 
     s = settings
     source = embedder.source
@@ -98,7 +99,7 @@ def export(settings, embedder):
         )
     serving.export_embedder(
         embedder.model,
-        serving.make_preprocessor(
+        in_graph.TextPreprocessor(
             source.vocab_file, source.do_lower_case, source.max_seq_length
         ),
         s.export_dir,

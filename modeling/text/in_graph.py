@@ -596,3 +596,51 @@ def long_input_windows(words_a, words_b, max_seq_length, long_inputs):
     if single:
         return segment_a, None, text
     return segment_a, _choose(a_longer, shorter, window), text
+
+
+class TextPreprocessor(tf.Module):
+    """Raw strings -> the original's features, in graph: the one place the
+    in-graph tokenizer and packer are made (every serving export, the Hub
+    preprocessing model and the Keras BertPreprocessor build them here).
+
+    `InGraphTokenizer` gives FullTokenizer's ids and `InputPacker` packs
+    them as `convert_single_example` does.
+
+    Args:
+      vocab_file: str, the vocabulary (stored inside the SavedModel), or
+        its tokens in id order.
+      do_lower_case: bool.
+      max_seq_length: int.
+    """
+
+    def __init__(self, vocab_file, do_lower_case, max_seq_length):
+        super().__init__(name="text_preprocessor")
+        self.vocab_file = vocab_file
+        self.do_lower_case = do_lower_case
+        self.tokenizer = InGraphTokenizer(vocab_file, do_lower_case)
+        self.packer = InputPacker.from_vocab_file(vocab_file, max_seq_length)
+
+    def __call__(self, text_a, text_b=None):
+        """string [batch] (x2) -> dict of int32 [batch, max_seq_length]."""
+        segment_a = self.tokenizer.tokenize(text_a)
+        segment_b = None
+        if text_b is not None:
+            segment_b = self.tokenizer.tokenize(text_b)
+        return self.packer(segment_a, segment_b)
+
+    def windows(self, long_inputs, text_a, text_b=None):
+        """Texts (pairs) [batch] -> the features of their windows as
+        `long_inputs` (head_tail or chunks) cuts them, as run_classifier
+        writes them (classifier_data.convert_example_windows): (dict of
+        int32 [R, max_seq_length], int64 [R] each window's text, a text's
+        windows consecutive)."""
+        words_b = None
+        if text_b is not None:
+            words_b = self.tokenizer.tokenize_text_words(text_b)
+        segment_a, segment_b, text = long_input_windows(
+            self.tokenizer.tokenize_text_words(text_a),
+            words_b,
+            self.packer.max_seq_length,
+            long_inputs,
+        )
+        return self.packer(segment_a, segment_b), text
