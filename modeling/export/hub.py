@@ -52,6 +52,7 @@ from modeling import hub
 from modeling import models
 from modeling.data import input_pipeline
 from modeling.export import folders
+from modeling.export import saved_models
 from modeling.text import in_graph
 
 SERVING_DEFAULT = "serving_default"
@@ -339,8 +340,12 @@ def save_encoder(
         root = HubEncoder(bert, vocab_file, do_lower_case, mlm)
     finally:
         keras.config.set_dtype_policy(previous)
-    tf.saved_model.save(root, path, signatures=root.signatures())
-    folders.write_extra(path, hub.CONFIG_FILE, bert_config.to_json_string())
+    saved_models.write(
+        root,
+        path,
+        root.signatures(),
+        extras={hub.CONFIG_FILE: bert_config.to_json_string()},
+    )
 
 
 def save_preprocessing(
@@ -350,7 +355,7 @@ def save_preprocessing(
     root = HubPreprocessor(
         vocab_file, do_lower_case, seq_length, pad_to_longest
     )
-    tf.saved_model.save(root, path, signatures=root.signatures())
+    saved_models.write(root, path, root.signatures())
 
 
 def export(

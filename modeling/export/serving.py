@@ -20,13 +20,13 @@ tensors of the original's records directly.
 """
 
 import json
-import os
 
 import tensorflow as tf
 
 from modeling import task_kinds
 from modeling.data import input_pipeline
 from modeling.export import folders
+from modeling.export import saved_models
 from modeling.text import vocabulary
 
 SERVING_DEFAULT = "serving_default"
@@ -351,16 +351,17 @@ def save_export(server, export_dir, signatures, info, extra_files=None):
         a vocabulary) and what `info` records of a TF Lite model under
         "tflite" (None: none).
     """
+    files = None
+    if extra_files is not None:
+        files, tflite_info = extra_files
+        if tflite_info is not None:
+            info["tflite"] = tflite_info
     with folders.publishing(export_dir) as tmp_dir:
-        tf.saved_model.save(server, tmp_dir, signatures=signatures)
-        if extra_files is not None:
-            files, tflite_info = extra_files
-            if tflite_info is not None:
-                info["tflite"] = tflite_info
-            for name, content in files.items():
-                with tf.io.gfile.GFile(os.path.join(tmp_dir, name), "wb") as f:
-                    f.write(content)
-        folders.write_extra(
-            tmp_dir, EXPORT_INFO_FILE, json.dumps(info, indent=2) + "\n"
+        saved_models.write(
+            server,
+            tmp_dir,
+            signatures,
+            files,
+            {EXPORT_INFO_FILE: json.dumps(info, indent=2) + "\n"},
         )
     return export_dir
