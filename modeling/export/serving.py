@@ -62,7 +62,35 @@ def combine_windows(outputs, text, texts, long_inputs):
     return tf.math.unsorted_segment_mean(outputs, text, texts)
 
 
-class ClassifierServer(tf.Module):
+class Server(tf.Module):
+    """The base of every serving export's root: a model behind the in-graph
+    preprocessing, `serve_text` its serving_default signature (raw text
+    in), written by `save` with its vocabulary (for the TF-free servers,
+    modeling/tasks/lite.py) and its bert_export.json."""
+
+    def signatures(self):
+        """The concrete functions to save, keyed by signature name."""
+        return {SERVING_DEFAULT: self.serve_text.get_concrete_function()}
+
+    def save(self, export_dir, info, vocab, do_lower_case, extra_files=None):
+        """Writes the export (save_export) with the vocabulary `vocab` (a
+        path or its tokens) recorded in `info` (tokenization_files).
+
+        Args:
+          extra_files: None, or (files, tflite) as save_export's: a TF
+            Lite model and what `info` records of it.
+        """
+        files = tokenization_files(info, vocab, do_lower_case)
+        tflite_info = None
+        if extra_files is not None:
+            more, tflite_info = extra_files
+            files.update(more)
+        return save_export(
+            self, export_dir, self.signatures(), info, (files, tflite_info)
+        )
+
+
+class ClassifierServer(Server):
     """Holds the model and the in-graph preprocessor; defines the signatures.
 
     Args:
@@ -220,25 +248,24 @@ def export_classifier(
     ):
         if column:
             info[name] = column
-    files = tokenization_files(
-        info, preprocessor.vocab_file, preprocessor.do_lower_case
-    )
+    extra_files = None
     if tflite_quantize is not None:
         from modeling.export import tflite
 
         content, names = tflite.convert(
             model, tflite_quantize, outputs=server._outputs
         )
-        more, info["tflite"] = tflite.export_files(
-            content, names, tflite_quantize
-        )
-        files.update(more)
-    return save_export(
-        server, export_dir, server.signatures(), info, (files, None)
+        extra_files = tflite.export_files(content, names, tflite_quantize)
+    return server.save(
+        export_dir,
+        info,
+        preprocessor.vocab_file,
+        preprocessor.do_lower_case,
+        extra_files,
     )
 
 
-class EmbedderServer(tf.Module):
+class EmbedderServer(Server):
     """run_embeddings' serving model: raw strings [batch] -> "embeddings"
     float32 [batch, H] (models.BertEmbedder's pooled, and normalized,
     vectors), each batch cut to its longest tokenized row. With
@@ -298,17 +325,12 @@ def export_embedder(model, preprocessor, export_dir, description, extra_files):
         "inputs": ["text"],
         "outputs": ["embeddings"],
     }
-    return save_export(
-        server,
+    return server.save(
         export_dir,
-        {SERVING_DEFAULT: server.serve_text.get_concrete_function()},
         info,
-        with_tokenization(
-            info,
-            preprocessor.vocab_file,
-            preprocessor.do_lower_case,
-            extra_files,
-        ),
+        preprocessor.vocab_file,
+        preprocessor.do_lower_case,
+        extra_files,
     )
 
 
@@ -325,18 +347,6 @@ def tokenization_files(info, vocab, do_lower_case):
     info["vocab_file"] = VOCAB_FILE
     tokens = vocabulary.read_vocab_lines(vocab)
     return {VOCAB_FILE: "".join(t + "\n" for t in tokens).encode()}
-
-
-def with_tokenization(info, vocab_file, do_lower_case, extra_files):
-    """save_export's extra files: the TF Lite model's, if any, and the
-    vocabulary a server without TensorFlow reads (tokenization_files, which
-    records the tokenization in `info`)."""
-    files = tokenization_files(info, vocab_file, do_lower_case)
-    tflite_info = None
-    if extra_files is not None:
-        more, tflite_info = extra_files
-        files.update(more)
-    return files, tflite_info
 
 
 def save_export(server, export_dir, signatures, info, extra_files=None):

@@ -101,7 +101,7 @@ def doc_windows(num_pieces, max_doc, doc_stride):
     return example, start, length
 
 
-class SquadServer(tf.Module):
+class SquadServer(serving.Server):
     """Raw questions and contexts -> answers (run_squad's model).
 
     Args:
@@ -386,13 +386,6 @@ def export_squad(model, settings, export_dir, extra_files=None):
             "end_piece",
         ],
     }
-    signatures = {SERVING_DEFAULT: server.serve_text.get_concrete_function()}
-    return serving.save_export(
-        server,
-        export_dir,
-        signatures,
-        info,
-        serving.with_tokenization(
-            info, s.vocab_file, s.do_lower_case, extra_files
-        ),
+    return server.save(
+        export_dir, info, s.vocab_file, s.do_lower_case, extra_files
     )

@@ -33,7 +33,7 @@ SERVING_DEFAULT = serving.SERVING_DEFAULT
 EXPORT_INFO_FILE = serving.EXPORT_INFO_FILE
 
 
-class TaggerServer(tf.Module):
+class TaggerServer(serving.Server):
     """Raw sentences -> one tag per word (run_ner's model).
 
     Args:
@@ -114,7 +114,7 @@ class TaggerServer(tf.Module):
         }
 
 
-class ChoiceServer(tf.Module):
+class ChoiceServer(serving.Server):
     """Raw SWAG fields -> choice probabilities (run_multiple_choice)."""
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
@@ -154,14 +154,6 @@ class ChoiceServer(tf.Module):
         }
 
 
-def _save(server, export_dir, info, extra_files=None):
-    """The SavedModel (raw text in) and its bert_export.json, atomically."""
-    signatures = {SERVING_DEFAULT: server.serve_text.get_concrete_function()}
-    return serving.save_export(
-        server, export_dir, signatures, info, extra_files
-    )
-
-
 def export_tagger(
     model,
     vocab_file,
@@ -183,12 +175,7 @@ def export_tagger(
         "inputs": ["text"],
         "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
     }
-    return _save(
-        server,
-        export_dir,
-        info,
-        serving.with_tokenization(info, vocab_file, do_lower_case, extra_files),
-    )
+    return server.save(export_dir, info, vocab_file, do_lower_case, extra_files)
 
 
 def export_multiple_choice(
@@ -208,9 +195,4 @@ def export_multiple_choice(
         "inputs": ["sent1", "sent2", "endings"],
         "outputs": ["probabilities", "logits"],
     }
-    return _save(
-        server,
-        export_dir,
-        info,
-        serving.with_tokenization(info, vocab_file, do_lower_case, extra_files),
-    )
+    return server.save(export_dir, info, vocab_file, do_lower_case, extra_files)
