@@ -13,6 +13,9 @@ scripts read our checkpoints and we read theirs. The format is read and
 written by modeling/tensor_bundle.py, and the `checkpoint` state file parsed
 here: this module imports neither TensorFlow nor Keras, so checkpoints load
 and save under the JAX backend on machines without TensorFlow.
+
+One module, over 500 lines: the original checkpoint layout in one place:
+resolve, read, load by name, write.
 """
 
 import dataclasses

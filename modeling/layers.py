@@ -9,6 +9,9 @@ checkpoint is a name match with shape checks (modeling/checkpoints.py).
 Letter legend for shapes: B = batch size, F = `from` (query) length,
 T = `to` (key) length, N = attention heads, D = size per head, H = hidden size
 (= N * D), I = intermediate size, V = vocab size.
+
+One module, over 500 lines: the Transformer read top to bottom, as the
+original's modeling.py is read.
 """
 
 import math

@@ -24,6 +24,9 @@ tf.train.load_checkpoint and the original's TF1 scripts read it.
 Needs numpy and google-crc32c (modeling.data.tfrecord_io's masked CRC); no
 TensorFlow and no protobuf package: the few proto fields are decoded here.
 bfloat16 tensors need ml_dtypes (installed with TensorFlow or JAX).
+
+One module, over 500 lines: one file format, its reader and its writer, which
+must agree byte for byte.
 """
 
 import collections

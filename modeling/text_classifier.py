@@ -44,6 +44,9 @@ without gradient accumulation. `fit` runs `epochs * steps_per_epoch` steps
 (default steps_per_epoch: whole batches per epoch); run_classifier.py's
 `int(examples / batch * epochs)` is the same when the batch size divides
 the number of examples.
+
+One module, over 500 lines: one Keras model's whole API (construction, compile,
+fit, evaluate, predict, save, export), as keras-hub keeps a task.
 """
 
 import keras

@@ -11,6 +11,7 @@
 4. Floors: every module sits on one floor (FLOORS, lowest first) and
    imports only from its own floor or below, lazily inside a function or
    not; and no two modules import each other, directly or round a circle.
+5. A module over 500 lines says in its docstring why it is one module.
 """
 
 import ast
@@ -323,3 +324,20 @@ def test_no_import_cycles():
         if v not in index:
             visit(v)
     assert cycles == []
+
+
+# Modules stay near keras-hub's sizes: one over this many lines says why in
+# its docstring.
+LONG_MODULE_LINES = 500
+LONG_MODULE_REASON = "One module, over 500 lines:"
+
+
+def test_a_long_module_says_why_it_is_one():
+    unexplained = []
+    for name, path in _library_modules().items():
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > LONG_MODULE_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if LONG_MODULE_REASON not in doc:
+                unexplained.append(name)
+    assert unexplained == []

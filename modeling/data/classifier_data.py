@@ -6,6 +6,10 @@ the same features and records as the original's `run_classifier.py`;
 other cutting rules) is importable from here, as the original's was.
 The GLUE/XNLI processors that make the examples are in classifier_processors.
 Regression tasks (STS-B) carry a float label and write it as a float feature.
+
+One module, over 500 lines: the original's run_classifier data path from
+example to record, read in order: the packing sits beside the records it must
+reproduce.
 """
 
 import os

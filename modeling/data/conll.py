@@ -24,6 +24,9 @@ only a single word longer than a whole window loses its trailing pieces,
 which carry no label anyway.
 
 No TensorFlow here: features are lists of ints (tasks/ner.py batches them).
+
+One module, over 500 lines: one data path, files to sentences to windows to
+features and back to the file's lines, whose ends must meet.
 """
 
 import dataclasses

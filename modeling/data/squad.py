@@ -31,6 +31,9 @@ counted.
 
 Nothing here imports TensorFlow: records are framed by data/tfrecord_io and
 encoded by `encode_example` (the bytes of input_pipeline.serialize_example).
+
+One module, over 500 lines: the original's SQuAD data path, example to record,
+every rule of which must match the original's.
 """
 
 import dataclasses

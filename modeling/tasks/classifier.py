@@ -8,6 +8,9 @@ written to output_dir (train/eval/predict.tf_record), training for
 `int(num_train_steps * warmup_proportion)` warmup steps, eval_results.txt and
 test_results.tsv. Training, checkpoints and resuming are the shared
 modeling.training.trainer loop's.
+
+One module, over 500 lines: run_classifier's steps in the original's order; its
+data, evaluation, settings and export are their own modules.
 """
 
 import dataclasses

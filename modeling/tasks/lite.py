@@ -23,6 +23,10 @@ project's TF-free modules) never import TensorFlow or Keras:
 tests/layering_test.py checks it, and tests/lite_test.py runs it with
 `import tensorflow` failing. Install without TensorFlow: see
 docs/serving-lite.md.
+
+One module, over 500 lines: the LiteRT servers share the export reader, the
+Python tokenizer and the file predictor; splitting it per task is still open
+(issue 38).
 """
 
 import json

@@ -23,6 +23,9 @@ Added:
   the best one by F1 under output_dir/best/;
 - training, resuming and the speed/distribution flags are the shared
   modeling.training.trainer loop's.
+
+One module, over 500 lines: run_squad's steps in the original's order; its
+data, post-processing, metrics and export are their own modules.
 """
 
 import dataclasses

@@ -34,6 +34,10 @@ code points unassigned in Python's Unicode 14 that ICU's NFD decomposes
 (Unicode 16 scripts) could differ only inside words that hold them, which
 are "[UNK]" under any vocabulary without those scripts (a vocabulary with
 them is refused). tests/text_graph_test.py checks every code point.
+
+One module, over 500 lines: the in-graph twin of text/tokenization.py, of the
+features' packing and of the long-input windows, compared id for id by the
+tests.
 """
 
 import tensorflow as tf

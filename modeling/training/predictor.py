@@ -31,6 +31,9 @@ distribution strategy; `TFLiteBackend`, a TF Lite model (float32, or
 dynamic-range int8) with XNNPACK on this host's CPU. This module is the one
 place that compiles a predict step and the one that creates TF Lite
 interpreters.
+
+One module, over 500 lines: the one predictor and its three backends, which
+share its batching contract.
 """
 
 import hashlib

@@ -24,6 +24,9 @@ backward pass, checkpoints every `save_checkpoints_steps` in the original
 format (resumed automatically, with a fallback when the newest is damaged),
 a checkpoint on SIGTERM, a clear error on a non-finite loss, logs and
 TensorBoard summaries in output_dir.
+
+One module, over 500 lines: the loop, its checkpoints, resumption and logs
+share the loop's state.
 """
 
 import dataclasses
