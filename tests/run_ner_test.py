@@ -357,9 +357,11 @@ print(json.dumps({k: v.numpy().tolist() for k, v in out.items()},
 def test_export_tags_raw_text_like_the_prediction_file(ner_run, tiny_files):
     """The SavedModel, loaded in a fresh process with only TF and
     tensorflow-text, tags the test sentences (one with several windows)
-    as test_predictions.txt does, with the Python path's probabilities."""
+    as test_predictions.txt does, with the Python path's probabilities. An
+    empty text among them gets no tags and moves no other sentence's."""
     data = conll.read_conll(tiny_files / "data" / "test.txt")
     texts = [" ".join(s.words) for s in data.sentences]
+    texts.insert(1, "")
     proc = subprocess.run(
         [
             sys.executable,
@@ -375,6 +377,9 @@ def test_export_tags_raw_text_like_the_prediction_file(ner_run, tiny_files):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     served = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert served["num_words"][1] == 0
+    assert set(served["tags"][1]) <= {""}
+    served = {key: rows[:1] + rows[2:] for key, rows in served.items()}
     lines = (ner_run / "test_predictions.txt").read_text().splitlines()
     want = [
         [lines[n - 1].rsplit(" ", 1)[1] for n in s.line_numbers]
