@@ -758,11 +758,11 @@ def prepare_export(root, model, quantize):
     if folder.exists():
         return folder
     from modeling import task_kinds
-    from modeling.export import serving
+    from modeling.export import classifier as classifier_export
     from modeling.text import in_graph
 
     model_folder = root / "models" / model
-    serving.export_classifier(
+    classifier_export.export_classifier(
         project_model(model_folder, "classify"),
         in_graph.TextPreprocessor(str(model_folder / "vocab.txt"), True, 128),
         str(folder),

@@ -131,7 +131,7 @@ class TaskKind:
         """What labels.json and bert_export.json record of the kind."""
         return {"task_type": self.name}
 
-    # The serving export's outputs (modeling/export/serving.py), by name.
+    # The serving export's outputs (modeling/export/classifier.py), by name.
     serving_output_names = ("probabilities", "logits", "predictions")
 
     def serving_outputs(self, logits):

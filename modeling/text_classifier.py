@@ -60,7 +60,8 @@ from modeling import text_model
 from modeling.data import custom
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
-from modeling.export import serving
+from modeling.export import base
+from modeling.export import classifier as classifier_export
 from modeling.training import checkpoint_manager
 from modeling.training import optimization
 
@@ -249,7 +250,7 @@ class BertTextClassifier(text_model.TextModel):
         inputs = dict(inputs)
         text = inputs.pop(text_model.WINDOW_TEXT)
         logits = self.classifier(inputs, training=training)
-        return serving.combine_windows(
+        return base.combine_windows(
             logits, text, tf.reduce_max(text) + 1, self.long_inputs
         )
 
@@ -488,7 +489,7 @@ class BertTextClassifier(text_model.TextModel):
           label_list: the class names in id order (recorded in
             assets.extra/bert_export.json), or None.
         """
-        return serving.export_classifier(
+        return classifier_export.export_classifier(
             self.classifier,
             self.preprocessor.text,
             export_dir,

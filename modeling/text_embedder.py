@@ -322,7 +322,7 @@ class BertTextEmbedder(text_model.TextModel):
         """Writes run_embeddings.py's serving SavedModel (--export_dir):
         raw strings in, "embeddings" out, each batch padded to its longest
         row."""
-        from modeling.export import serving
+        from modeling.export import embedder as embedder_export
 
         description = {
             "source": "keras",
@@ -335,7 +335,7 @@ class BertTextEmbedder(text_model.TextModel):
         if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
             # Both servers window as this model does.
             description.update(self.long_inputs.to_json())
-        return serving.export_embedder(
+        return embedder_export.export_embedder(
             self.embedder, self.preprocessor.text, export_dir, description, None
         )
 

@@ -1,4 +1,4 @@
-"""Tests for modeling.export.serving: the serving SavedModel on raw text.
+"""Tests for modeling.export.classifier (and base): the serving SavedModel on raw text.
 
 The SavedModel is loaded in a fresh process that imports only TensorFlow and
 tensorflow-text (not this package), and must give the numbers of the Python
@@ -20,7 +20,7 @@ from modeling import convert
 from modeling import models
 from modeling import task_kinds
 from modeling.data import classifier_data
-from modeling.export import serving
+from modeling.export import classifier as classifier_export
 from modeling.text import in_graph
 from modeling.text import tokenization
 
@@ -84,7 +84,7 @@ def test_saved_model_in_fresh_process_matches_python_path(classifier, tmp_path):
     model, vocab_file = classifier
     labels = ["a", "b", "c"]
     export_dir = str(tmp_path / "export")
-    serving.export_classifier(
+    classifier_export.export_classifier(
         model,
         in_graph.TextPreprocessor(vocab_file, True, SEQ),
         export_dir,
@@ -131,7 +131,7 @@ def test_features_signature_and_regression_outputs(tiny_config_dict):
         "segment_ids": tf.constant([[0, 0, 1, 0], [0, 1, 1, 1]]),
     }
     logits = model(batch, training=False).numpy()
-    server = serving.ClassifierServer(
+    server = classifier_export.ClassifierServer(
         model,
         preprocessor=None,
         kind=task_kinds.get("regression"),
@@ -143,7 +143,7 @@ def test_features_signature_and_regression_outputs(tiny_config_dict):
     np.testing.assert_allclose(out["score"], logits[:, 0], atol=1e-6)
     model = models.BertClassifier(config, num_labels=3)
     logits = model(batch, training=False).numpy()
-    server = serving.ClassifierServer(
+    server = classifier_export.ClassifierServer(
         model, None, task_kinds.get("classification"), True
     )
     out = server.serve_features(*(batch[n] for n in names))

@@ -592,8 +592,10 @@ def test_servers_answer_an_empty_batch(tiny_bert_config, uncased_vocab_file):
     the pooler's slice of a sequence of length 0)."""
     from modeling import models
     from modeling import task_kinds
-    from modeling.export import serving
-    from modeling.export import task_serving
+    from modeling.export import base
+    from modeling.export import classifier as classifier_export
+    from modeling.export import multiple_choice as choice_export
+    from modeling.export import tagger as tagger_export
     from modeling.text import in_graph
 
     vocab = uncased_vocab_file
@@ -608,8 +610,10 @@ def test_servers_answer_an_empty_batch(tiny_bert_config, uncased_vocab_file):
             if kind.name != "regression"
             else (models.BertClassifier(tiny_bert_config, 1))
         )
-        server = serving.ClassifierServer(model, preprocessor, kind, has_b)
-        serve = server.signatures()[serving.SERVING_DEFAULT]
+        server = classifier_export.ClassifierServer(
+            model, preprocessor, kind, has_b
+        )
+        serve = server.signatures()[base.SERVING_DEFAULT]
         args = {"text_a": _empty()}
         if has_b:
             args["text_b"] = _empty()
@@ -618,7 +622,7 @@ def test_servers_answer_an_empty_batch(tiny_bert_config, uncased_vocab_file):
             assert value.shape[0] == 0, name
         if kind.name == "classification":
             assert out["probabilities"].shape == (0, 3)
-    tagger = task_serving.TaggerServer(
+    tagger = tagger_export.TaggerServer(
         models.BertTokenClassifier(tiny_bert_config, 5),
         vocab,
         True,
@@ -627,7 +631,7 @@ def test_servers_answer_an_empty_batch(tiny_bert_config, uncased_vocab_file):
     )
     out = tagger.serve_text(_empty())
     assert out["tags"].shape[0] == 0 and out["probabilities"].shape[-1] == 5
-    chooser = task_serving.ChoiceServer(
+    chooser = choice_export.ChoiceServer(
         models.BertMultipleChoice(tiny_bert_config), vocab, True, 16
     )
     out = chooser.serve_text(_empty(), _empty(), _empty((0, 4)))

@@ -13,8 +13,9 @@ import tolerance
 from modeling import config as config_lib
 from modeling import models
 from modeling import task_kinds
-from modeling.export import serving
-from modeling.export import task_serving
+from modeling.export import classifier as classifier_export
+from modeling.export import multiple_choice as choice_export
+from modeling.export import tagger as tagger_export
 from modeling.text import in_graph
 
 SEQ = 40
@@ -44,7 +45,7 @@ def _full_length(features):
 def test_classifier_pads_to_the_longest_row(config, vocab, tmp_path):
     model = models.BertClassifier(config, num_labels=3)
     export_dir = str(tmp_path / "export")
-    serving.export_classifier(
+    classifier_export.export_classifier(
         model,
         in_graph.TextPreprocessor(vocab, True, SEQ),
         export_dir,
@@ -71,7 +72,7 @@ def test_classifier_pads_to_the_longest_row(config, vocab, tmp_path):
 
 def test_tagger_and_multiple_choice_equal_full_length(config, vocab):
     tagger = models.BertTokenClassifier(config, 4)
-    server = task_serving.TaggerServer(
+    server = tagger_export.TaggerServer(
         tagger, vocab, True, SEQ, ["O", "B-X", "I-X", "B-Y"]
     )
     out = server.serve_text(tf.constant(SHORT))
@@ -88,7 +89,7 @@ def test_tagger_and_multiple_choice_equal_full_length(config, vocab):
         )
 
     chooser = models.BertMultipleChoice(config)
-    server = task_serving.ChoiceServer(chooser, vocab, True, SEQ)
+    server = choice_export.ChoiceServer(chooser, vocab, True, SEQ)
     endings = tf.constant([["sat", "is good"], ["hello", "world"]])
     sent1 = tf.constant(["the cat", "a dog is not"])
     sent2 = tf.constant(["", "bad"])

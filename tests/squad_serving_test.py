@@ -21,7 +21,7 @@ from constants import TINY_CONFIG
 from modeling import config as config_lib
 from modeling import models
 from modeling.data import squad as squad_data
-from modeling.export import squad_serving
+from modeling.export import squad as squad_export
 from modeling.tasks import squad as squad_lib
 from modeling.tasks import squad_postprocess
 from modeling.text import tokenization
@@ -118,7 +118,7 @@ def exports(model, uncased_vocab_file, tmp_path_factory):
         key = (n_best_size, v2, fast_nbest)
         if key not in made:
             folder = tmp_path_factory.mktemp("squad_export") / "export"
-            squad_serving.export_squad(
+            squad_export.export_squad(
                 model,
                 _settings(uncased_vocab_file, n_best_size, v2, fast_nbest),
                 str(folder),
@@ -294,7 +294,7 @@ def test_served_without_tensorflow(
     pytest.importorskip("ai_edge_litert")
     export = tmp_path / "export"
     content, names = tflite.convert(model)
-    squad_serving.export_squad(
+    squad_export.export_squad(
         model,
         _settings(uncased_vocab_file, 20, v2, fast_nbest),
         str(export),

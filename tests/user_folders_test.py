@@ -18,8 +18,8 @@ import tensorflow as tf
 from modeling import convert
 from modeling import errors
 from modeling.data import file_io
+from modeling.export import base
 from modeling.export import folders
-from modeling.export import serving
 from modeling.pretraining_data import records
 from modeling.tasks import classifier
 from modeling.tasks import embeddings
@@ -42,12 +42,12 @@ class _Server(tf.Module):
 
 
 def _export(path, info, files=None):
-    """A real export through serving.save_export (what every script's
+    """A real export through base.save_export (what every script's
     --export_dir and export_for_serving call)."""
     server = _Server()
     signatures = {"serving_default": server.double.get_concrete_function()}
     extra = None if files is None else (files, None)
-    return serving.save_export(server, str(path), signatures, info, extra)
+    return base.save_export(server, str(path), signatures, info, extra)
 
 
 def _info(path):
@@ -68,7 +68,7 @@ def _no_temporaries(folder):
     return not [p for p in folder.iterdir() if ".tmp-" in p.name]
 
 
-# === The export itself (serving.save_export, folders.publishing) ===
+# === The export itself (base.save_export, folders.publishing) ===
 
 
 def test_an_export_replaces_an_earlier_export(tmp_path):

@@ -2,7 +2,7 @@
 putting a new export where a folder already is.
 
 Every export is written under a temporary name beside its folder and
-renamed onto it when complete (`publishing`): serving.save_export
+renamed onto it when complete (`publishing`): base.save_export
 (run_classifier, run_squad, run_ner, run_multiple_choice and
 run_embeddings' --export_dir, the Keras models' export_for_serving) and
 hub.export (export_hub.py's --export_path). A folder can only be renamed
@@ -33,7 +33,7 @@ from modeling.data import file_io
 
 # Beside the SavedModel's own files: what this repository adds to it.
 EXTRA_ASSETS = "assets.extra"
-# A serving export's record (serving.save_export): labels, task kind,
+# A serving export's record (base.save_export): labels, task kind,
 # tokenization, and the files it wrote besides the SavedModel ("vocab_file",
 # "tflite": {"file": ...}).
 EXPORT_INFO_FILE = "bert_export.json"

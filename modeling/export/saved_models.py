@@ -1,5 +1,5 @@
 """The one writer of this repository's SavedModels: the serving exports
-(serving.save_export) and the Hub-style encoder and preprocessing models
+(base.save_export) and the Hub-style encoder and preprocessing models
 (hub.export). Publishing is the caller's: it writes into
 folders.publishing's temporary folder, which is renamed when complete."""
 

@@ -97,7 +97,7 @@ def convert(model, quantize=False, rank=2, outputs=None):
 def export_files(content, output_names, quantized):
     """What an export holds besides its SavedModel when its run predicts
     through TF Lite: ({EXPORT_FILE: the converted bytes}, its description
-    for bert_export.json), as serving.save_export's `extra_files` takes
+    for bert_export.json), as base.save_export's `extra_files` takes
     it."""
     info = {
         "file": EXPORT_FILE,

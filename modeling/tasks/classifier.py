@@ -477,11 +477,11 @@ def restore_for_inference(task, trainer, element_spec):
 
 def export(task, model):
     """Writes the serving SavedModel to --export_dir."""
-    from modeling.export import serving as export_lib
+    from modeling.export import classifier as classifier_export
     from modeling.text import in_graph
 
     s = task.settings
-    export_lib.export_classifier(
+    classifier_export.export_classifier(
         model,
         in_graph.TextPreprocessor(
             s.vocab_file, s.do_lower_case, s.max_seq_length

@@ -84,7 +84,7 @@ def predict(settings, embedder):
 def export(settings, embedder):
     """--export_dir: the serving SavedModel (raw strings -> vectors), with
     model.tflite under a TF Lite --predict_runtime."""
-    from modeling.export import serving
+    from modeling.export import embedder as embedder_export
     from modeling.text import in_graph
 
     s = settings
@@ -97,7 +97,7 @@ def export(settings, embedder):
         extra = tflite.export_files(
             backend.content, backend.output_names, backend.quantized
         )
-    serving.export_embedder(
+    embedder_export.export_embedder(
         embedder.model,
         in_graph.TextPreprocessor(
             source.vocab_file, source.do_lower_case, source.max_seq_length

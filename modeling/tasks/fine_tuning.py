@@ -235,7 +235,7 @@ def tflite_quantize(settings):
 def tflite_export_files(settings, model, rank=2):
     """What an --export_dir holds besides its SavedModel when the run
     evaluates and predicts through TF Lite (the same converted model), else
-    None: see serving.save_export's `extra_files`."""
+    None: see base.save_export's `extra_files`."""
     runtime = settings.run_config.runtime
     if runtime == "tensorflow":
         return None

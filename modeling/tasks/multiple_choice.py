@@ -190,9 +190,9 @@ def run(settings):
         )
 
     def export(model):
-        from modeling.export import task_serving
+        from modeling.export import multiple_choice as choice_export
 
-        task_serving.export_multiple_choice(
+        choice_export.export_multiple_choice(
             model,
             s.vocab_file,
             s.do_lower_case,

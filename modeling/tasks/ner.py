@@ -337,9 +337,9 @@ def run(settings):
         )
 
     def export(model):
-        from modeling.export import task_serving
+        from modeling.export import tagger as tagger_export
 
-        task_serving.export_tagger(
+        tagger_export.export_tagger(
             model,
             s.vocab_file,
             s.do_lower_case,

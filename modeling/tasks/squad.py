@@ -527,9 +527,9 @@ def run(settings):
             task, task.answers, trainer.global_step, write=trainer.is_chief
         )
     if s.export_dir and trainer.is_chief:
-        from modeling.export import squad_serving
+        from modeling.export import squad as squad_export
 
-        squad_serving.export_squad(
+        squad_export.export_squad(
             trainer.model,
             s,
             s.export_dir,

@@ -1,6 +1,6 @@
 """Serving SavedModels on raw text for run_ner.py and run_multiple_choice.py.
 
-Like the classifier's export (serving.py), the graph tokenizes with the
+Like the classifier's export (classifier.py), the graph tokenizes with the
 in-graph WordPiece tokenizer (the ids of FullTokenizer) and packs inputs as
 the Python path does, so a server needs only TensorFlow and
 tensorflow-text:
@@ -25,15 +25,12 @@ max_seq_length - 2 pieces, the tag of a word read at its first piece.
 
 import tensorflow as tf
 
-from modeling.export import serving
+from modeling.export import base
 from modeling.text import in_graph
 from modeling.text import vocabulary
 
-SERVING_DEFAULT = serving.SERVING_DEFAULT
-EXPORT_INFO_FILE = serving.EXPORT_INFO_FILE
 
-
-class TaggerServer(serving.Server):
+class TaggerServer(base.Server):
     """Raw sentences -> one tag per word (run_ner's model).
 
     Args:
@@ -86,7 +83,7 @@ class TaggerServer(serving.Server):
         packed = tf.RaggedTensor.from_value_rowids(
             pieces, windows, nrows=num_windows
         ).merge_dims(1, 2)
-        features = serving.to_longest_row(self.packer(packed))
+        features = base.to_longest_row(self.packer(packed))
         logits = tf.cast(self.model(features, training=False), tf.float32)
         # Each word's first piece: 1 ([CLS]) + the pieces before it in its
         # window.
@@ -114,46 +111,6 @@ class TaggerServer(serving.Server):
         }
 
 
-class ChoiceServer(serving.Server):
-    """Raw SWAG fields -> choice probabilities (run_multiple_choice)."""
-
-    def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
-        super().__init__(name="choice_server")
-        self.model = model
-        self.preprocessor = in_graph.TextPreprocessor(
-            vocab_file, do_lower_case, max_seq_length
-        )
-
-    @tf.function(
-        input_signature=[
-            tf.TensorSpec([None], tf.string, "sent1"),
-            tf.TensorSpec([None], tf.string, "sent2"),
-            tf.TensorSpec([None, None], tf.string, "endings"),
-        ]
-    )
-    def serve_text(self, sent1, sent2, endings):
-        shape = tf.shape(endings)
-        choices = shape[1]
-        # As swag.convert_examples: A = sent1, B = sent2 + " " + ending.
-        first = tf.repeat(sent1, choices)
-        second = tf.strings.strip(
-            tf.strings.join(
-                [tf.repeat(sent2, choices), tf.reshape(endings, [-1])], " "
-            )
-        )
-        features = serving.to_longest_row(self.preprocessor(first, second))
-        length = tf.shape(features["input_ids"])[-1]
-        features = {
-            k: tf.reshape(v, [shape[0], choices, length])
-            for k, v in features.items()
-        }
-        logits = tf.cast(self.model(features, training=False), tf.float32)
-        return {
-            "probabilities": tf.nn.softmax(logits, axis=-1),
-            "logits": logits,
-        }
-
-
 def export_tagger(
     model,
     vocab_file,
@@ -164,7 +121,7 @@ def export_tagger(
     extra_files=None,
 ):
     """Writes run_ner's serving SavedModel to export_dir (extra_files: see
-    serving.save_export)."""
+    base.save_export)."""
     server = TaggerServer(
         model, vocab_file, do_lower_case, max_seq_length, label_list
     )
@@ -174,25 +131,5 @@ def export_tagger(
         "max_seq_length": max_seq_length,
         "inputs": ["text"],
         "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
-    }
-    return server.save(export_dir, info, vocab_file, do_lower_case, extra_files)
-
-
-def export_multiple_choice(
-    model,
-    vocab_file,
-    do_lower_case,
-    max_seq_length,
-    export_dir,
-    extra_files=None,
-):
-    """Writes run_multiple_choice's serving SavedModel to export_dir
-    (extra_files: see serving.save_export)."""
-    server = ChoiceServer(model, vocab_file, do_lower_case, max_seq_length)
-    info = {
-        "task": "multiple_choice",
-        "max_seq_length": max_seq_length,
-        "inputs": ["sent1", "sent2", "endings"],
-        "outputs": ["probabilities", "logits"],
     }
     return server.save(export_dir, info, vocab_file, do_lower_case, extra_files)

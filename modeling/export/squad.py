@@ -52,11 +52,9 @@ the same text occurs earlier in the answer's first word).
 
 import tensorflow as tf
 
-from modeling.export import serving
+from modeling.export import base
 from modeling.text import in_graph
 from modeling.text import vocabulary
-
-SERVING_DEFAULT = serving.SERVING_DEFAULT
 
 # The original's paragraph whitespace (modeling/data/squad.py).
 _PARAGRAPH_WHITESPACE = "[ \\t\\r\\n\\x{202f}]+"
@@ -101,7 +99,7 @@ def doc_windows(num_pieces, max_doc, doc_stride):
     return example, start, length
 
 
-class SquadServer(serving.Server):
+class SquadServer(base.Server):
     """Raw questions and contexts -> answers (run_squad's model).
 
     Args:
@@ -183,7 +181,7 @@ class SquadServer(serving.Server):
         window_pieces = tf.gather(pieces.flat_values, flat_index)
         features = self.packer(tf.gather(query, example), window_pieces)
         if self.fast_nbest:
-            features = serving.to_longest_row(features)
+            features = base.to_longest_row(features)
         outputs = self.model(features, training=False)
         start_logits = tf.cast(outputs["start_logits"], tf.float32)
         end_logits = tf.cast(outputs["end_logits"], tf.float32)
@@ -352,7 +350,7 @@ class SquadServer(serving.Server):
 
 def export_squad(model, settings, export_dir, extra_files=None):
     """Writes run_squad's serving SavedModel to export_dir (extra_files:
-    see serving.save_export)."""
+    see base.save_export)."""
     s = settings
     server = SquadServer(
         model,

@@ -19,78 +19,16 @@ A second signature, "serving_features", takes the three int32 feature
 tensors of the original's records directly.
 """
 
-import json
-
 import tensorflow as tf
 
 from modeling import task_kinds
-from modeling.data import input_pipeline
-from modeling.export import folders
-from modeling.export import saved_models
-from modeling.text import vocabulary
+from modeling.export import base
+from modeling.export.base import SERVING_DEFAULT
 
-SERVING_DEFAULT = "serving_default"
 SERVING_FEATURES = "serving_features"
-# A classifier export's copy of its vocabulary (bert_export.json "vocab_file").
-VOCAB_FILE = "vocab.txt"
-EXPORT_INFO_FILE = folders.EXPORT_INFO_FILE
 
 
-def to_longest_row(features):
-    """Packed features [..., max_seq_length] cut to the batch's longest
-    packed row: the outputs at real positions are the same (padding only
-    ever gets the -10000 attention bias), the work that of the real
-    tokens. Rows longer than max_seq_length were truncated when packed."""
-    return input_pipeline.trim_padding(
-        features, multiple=1, seq_features=tuple(features)
-    )
-
-
-def _cutting(long_inputs):
-    """long_inputs, or None when it cuts texts as the original does."""
-    if long_inputs is None or long_inputs.strategy == "truncate":
-        return None
-    return long_inputs
-
-
-def combine_windows(outputs, text, texts, long_inputs):
-    """The outputs of windows [R, ...] -> of their texts [texts, ...], as
-    long_inputs.LongInputs.combine: the mean, or with chunk_pooling=max the
-    maximum, of a text's windows (head_tail's one window: itself)."""
-    if long_inputs.chunk_pooling == "max":
-        return tf.math.unsorted_segment_max(outputs, text, texts)
-    return tf.math.unsorted_segment_mean(outputs, text, texts)
-
-
-class Server(tf.Module):
-    """The base of every serving export's root: a model behind the in-graph
-    preprocessing, `serve_text` its serving_default signature (raw text
-    in), written by `save` with its vocabulary (for the TF-free servers,
-    modeling/tasks/lite.py) and its bert_export.json."""
-
-    def signatures(self):
-        """The concrete functions to save, keyed by signature name."""
-        return {SERVING_DEFAULT: self.serve_text.get_concrete_function()}
-
-    def save(self, export_dir, info, vocab, do_lower_case, extra_files=None):
-        """Writes the export (save_export) with the vocabulary `vocab` (a
-        path or its tokens) recorded in `info` (tokenization_files).
-
-        Args:
-          extra_files: None, or (files, tflite) as save_export's: a TF
-            Lite model and what `info` records of it.
-        """
-        files = tokenization_files(info, vocab, do_lower_case)
-        tflite_info = None
-        if extra_files is not None:
-            more, tflite_info = extra_files
-            files.update(more)
-        return save_export(
-            self, export_dir, self.signatures(), info, (files, tflite_info)
-        )
-
-
-class ClassifierServer(Server):
+class ClassifierServer(base.Server):
     """Holds the model and the in-graph preprocessor; defines the signatures.
 
     Args:
@@ -111,12 +49,12 @@ class ClassifierServer(Server):
         self.preprocessor = preprocessor
         self.kind = kind
         self.has_text_b = has_text_b
-        self.long_inputs = _cutting(long_inputs)
+        self.long_inputs = base.cutting(long_inputs)
 
     def _outputs(self, features, windows=None):
         logits = tf.cast(self.model(features, training=False), tf.float32)
         if windows is not None:
-            logits = combine_windows(logits, *windows, self.long_inputs)
+            logits = base.combine_windows(logits, *windows, self.long_inputs)
         return self._decisions(logits)
 
     def _decisions(self, logits):
@@ -147,7 +85,7 @@ class ClassifierServer(Server):
         combined, "num_windows" counting them) and the features are not
         returned."""
         if self.long_inputs is None:
-            features = to_longest_row(self.preprocessor(text_a, text_b))
+            features = base.to_longest_row(self.preprocessor(text_a, text_b))
             outputs = self._outputs(features)
             outputs.update(features)
             return outputs
@@ -155,7 +93,7 @@ class ClassifierServer(Server):
             self.long_inputs, text_a, text_b
         )
         texts = tf.size(text_a, out_type=tf.int64)
-        outputs = self._outputs(to_longest_row(features), (text, texts))
+        outputs = self._outputs(base.to_longest_row(features), (text, texts))
         outputs["num_windows"] = tf.math.unsorted_segment_sum(
             tf.ones_like(text, tf.int32), text, texts
         )
@@ -263,115 +201,3 @@ def export_classifier(
         preprocessor.do_lower_case,
         extra_files,
     )
-
-
-class EmbedderServer(Server):
-    """run_embeddings' serving model: raw strings [batch] -> "embeddings"
-    float32 [batch, H] (models.BertEmbedder's pooled, and normalized,
-    vectors), each batch cut to its longest tokenized row. With
-    long_inputs head_tail or chunks, a text's vector is its windows'
-    combined (normalized again when the model normalizes), as
-    predictor.Predictor.texts combines them."""
-
-    def __init__(self, model, preprocessor, long_inputs=None):
-        super().__init__(name="embedder_server")
-        self.model = model
-        self.preprocessor = preprocessor
-        self.long_inputs = _cutting(long_inputs)
-
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.string, name="text")]
-    )
-    def serve_text(self, text):
-        if self.long_inputs is None:
-            features = to_longest_row(self.preprocessor(text))
-            outputs = self.model(features, training=False)
-            return {"embeddings": tf.cast(outputs["embeddings"], tf.float32)}
-        features, windows = self.preprocessor.windows(self.long_inputs, text)
-        outputs = self.model(to_longest_row(features), training=False)
-        vectors = combine_windows(
-            tf.cast(outputs["embeddings"], tf.float32),
-            windows,
-            tf.size(text, out_type=tf.int64),
-            self.long_inputs,
-        )
-        if self.model.pooling.normalize:
-            norms = tf.norm(vectors, axis=-1, keepdims=True)
-            vectors = vectors / tf.maximum(norms, 1e-12)
-        return {"embeddings": vectors}
-
-
-def export_embedder(model, preprocessor, export_dir, description, extra_files):
-    """Writes run_embeddings' serving SavedModel to export_dir (atomically),
-    `description` (the pooling, normalization, sequence length, casing and
-    source) in bert_export.json.
-
-        loaded = tf.saved_model.load(export_dir)
-        loaded.signatures["serving_default"](text=tf.constant(["..."]))
-        # {"embeddings": float32 [1, H]}
-
-    Args:
-      extra_files: see save_export (a TF Lite model), or None.
-    """
-    from modeling.data import long_inputs
-
-    server = EmbedderServer(
-        model, preprocessor, long_inputs.LongInputs.from_json(description)
-    )
-    info = {
-        "task": "embeddings",
-        **description,
-        "dimensions": int(model.config.hidden_size),
-        "inputs": ["text"],
-        "outputs": ["embeddings"],
-    }
-    return server.save(
-        export_dir,
-        info,
-        preprocessor.vocab_file,
-        preprocessor.do_lower_case,
-        extra_files,
-    )
-
-
-def tokenization_files(info, vocab, do_lower_case):
-    """The tokenization, for a server without the graph's tokenizer
-    (modeling/tasks/lite.py): records `do_lower_case` and "vocab_file" in
-    `info` and returns {VOCAB_FILE: the vocabulary's bytes}, for
-    save_export's files.
-
-    Args:
-      vocab: a vocab.txt path, or its tokens.
-    """
-    info["do_lower_case"] = bool(do_lower_case)
-    info["vocab_file"] = VOCAB_FILE
-    tokens = vocabulary.read_vocab_lines(vocab)
-    return {VOCAB_FILE: "".join(t + "\n" for t in tokens).encode()}
-
-
-def save_export(server, export_dir, signatures, info, extra_files=None):
-    """Writes `server` as a SavedModel with `info` in
-    assets.extra/bert_export.json, atomically: under a temporary name beside
-    `export_dir`, then renamed onto it (folders.publishing: it replaces an
-    earlier export, never a folder holding anything else; a link's target).
-
-    Args:
-      extra_files: None, or (files, tflite): files {name: bytes} written
-        into the export folder (a TF Lite model, modeling/export/tflite.py;
-        a vocabulary) and what `info` records of a TF Lite model under
-        "tflite" (None: none).
-    """
-    files = None
-    if extra_files is not None:
-        files, tflite_info = extra_files
-        if tflite_info is not None:
-            info["tflite"] = tflite_info
-    with folders.publishing(export_dir) as tmp_dir:
-        saved_models.write(
-            server,
-            tmp_dir,
-            signatures,
-            files,
-            {EXPORT_INFO_FILE: json.dumps(info, indent=2) + "\n"},
-        )
-    return export_dir
