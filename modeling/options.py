@@ -100,17 +100,6 @@ def flags_of(cls):
     return out + [flag for flag in inner if flag.name not in names]
 
 
-def required_fields(cls):
-    """The names of a dataclass's init fields without a default."""
-    return [
-        f.name
-        for f in dataclasses.fields(cls)
-        if f.init
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
-    ]
-
-
 def _kind(annotation):
     """bool, int, float or string: the annotation without None."""
     args = typing.get_args(annotation)

@@ -106,7 +106,6 @@ def test_flags_of_reads_the_fields():
         "mode",
     ]
     assert by_name["name"].default is None
-    assert options.required_fields(_Base) == ["name"]
     assert [by_name[n].kind for n in ("count", "on", "secs", "either")] == [
         "int",
         "bool",

@@ -57,14 +57,21 @@ class Server(tf.Module):
         """The concrete functions to save, keyed by signature name."""
         return {SERVING_DEFAULT: self.serve_text.get_concrete_function()}
 
-    def save(self, export_dir, info, vocab, do_lower_case, extra_files=None):
-        """Writes the export (save_export) with the vocabulary `vocab` (a
-        path or its tokens) recorded in `info` (tokenization_files).
+    def save(
+        self, export_dir, info, extra_files=None, vocab=None, do_lower_case=None
+    ):
+        """Writes the export (save_export) with its vocabulary recorded in
+        `info` (tokenization_files).
 
         Args:
           extra_files: None, or (files, tflite) as save_export's: a TF
             Lite model and what `info` records of it.
+          vocab, do_lower_case: the tokenization (a vocab path or its
+            tokens); None: the server's preprocessor's.
         """
+        if vocab is None:
+            vocab = self.preprocessor.vocab_file
+            do_lower_case = self.preprocessor.do_lower_case
         files = tokenization_files(info, vocab, do_lower_case)
         tflite_info = None
         if extra_files is not None:

@@ -194,10 +194,4 @@ def export_classifier(
             model, tflite_quantize, outputs=server._outputs
         )
         extra_files = tflite.export_files(content, names, tflite_quantize)
-    return server.save(
-        export_dir,
-        info,
-        preprocessor.vocab_file,
-        preprocessor.do_lower_case,
-        extra_files,
-    )
+    return server.save(export_dir, info, extra_files)

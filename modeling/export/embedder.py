@@ -66,10 +66,4 @@ def export_embedder(model, preprocessor, export_dir, description, extra_files):
         "inputs": ["text"],
         "outputs": ["embeddings"],
     }
-    return server.save(
-        export_dir,
-        info,
-        preprocessor.vocab_file,
-        preprocessor.do_lower_case,
-        extra_files,
-    )
+    return server.save(export_dir, info, extra_files)

@@ -64,4 +64,4 @@ def export_multiple_choice(
         "inputs": ["sent1", "sent2", "endings"],
         "outputs": ["probabilities", "logits"],
     }
-    return server.save(export_dir, info, vocab_file, do_lower_case, extra_files)
+    return server.save(export_dir, info, extra_files)

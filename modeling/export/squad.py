@@ -385,5 +385,5 @@ def export_squad(model, settings, export_dir, extra_files=None):
         ],
     }
     return server.save(
-        export_dir, info, s.vocab_file, s.do_lower_case, extra_files
+        export_dir, info, extra_files, s.vocab_file, s.do_lower_case
     )

@@ -132,4 +132,4 @@ def export_tagger(
         "inputs": ["text"],
         "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
     }
-    return server.save(export_dir, info, vocab_file, do_lower_case, extra_files)
+    return server.save(export_dir, info, extra_files, vocab_file, do_lower_case)
