@@ -11,6 +11,8 @@
 # times its variants (VARIANTS), each mode of PROFILE_MODES in turn, with the
 # PyTorch peer in the same call if HF_PEER=1:
 #   PART=profile PROFILE_MODES="mixed_bfloat16:128:256" HF_PEER=1 bash bench/gpu_jax.sh
+# PART=finetune: the MiniLM MRPC fine-tuning of bench/finetune_features.py
+# (run its prepare step first, here).
 set -uo pipefail
 OUT="${OUT:-/tmp/gpu_out}"
 mkdir -p "$OUT" /tmp/site
@@ -22,6 +24,17 @@ PY
 export PYTHONPATH="/tmp/site:$PWD" KERAS_BACKEND=jax PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import jax, keras, sys; import modeling.models, modeling.training.jax_steps; print(jax.__version__, jax.devices(), keras.__version__, 'tensorflow imported:', 'tensorflow' in sys.modules)" 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
+
+if [ "${PART:-table}" = finetune ]; then
+  # MiniLM on MRPC from the features bench/finetune_features.py prepared
+  # (carried in .gpu_data/: no TensorFlow here for run_classifier.py).
+  timeout "${FINETUNE_SECONDS:-300}" python3 bench/finetune_features.py train \
+    --data="${FINETUNE_DATA:-.gpu_data/mrpc}" --precisions="${FINETUNE_PRECISIONS:-mixed_bfloat16,float32}" \
+    --seeds="${FINETUNE_SEEDS:-1,2,3}" --out="$OUT/finetune_mrpc.json" \
+    2> /tmp/finetune.stderr
+  echo "finetune exit $?"; tail -c 600 /tmp/finetune.stderr
+  exit 0
+fi
 
 if [ "${PART:-table}" = profile ]; then
   # Where a mode's step goes: its kernels, the compiled program if HLO=1

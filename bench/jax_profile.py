@@ -9,7 +9,8 @@ trace, read back here: no TensorBoard needed) and prints one JSON object:
 the step time, and the top `--top` kernels with their share of the summed
 kernel time. `--variants` times the same mode with named changes to the
 config or to modeling.layers' switches (comma-separated names of VARIANTS:
-no_dropout, no_attention_dropout, unfused_attention) for comparison.
+baseline, no_dropout, no_attention_dropout, unfused_attention) for
+comparison.
 """
 
 import argparse
@@ -26,6 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pretraining  # noqa: E402  (bench/pretraining.py, beside this file)
 
 VARIANTS = {
+    # The unchanged mode timed as the variants are (10 steps after the
+    # warmup, a fresh build), to compare them with.
+    "baseline": {},
     "no_dropout": {
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,

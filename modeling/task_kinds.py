@@ -21,6 +21,10 @@ Every computation is in keras.ops on float32, the same in a compiled graph
 predictions.jsonl): `np.asarray(kind.decide(logits))`. Keras is imported
 when a kind computes, not with this module: reading a kind's name and
 threshold (labels.json, bert_export.json) needs no TensorFlow.
+
+One module, over 500 lines: each kind's Keras and numpy forms, its file
+labels and its threshold stay together, so that no other module names a
+kind.
 """
 
 import math
@@ -77,6 +81,17 @@ class TaskKind:
     def correct(self, logits, labels):
         """float32 1/0 per decision (training's accuracy), or None."""
         return None
+
+    def batch_loss(self, logits, labels):
+        """The original's training loss of a batch: the mean of its
+        examples' losses (is_real_example is not used, as in the original),
+        with the mean of `correct` as "accuracy" where the kind has one."""
+        ops = _ops()
+        results = {"loss": ops.mean(self.example_loss(logits, labels))}
+        correct = self.correct(logits, labels)
+        if correct is not None:
+            results["accuracy"] = ops.mean(correct)
+        return results
 
     # Whether an example's label is a set of labels (0/1 per label).
     label_sets = False

@@ -34,6 +34,13 @@ def test_classification():
         np.asarray(kind.correct(LOGITS, [1, 1, 1])), [1, 0, 1]
     )
     assert kind.to_json() == {"task_type": "classification"}
+    batch = kind.batch_loss(LOGITS, [1, 1, 1])
+    np.testing.assert_allclose(
+        float(batch["loss"]),
+        np.mean(np.asarray(kind.example_loss(LOGITS, [1, 1, 1]))),
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(float(batch["accuracy"]), 2 / 3, rtol=1e-6)
 
 
 def test_regression():
@@ -44,6 +51,10 @@ def test_regression():
     )
     np.testing.assert_array_equal(np.asarray(kind.decide(logits)), [1.5, 0.0])
     assert kind.correct(logits, [1.0, 2.0]) is None
+    # The mean squared error, and no accuracy.
+    batch = kind.batch_loss(logits, [1.0, 2.0])
+    assert list(batch) == ["loss"]
+    np.testing.assert_allclose(float(batch["loss"]), 2.125)
     assert kind.label_dtype == "float32"
 
 

@@ -295,21 +295,16 @@ def loss_fn(kind, long_inputs=None):
     def compute(features, logits):
         # keras.ops: this runs inside the compiled step of either backend.
         labels = features[input_pipeline.LABEL_IDS]
-        weights = None
-        if input_pipeline.EXAMPLE_INDEX in features:
-            if _trains_on_texts(long_inputs):
-                logits, labels, weights = _max_of_windows(features, logits)
-            else:
-                weights = 1.0 / ops.cast(
-                    features[input_pipeline.NUM_WINDOWS], logits.dtype
-                )
+        if input_pipeline.EXAMPLE_INDEX not in features:
+            return kind.batch_loss(logits, labels)
+        if _trains_on_texts(long_inputs):
+            logits, labels, weights = _max_of_windows(features, logits)
+        else:
+            weights = 1.0 / ops.cast(
+                features[input_pipeline.NUM_WINDOWS], logits.dtype
+            )
         losses = kind.example_loss(logits, labels)
         correct = kind.correct(logits, labels)
-        if weights is None:
-            results = {"loss": ops.mean(losses)}
-            if correct is not None:
-                results["accuracy"] = ops.mean(correct)
-            return results
         results = {"loss": ops.sum(weights * losses) / ops.sum(weights)}
         if correct is not None:
             if len(correct.shape) > 1:  # Multi-label: per decision.
