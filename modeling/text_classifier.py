@@ -59,7 +59,6 @@ from modeling import task_kinds
 from modeling import text_model
 from modeling.data import custom
 from modeling.data import input_pipeline
-from modeling.data import long_inputs as long_inputs_lib
 from modeling.export import base
 from modeling.export import classifier as classifier_export
 from modeling.training import checkpoint_manager
@@ -392,11 +391,12 @@ class BertTextClassifier(text_model.TextModel):
         """The logits [N, num_labels] of raw texts (as `fit`'s x, or a
         dataset of batched texts), in input order; batch_size default 32.
 
-        The texts are tokenized in a tf.data pipeline and run through the
-        scripts' predictor (modeling/training/predictor.py): with
-        dynamic_padding, batches of similar length, each cut to its longest
-        row (the same values up to float32 rounding, less work on texts of
-        mixed lengths); without, fixed batches in input order (TPUs).
+        The texts become the scripts' features (the Python tokenizer,
+        windowed as long_inputs says) and run through the scripts'
+        predictor (modeling/training/predictor.py): with dynamic_padding,
+        batches of similar length, each cut to its longest row (the same
+        values up to float32 rounding, less work on texts of mixed
+        lengths); without, fixed batches in input order (TPUs).
 
         Args:
           verbose: accepted for Keras's signature; the predictor's progress
@@ -407,39 +407,16 @@ class BertTextClassifier(text_model.TextModel):
                 f"predict() takes x, batch_size and verbose, not "
                 f"{sorted(kwargs)}"
             )
-        batch_size = batch_size or DEFAULT_BATCH_SIZE
         del verbose  # Progress goes to the absl log (INFO).
-        if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
-            return self._long_logits(x, batch_size)
-        if isinstance(x, tf.data.Dataset):
-            # A dataset of pairs maps with two arguments.
-            rows = x.map(
-                lambda *t: self.preprocessor(t if len(t) > 1 else t[0])
-            )
-        else:
-            rows = tf.data.Dataset.from_tensor_slices(
-                text_model.texts(x)
-            ).batch(1024)
-            rows = rows.map(
-                lambda *t: self.preprocessor(t if len(t) > 1 else t[0])
-            )
-        _, outputs = self._predictor(batch_size).gather(rows.unbatch())
-        if not outputs:
+        text_a, text_b = text_model.python_texts(x)
+        if not text_a:
             return np.zeros((0, self.classifier.num_labels), np.float32)
-        return outputs["logits"]
-
-    def _long_logits(self, x, batch_size):
-        if isinstance(x, tf.data.Dataset):
-            raise ValueError(
-                "predict with long_inputs takes texts (a list, or a pair of "
-                "lists), not a dataset"
-            )
-        texts = text_model.texts(x)
-        text_a, text_b = texts if isinstance(texts, tuple) else (texts, None)
-        if not len(text_a):
-            return np.zeros((0, self.classifier.num_labels), np.float32)
-        outputs, _ = self._predict_long(
-            text_a, text_b, batch_size, what="Predicting", unit="texts"
+        outputs, _ = self._predict_texts(
+            text_a,
+            text_b,
+            batch_size or DEFAULT_BATCH_SIZE,
+            what="Predicting",
+            unit="texts",
         )
         return outputs["logits"]
 

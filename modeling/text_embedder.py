@@ -41,7 +41,6 @@ from absl import logging
 from modeling import losses as losses_lib
 from modeling import preprocessing
 from modeling import text_model
-from modeling.data import classifier_data
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
 from modeling.text import tokenization
@@ -53,9 +52,6 @@ DEFAULT_WARMUP_PROPORTION = 0.1
 # The losses by the number of texts per training example, and y.
 MULTIPLE_NEGATIVES = "multiple_negatives"
 COSENT = "cosent"
-# Each row's number of word pieces, passed through the predictor beside the
-# features: the texts cut to sequence_length are counted from it.
-_NUM_PIECES = "num_pieces"
 
 
 @keras.saving.register_keras_serializable(package="bert")
@@ -273,38 +269,17 @@ class BertTextEmbedder(text_model.TextModel):
 
     def encode(self, texts, batch_size=None):
         """float32 [N, H] numpy vectors of raw texts, in input order
-        (run_embeddings.py --do_predict's); batch_size default 32. The
-        number of texts cut to sequence_length is logged."""
-        texts = _string_array(texts)
-        if self.long_inputs.strategy != long_inputs_lib.TRUNCATE:
-            # Windows or head and tail: made in Python, the same ids.
-            if not len(texts):
-                return np.zeros((0, self.dim), np.float32)
-            outputs, _ = self._predict_long(
-                texts,
-                None,
-                batch_size or DEFAULT_BATCH_SIZE,
-                combine=("embeddings",),
-                normalize=self.embedder.pooling.normalize,
-                what="Embedding",
-                unit="texts",
-            )
-            return outputs["embeddings"]
-        rows = tf.data.Dataset.from_tensor_slices(texts).batch(1024)
-        rows = rows.map(self._features_and_lengths).unbatch()
-        runner = self._predictor(batch_size or DEFAULT_BATCH_SIZE)
-        features, outputs = runner.gather(
-            rows, total=len(texts), what="Embedding", unit="texts"
-        )
-        if not outputs:
-            return np.zeros((0, self.dim), np.float32)
-        classifier_data.log_truncated(
-            int((features[_NUM_PIECES] > self._room).sum()),
-            len(texts),
+        (run_embeddings.py --do_predict's: the same features, through the
+        same predictor.Predictor.embed); batch_size default 32. The number
+        of texts cut to sequence_length is logged."""
+        return self._predictor(batch_size or DEFAULT_BATCH_SIZE).embed(
+            self.preprocessor.full_tokenizer(),
             self.preprocessor.sequence_length,
-            "texts",
+            text_model.python_texts(_string_array(texts))[0],
+            self.dim,
+            long_inputs=self.long_inputs,
+            normalize=self.embedder.pooling.normalize,
         )
-        return outputs["embeddings"]
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
         """`encode` under Keras's name."""
@@ -338,22 +313,6 @@ class BertTextEmbedder(text_model.TextModel):
         return embedder_export.export_embedder(
             self.embedder, self.preprocessor.text, export_dir, description, None
         )
-
-    # === Input pipelines ===
-
-    @property
-    def _room(self):
-        """Word pieces a text keeps: [CLS] and [SEP] take two positions."""
-        return self.preprocessor.sequence_length - 2
-
-    def _features_and_lengths(self, texts):
-        text = self.preprocessor.text
-        pieces = text.tokenizer.tokenize(texts)
-        features = text.packer(pieces, None)
-        features[_NUM_PIECES] = tf.cast(
-            pieces.merge_dims(1, -1).row_lengths(), tf.int32
-        )
-        return features
 
 
 def _string_array(texts):

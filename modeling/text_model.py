@@ -90,14 +90,16 @@ class TextModel(keras.Model):
             ),
         )
 
-    def _predict_long(self, text_a, text_b, batch_size, **outputs):
-        """head_tail or chunks: the features made in Python (the same
-        ids), each text's windows combined (predictor.Predictor.texts)."""
+    def _predict_texts(self, text_a, text_b, batch_size, **outputs):
+        """The task model's outputs for lists of texts (pairs with text_b):
+        their features made in Python as the scripts make them (the same
+        ids as the preprocessor's), windowed as long_inputs says, through
+        the one predictor (predictor.Predictor.texts)."""
         return self._predictor(batch_size).texts(
             self.preprocessor.full_tokenizer(),
             self.preprocessor.sequence_length,
-            [str(t) for t in text_a],
-            None if text_b is None else [str(t) for t in text_b],
+            text_a,
+            text_b,
             long_inputs=self.long_inputs,
             **outputs,
         )
@@ -165,6 +167,32 @@ def texts(x):
             )
         return a, b
     return string_array(x)
+
+
+def python_texts(x):
+    """What predict takes (as `texts`, or a tf.data.Dataset of batched
+    texts or (text_a, text_b) pairs) -> (text_a, text_b or None) as lists
+    of str."""
+    if isinstance(x, tf.data.Dataset):
+        batches = [
+            b[0] if isinstance(b, tuple) and len(b) == 1 else b
+            for b in x.as_numpy_iterator()
+        ]
+        if batches and isinstance(batches[0], tuple):
+            x = tuple(np.concatenate(side) for side in zip(*batches))
+        else:
+            x = np.concatenate(batches) if batches else []
+    x = texts(x)
+    text_a, text_b = x if isinstance(x, tuple) else (x, None)
+    return _str_list(text_a), None if text_b is None else _str_list(text_b)
+
+
+def _str_list(array):
+    if isinstance(array, tf.Tensor):
+        array = array.numpy()
+    return [
+        t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in array
+    ]
 
 
 def string_array(texts):

@@ -313,6 +313,14 @@ def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
     assert int(model.optimizer.iterations.numpy()) == 4
     logits = model.predict(_texts(_PAIRS), batch_size=3, verbose=0)
     assert logits.shape == (8, 2)
+    # A dataset of batched pairs, of 1-tuples of texts: the same logits.
+    batched = tf.data.Dataset.from_tensor_slices(_texts(_PAIRS)).batch(5)
+    tolerance.assert_float32_close(model.predict(batched), logits)
+    firsts = tf.data.Dataset.from_tensor_slices((_texts(_PAIRS)[0],))
+    tolerance.assert_float32_close(
+        model.predict(firsts.batch(3)),
+        model.predict(list(_texts(_PAIRS)[0])),
+    )
     # Calling the model on raw pairs gives predict's logits.
     tolerance.assert_float32_close(model(_texts(_PAIRS)).numpy(), logits)
     # .keras: the same class, weights, predictions and optimizer state.

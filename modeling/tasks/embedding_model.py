@@ -13,7 +13,6 @@ from absl import logging
 from modeling import checkpoints
 from modeling import progress
 from modeling import sentence_models
-from modeling.data import classifier_data
 from modeling.data import file_io
 from modeling.data import long_inputs as long_inputs_lib
 from modeling.text import tokenization
@@ -189,22 +188,15 @@ class Embedder:
     def embed(self, texts, what="Embedding"):
         """float32 [N, H] of a list of texts, in order (long texts as
         --long_inputs says)."""
-        if not texts:
-            return np.zeros((0, self.dim), np.float32)
-        outputs, truncated = self.predictor.texts(
+        return self.predictor.embed(
             self.tokenizer,
             self.source.max_seq_length,
             texts,
+            self.dim,
             long_inputs=self.source.long_inputs,
-            combine=("embeddings",),
             normalize=self.source.normalize,
             what=what,
-            unit="texts",
         )
-        classifier_data.log_truncated(
-            truncated, len(texts), self.source.max_seq_length, "texts"
-        )
-        return outputs["embeddings"]
 
     def embed_to_file(self, rows, total, path, what="Embedding"):
         """Embeds (id, text) rows, CHUNK_ROWS at a time, into the .npy file

@@ -400,23 +400,14 @@ class LiteEmbedder:
 
     def encode(self, texts):
         """float32 [N, dimensions]: each text's vector, in input order."""
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dimensions), np.float32)
-        outputs, truncated = self.predictor.texts(
+        return self.predictor.embed(
             self.tokenizer,
             self.max_seq_length,
             texts,
+            self.dimensions,
             long_inputs=self.long_inputs,
-            combine=("embeddings",),
             normalize=self.normalize,
-            what="Embedding",
-            unit="texts",
         )
-        classifier_data.log_truncated(
-            truncated, len(texts), self.max_seq_length, "texts"
-        )
-        return outputs["embeddings"].astype(np.float32)
 
     def predict(self, texts):
         """[{"embedding": [floats]}] per text: predictions.jsonl records

@@ -497,6 +497,40 @@ class Predictor:
             }
         return outputs, truncated
 
+    def embed(
+        self,
+        tokenizer,
+        max_seq_length,
+        texts,
+        dim,
+        long_inputs=None,
+        normalize=True,
+        what="Embedding",
+    ):
+        """float32 [N, dim] vectors of an embedder's texts, in input order:
+        `texts` (windowed as `long_inputs` says, a text's windows' vectors
+        combined, `normalize`d to unit length) through this predictor; the
+        number of texts cut is logged. The one place texts become vectors:
+        run_embeddings, the Keras BertTextEmbedder and the LiteRT server
+        call it with their own backend."""
+        texts = [str(t) for t in texts]
+        if not texts:
+            return np.zeros((0, dim), np.float32)
+        outputs, truncated = self.texts(
+            tokenizer,
+            max_seq_length,
+            texts,
+            long_inputs=long_inputs,
+            combine=("embeddings",),
+            normalize=normalize,
+            what=what,
+            unit="texts",
+        )
+        classifier_data.log_truncated(
+            truncated, len(texts), max_seq_length, "texts"
+        )
+        return np.asarray(outputs["embeddings"], np.float32)
+
     def gather(
         self,
         rows,
