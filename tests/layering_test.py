@@ -29,6 +29,8 @@ TF_FREE_PACKAGES = (
     "modeling.pretraining_data",
     # The scripts' Settings: they define the flags before parsing.
     "modeling.tasks.settings",
+    # The LiteRT servers (modeling/tasks/lite.py names them).
+    "modeling.tasks.lite_servers",
 )
 TF_FREE_EXCEPTIONS = ("modeling.text.in_graph",)
 TF_FREE_MODULES = (
