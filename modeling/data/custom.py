@@ -166,7 +166,7 @@ class CustomProcessor:
 
     def __init__(
         self,
-        task_type="classification",
+        task_type=task_kinds.CLASSIFICATION,
         files=None,
         text_a_column=None,
         text_b_column=None,
@@ -683,7 +683,7 @@ class FileInputs(collections.namedtuple("FileInputs", "x y labels ids")):
 def read_file(
     path,
     labels=None,
-    task_type="classification",
+    task_type=task_kinds.CLASSIFICATION,
     text_a_column=None,
     text_b_column=None,
     label_column=None,

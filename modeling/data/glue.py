@@ -13,6 +13,7 @@ of an IndexError or KeyError deep in the conversion.
 
 import os
 
+from modeling import task_kinds
 from modeling.data.classifier_data import InputExample
 from modeling.data.classifier_data import data_file
 from modeling.data.classifier_data import read_tsv
@@ -62,9 +63,11 @@ class DataProcessor:
 
     @property
     def task_type(self):
-        """ "classification" or "regression" (modeling/data/custom.py adds
-        "multi_label")."""
-        return "regression" if self.is_regression else "classification"
+        """The task kind's name: classification or regression
+        (modeling/data/custom.py adds multi_label)."""
+        if self.is_regression:
+            return task_kinds.REGRESSION
+        return task_kinds.CLASSIFICATION
 
     def iter_test_examples(self, data_dir):
         """The examples to predict, as an iterable (a custom task's file

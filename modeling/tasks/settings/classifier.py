@@ -3,6 +3,7 @@
 
 import dataclasses
 
+from modeling import task_kinds
 from modeling.data import custom
 from modeling.options import option
 from modeling.tasks.settings import common
@@ -77,7 +78,7 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
         "(regression: the STS-B head and metrics), or a set of labels "
         "(multi_label: a sigmoid per label). Default: "
         "output_dir/labels.json's, else classification.",
-        choices=("classification", "regression", "multi_label"),
+        choices=task_kinds.NAMES,
     )
     text_a_column: str | None = option(
         None,
