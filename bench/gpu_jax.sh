@@ -11,6 +11,7 @@
 # times its variants (VARIANTS), each mode of PROFILE_MODES in turn, with the
 # PyTorch peer in the same call if HF_PEER=1:
 #   PART=profile PROFILE_MODES="mixed_bfloat16:128:256" HF_PEER=1 bash bench/gpu_jax.sh
+# PART=xla: only the XLA_VARIANTS timings (below).
 # PART=finetune: the MiniLM MRPC fine-tuning of bench/finetune_features.py
 # (run its prepare step first, here).
 set -uo pipefail
@@ -36,11 +37,31 @@ if [ "${PART:-table}" = finetune ]; then
   exit 0
 fi
 
+# XLA_VARIANTS: XLA_FLAGS values (one per word; "-" for none), each timed on
+# the first of PROFILE_MODES in a process of its own.
+xla_variants() {
+  local i=0 flags
+  for flags in ${XLA_VARIANTS:-}; do
+    i=$((i + 1))
+    [ "$flags" = - ] && flags=""
+    XLA_FLAGS="$flags" timeout "${XLA_SECONDS:-90}" python3 bench/pretraining.py \
+      --backend=jax --jax_modes="${PROFILE_MODES%% *}" --steps=20 \
+      --warmup=2 --matmul_n=4096 --budget=60 --out="$OUT/xla_$i.json" \
+      > /dev/null 2> /tmp/xla_$i.stderr
+    echo "${flags:-(none)} exit $?: $(grep -o '"step_seconds": [0-9.]*' "$OUT/xla_$i.json")"
+    tail -c 200 /tmp/xla_$i.stderr
+  done
+}
+PROFILE_MODES="${PROFILE_MODES:-mixed_bfloat16:128:256}"
+if [ "${PART:-table}" = xla ]; then
+  xla_variants
+  exit 0
+fi
+
 if [ "${PART:-table}" = profile ]; then
   # Where a mode's step goes: its kernels, the compiled program if HLO=1
   # (to read the fusions' names), and the variants' step times; then the
   # PyTorch peer if HF_PEER=1, in the same call.
-  PROFILE_MODES="${PROFILE_MODES:-mixed_bfloat16:128:256}"
   for mode in $PROFILE_MODES; do
     name=profile_${mode//:/_}
     timeout "${PROFILE_SECONDS:-200}" python3 bench/jax_profile.py \
@@ -57,16 +78,7 @@ if [ "${PART:-table}" = profile ]; then
       echo "hf peer exit $?"; tail -12 /tmp/hf.log
     fi
   done
-  # XLA flags on the first mode, each in a process of its own.
-  i=0
-  for flags in ${XLA_VARIANTS:-}; do
-    i=$((i + 1))
-    XLA_FLAGS="$flags" timeout 90 python3 bench/pretraining.py --backend=jax \
-      --jax_modes="${PROFILE_MODES%% *}" --steps=20 \
-      --warmup=2 --matmul_n=4096 --budget=60 --out="$OUT/xla_$i.json" \
-      > /dev/null 2> /tmp/xla_$i.stderr
-    echo "$flags exit $?: $(grep -o '"step_seconds": [0-9.]*' "$OUT/xla_$i.json")"
-  done
+  xla_variants
   exit 0
 fi
 
