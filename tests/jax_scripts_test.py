@@ -7,7 +7,7 @@ the backends draw different random initial weights.
 - a JAX checkpoint resumed by TensorFlow, and a TensorFlow checkpoint
   resumed by JAX (killed with SIGKILL on the way, then run again), end
   where the uninterrupted runs of the other backend end;
-- run_classifier.py on MRPC-shaped data from MiniLM, dropout off: the
+- run_classifier.py on MRPC-shaped data from MiniLM (its first 2 layers), dropout off: the
   checkpoint, dev metrics and test probabilities equal TensorFlow's.
 """
 
@@ -239,7 +239,7 @@ NO_HEAD_DROPOUT = (
 )
 
 
-def test_run_classifier_on_jax_equals_tensorflow(minilm_ckpt, tmp_path):
+def test_run_classifier_on_jax_equals_tensorflow(minilm_small_ckpt, tmp_path):
     """MiniLM on MRPC rows, 4 steps of batch 4, dropout off, the same
     initial head: the step-4 checkpoint (weights and slots), eval_results
     and test_results.tsv of both backends within float32 accumulation.
@@ -247,12 +247,14 @@ def test_run_classifier_on_jax_equals_tensorflow(minilm_ckpt, tmp_path):
     the JAX step's clip norm to the original's row count
     (modeling/row_gradients.py): without it the slots differ by 0.6%."""
     init = tmp_path / "init"
-    arrays = checkpoints.read_checkpoint(str(minilm_ckpt / "bert_model.ckpt"))
+    arrays = checkpoints.read_checkpoint(
+        str(minilm_small_ckpt / "bert_model.ckpt")
+    )
     rng = np.random.default_rng(0)
     arrays["output_weights"] = rng.normal(0, 0.02, (2, 384)).astype(np.float32)
     arrays["output_bias"] = np.zeros(2, np.float32)
     checkpoints.write_checkpoint(str(init / "bert_model.ckpt"), arrays)
-    config = json.loads((minilm_ckpt / "bert_config.json").read_text())
+    config = json.loads((minilm_small_ckpt / "bert_config.json").read_text())
     config["hidden_dropout_prob"] = 0.0
     config["attention_probs_dropout_prob"] = 0.0
     (init / "bert_config.json").write_text(json.dumps(config))
@@ -265,7 +267,7 @@ def test_run_classifier_on_jax_equals_tensorflow(minilm_ckpt, tmp_path):
             NO_HEAD_DROPOUT,
             "--task_name=MRPC",
             f"--data_dir={os.path.join(ROOT, 'tests', 'testdata', 'cls_mrpc')}",
-            f"--vocab_file={minilm_ckpt / 'vocab.txt'}",
+            f"--vocab_file={minilm_small_ckpt / 'vocab.txt'}",
             f"--bert_config_file={init / 'bert_config.json'}",
             f"--init_checkpoint={init / 'bert_model.ckpt'}",
             f"--output_dir={out[backend]}",

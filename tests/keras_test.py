@@ -2,7 +2,7 @@
 and the Keras face of the original's optimizer.
 
 The central check: `BertTextClassifier.fit` on raw strings from the
-converted MiniLM checkpoint ends with run_classifier.py's weights, Adam slots
+converted MiniLM checkpoint (its first 2 layers: conftest.minilm_small_ckpt) ends with run_classifier.py's weights, Adam slots
 and dev metrics for the same seed and settings, and the checkpoint it writes
 is what `run_classifier.py --do_predict` reads.
 """
@@ -403,7 +403,7 @@ def _mrpc(split):
 
 
 @pytest.fixture(scope="module")
-def both_runs(minilm_ckpt, tmp_path_factory):
+def both_runs(minilm_small_ckpt, tmp_path_factory):
     """run_classifier's training (in process, as the script's main() runs
     it) and BertTextClassifier.fit, from the same checkpoint with the same
     seed and settings: 16 MRPC pairs, batch 4, 1 epoch = 4 steps,
@@ -413,9 +413,9 @@ def both_runs(minilm_ckpt, tmp_path_factory):
     settings = classifier_lib.Settings(
         data_dir=str(MRPC),
         task_name="MRPC",
-        bert_config_file=str(minilm_ckpt / "bert_config.json"),
-        vocab_file=str(minilm_ckpt / "vocab.txt"),
-        init_checkpoint=str(minilm_ckpt / "bert_model.ckpt"),
+        bert_config_file=str(minilm_small_ckpt / "bert_config.json"),
+        vocab_file=str(minilm_small_ckpt / "vocab.txt"),
+        init_checkpoint=str(minilm_small_ckpt / "bert_model.ckpt"),
         output_dir=str(out),
         max_seq_length=SEQ,
         do_train=True,
@@ -430,7 +430,7 @@ def both_runs(minilm_ckpt, tmp_path_factory):
 
     keras.utils.set_random_seed(SEED)
     model = text_classifier.BertTextClassifier.from_checkpoint(
-        minilm_ckpt, num_labels=2, sequence_length=SEQ
+        minilm_small_ckpt, num_labels=2, sequence_length=SEQ
     )
     model.compile(learning_rate=1e-4)
     history = model.fit(*_mrpc("train"), batch_size=4, seed=SEED, verbose=0)
@@ -446,9 +446,9 @@ def both_runs(minilm_ckpt, tmp_path_factory):
     }
 
 
-def test_fit_ends_with_run_classifier_weights(both_runs, minilm_ckpt):
+def test_fit_ends_with_run_classifier_weights(both_runs, minilm_small_ckpt):
     model, want = both_runs["model"], both_runs["checkpoint"]
-    start = checkpoints.read_checkpoint(str(minilm_ckpt))
+    start = checkpoints.read_checkpoint(str(minilm_small_ckpt))
     moved = 0.0
     for variable in model.classifier.trainable_variables:
         name = checkpoints.variable_name(variable)

@@ -62,14 +62,14 @@ def mrpc_data(tmp_path_factory, optional_shared_dir):
     )
 
 
-def _run_finetuning(work, minilm_ckpt, mrpc_data, **parameters):
+def _run_finetuning(work, minilm_small_ckpt, mrpc_data, **parameters):
     output_dir = work / "output"
     nb = notebooks.run_notebook(
         FINETUNING,
         {
             "task_name": "MRPC",
             "data_dir": str(mrpc_data),
-            "bert_model_dir": str(minilm_ckpt),
+            "bert_model_dir": str(minilm_small_ckpt),
             "do_lower_case": True,
             "output_dir": str(output_dir),
             "max_seq_length": 64,
@@ -88,14 +88,14 @@ def _run_finetuning(work, minilm_ckpt, mrpc_data, **parameters):
 
 
 @pytest.fixture(scope="module")
-def finetuning_run(tmp_path_factory, minilm_ckpt, mrpc_data):
+def finetuning_run(tmp_path_factory, minilm_small_ckpt, mrpc_data):
     """The notebook, run once: (executed notebook, its output_dir)."""
     work = tmp_path_factory.mktemp("finetuning_notebook")
-    return _run_finetuning(work, minilm_ckpt, mrpc_data)
+    return _run_finetuning(work, minilm_small_ckpt, mrpc_data)
 
 
 def test_the_notebook_runs_on_jax(
-    tmp_path, minilm_ckpt, mrpc_data, finetuning_run
+    tmp_path, minilm_small_ckpt, mrpc_data, finetuning_run
 ):
     """backend="jax" (what it picks on Colab's TPU runtime): the same
     cells on Keras's JAX backend, here over the CPU, give TensorFlow's run's
@@ -103,7 +103,7 @@ def test_the_notebook_runs_on_jax(
     the same size."""
     pytest.importorskip("jax", reason="jax is not installed (the test extra)")
     nb, output_dir = _run_finetuning(
-        tmp_path, minilm_ckpt, mrpc_data, backend="jax"
+        tmp_path, minilm_small_ckpt, mrpc_data, backend="jax"
     )
     text = notebooks.output_text(nb)
     assert "Keras on JAX: 1 device(s)" in text
@@ -183,7 +183,7 @@ def test_predictions_cover_the_test_set(finetuning_run, mrpc_data):
 
 
 def test_output_dir_holds_an_original_format_checkpoint(
-    finetuning_run, minilm_ckpt
+    finetuning_run, minilm_small_ckpt
 ):
     import tensorflow as tf
 
@@ -193,7 +193,7 @@ def test_output_dir_holds_an_original_format_checkpoint(
     prefix = tf.train.latest_checkpoint(str(output_dir))
     assert prefix == str(output_dir / f"model.ckpt-{STEPS}")
     got = checkpoints.checkpoint_shapes(prefix)
-    init = checkpoints.checkpoint_shapes(minilm_ckpt / "bert_model.ckpt")
+    init = checkpoints.checkpoint_shapes(minilm_small_ckpt / "bert_model.ckpt")
     hidden = init["bert/pooler/dense/kernel"][0]
     # The encoder under the released checkpoint's names and shapes, the new
     # head at the root, Adam slots for both, the step.
@@ -206,7 +206,9 @@ def test_output_dir_holds_an_original_format_checkpoint(
     reader = tf.train.load_checkpoint(prefix)
     assert reader.get_tensor("global_step") == STEPS
     # Fine-tuned: the weights moved away from the released ones.
-    before = tf.train.load_checkpoint(str(minilm_ckpt / "bert_model.ckpt"))
+    before = tf.train.load_checkpoint(
+        str(minilm_small_ckpt / "bert_model.ckpt")
+    )
     name = "bert/encoder/layer_0/attention/self/query/kernel"
     assert not np.array_equal(reader.get_tensor(name), before.get_tensor(name))
     # The notebook lists them.

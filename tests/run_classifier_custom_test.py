@@ -1,7 +1,8 @@
 """run_classifier.py --task_name=custom: your own CSV / TSV / JSON Lines files.
 
 The built-in tasks' data written out in each format, with other column
-names, fine-tuned from the same checkpoint with the same flags and seed,
+names, fine-tuned from the same checkpoint (MiniLM's first 2 layers:
+conftest.minilm_small_ckpt) with the same flags and seed,
 gives the built-in task's eval_results.txt and test_results.tsv (MRPC for
 classification, STS-B for regression). A generated multi-label task is
 learnt well above chance. Predict-only runs read labels.json; bad input
@@ -32,14 +33,14 @@ SEQ = 32
 COLUMNS = {"text_a": "first", "text_b": "second", "label": "quality"}
 
 
-def _settings(minilm_ckpt, output_dir, learning_rate=None, **kwargs):
+def _settings(minilm_small_ckpt, output_dir, learning_rate=None, **kwargs):
     values = {
         "data_dir": None,
         "task_name": "custom",
-        "bert_config_file": str(minilm_ckpt / "bert_config.json"),
-        "vocab_file": str(minilm_ckpt / "vocab.txt"),
+        "bert_config_file": str(minilm_small_ckpt / "bert_config.json"),
+        "vocab_file": str(minilm_small_ckpt / "vocab.txt"),
         "output_dir": str(output_dir),
-        "init_checkpoint": str(minilm_ckpt / "bert_model.ckpt"),
+        "init_checkpoint": str(minilm_small_ckpt / "bert_model.ckpt"),
         "max_seq_length": SEQ,
         "train_batch_size": 4,
         "num_train_epochs": 1.0,
@@ -138,11 +139,11 @@ def _assert_same_results(got_dir, want_dir):
 
 
 @pytest.fixture(scope="module")
-def mrpc_reference(minilm_ckpt, tmp_path_factory):
+def mrpc_reference(minilm_small_ckpt, tmp_path_factory):
     out = tmp_path_factory.mktemp("mrpc_reference")
     classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             out,
             task_name="MRPC",
             data_dir=str(TESTDATA / "cls_mrpc"),
@@ -159,7 +160,7 @@ def mrpc_reference(minilm_ckpt, tmp_path_factory):
     "extension", [".tsv", pytest.param(".jsonl", marks=pytest.mark.slow)]
 )
 def test_mrpc_as_your_own_files_gives_mrpc_results(
-    minilm_ckpt, mrpc_reference, tmp_path, extension
+    minilm_small_ckpt, mrpc_reference, tmp_path, extension
 ):
     files = write_glue_task(
         tmp_path / "data", "mrpc", str(TESTDATA / "cls_mrpc"), extension
@@ -167,7 +168,7 @@ def test_mrpc_as_your_own_files_gives_mrpc_results(
     out = tmp_path / "out"
     classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             out,
             do_train=True,
             do_eval=True,
@@ -181,14 +182,14 @@ def test_mrpc_as_your_own_files_gives_mrpc_results(
 
 
 def test_mrpc_as_csv_from_the_command_line(
-    minilm_ckpt, mrpc_reference, tmp_path
+    minilm_small_ckpt, mrpc_reference, tmp_path
 ):
     """The script as a user runs it; predictions.jsonl names the labels."""
     files = write_glue_task(
         tmp_path / "data", "mrpc", str(TESTDATA / "cls_mrpc"), ".csv"
     )
     out = tmp_path / "out"
-    s = _settings(minilm_ckpt, out)
+    s = _settings(minilm_small_ckpt, out)
     args = [
         "--task_name=custom",
         *(f"--{k}={v}" for k, v in files.items()),
@@ -229,14 +230,14 @@ def test_mrpc_as_csv_from_the_command_line(
     assert saved["text_b_column"] == "second"
 
 
-def test_sts_b_as_json_lines_gives_sts_b_results(minilm_ckpt, tmp_path):
+def test_sts_b_as_json_lines_gives_sts_b_results(minilm_small_ckpt, tmp_path):
     """Regression: the STS-B head, loss and metrics from a JSON Lines file
     of numbers."""
     common = dict(do_train=True, do_eval=True, do_predict=True)
     want = tmp_path / "stsb"
     classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             want,
             task_name="STS-B",
             data_dir=str(TESTDATA / "cls_stsb"),
@@ -249,7 +250,7 @@ def test_sts_b_as_json_lines_gives_sts_b_results(minilm_ckpt, tmp_path):
     got = tmp_path / "custom"
     results = classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             got,
             task_type="regression",
             id_column="pair_id",
@@ -297,14 +298,14 @@ def multi_label_rows(n, seed):
 # Slow: the multi-label kind's default-run tests are the threshold one
 # below, own_data_test's and task_kinds_test's.
 @pytest.mark.slow
-def test_multi_label_learns_a_generated_task(minilm_ckpt, tmp_path):
+def test_multi_label_learns_a_generated_task(minilm_small_ckpt, tmp_path):
     train = write_rows(tmp_path / "train.csv", multi_label_rows(192, 1))
     dev_rows = multi_label_rows(64, 2)
     dev = write_rows(tmp_path / "dev.csv", dev_rows)
     out = tmp_path / "out"
     results = classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             out,
             task_type="multi_label",
             train_file=train,
@@ -360,7 +361,7 @@ def test_multi_label_learns_a_generated_task(minilm_ckpt, tmp_path):
     export = tmp_path / "export"
     classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             out,
             test_file=test,
             do_predict=True,
@@ -386,7 +387,7 @@ def test_multi_label_learns_a_generated_task(minilm_ckpt, tmp_path):
     )
 
 
-def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
+def test_multi_label_threshold_is_stored_and_used(minilm_small_ckpt, tmp_path):
     """--multi_label_threshold=0.3 when training: labels.json records it, and
     a later predict-only run (no flag), the serving export and the Keras
     model all decide p >= 0.3, which here differs from 0.5 on some labels.
@@ -404,7 +405,7 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
     out = tmp_path / "out"
     classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             out,
             task_type="multi_label",
             train_file=train,
@@ -421,7 +422,7 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
     export = tmp_path / "export"
     classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             out,
             test_file=dev,
             do_predict=True,
@@ -451,7 +452,7 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
         [[int(t in r["labels"]) for t in labels] for r in rows],
     )
     model = BertTextClassifier.from_checkpoint(
-        minilm_ckpt,
+        minilm_small_ckpt,
         num_labels=len(labels),
         sequence_length=SEQ,
         multi_label=True,
@@ -465,7 +466,7 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
     # auto: the dev set's best threshold, stored, used in eval_results.
     results = classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             out,
             dev_file=dev,
             label_column="topics",
@@ -488,7 +489,7 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
     with pytest.raises(ValueError, match="add --do_eval"):
         classifier_lib.run(
             _settings(
-                minilm_ckpt,
+                minilm_small_ckpt,
                 out,
                 do_predict=True,
                 test_file=dev,
@@ -498,7 +499,7 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
     with pytest.raises(ValueError, match=r"in \(0, 1\)"):
         classifier_lib.run(
             _settings(
-                minilm_ckpt,
+                minilm_small_ckpt,
                 out,
                 do_predict=True,
                 test_file=dev,
@@ -508,7 +509,7 @@ def test_multi_label_threshold_is_stored_and_used(minilm_ckpt, tmp_path):
 
 
 @pytest.mark.slow
-def test_read_file_gives_the_scripts_examples(minilm_ckpt, tmp_path):
+def test_read_file_gives_the_scripts_examples(minilm_small_ckpt, tmp_path):
     """BertTextClassifier.read_file: the texts and label ids
     run_classifier.py --task_name=custom trains on."""
     rows = multi_label_rows(24, 3)
@@ -524,7 +525,7 @@ def test_read_file_gives_the_scripts_examples(minilm_ckpt, tmp_path):
     out = tmp_path / "out"
     classifier_lib.run(
         _settings(
-            minilm_ckpt,
+            minilm_small_ckpt,
             out,
             task_type="multi_label",
             train_file=train,
@@ -542,7 +543,7 @@ def test_read_file_gives_the_scripts_examples(minilm_ckpt, tmp_path):
     ]
     assert label_ids == data.y.tolist()
     model = BertTextClassifier.from_checkpoint(
-        minilm_ckpt,
+        minilm_small_ckpt,
         num_labels=len(data.labels),
         sequence_length=SEQ,
         multi_label=True,
@@ -561,12 +562,14 @@ def _mrpc_csv(tmp_path):
 
 
 def test_a_bad_row_in_the_predict_file_leaves_no_output(
-    minilm_ckpt, mrpc_reference, tmp_path
+    minilm_small_ckpt, mrpc_reference, tmp_path
 ):
     test = pathlib.Path(tmp_path / "test.csv")
     test.write_text("text_a,text_b\nfine,pair\nragged,row,here\n")
     out = _predict_only_dir(mrpc_reference, tmp_path / "out")
-    settings = _settings(minilm_ckpt, out, test_file=str(test), do_predict=True)
+    settings = _settings(
+        minilm_small_ckpt, out, test_file=str(test), do_predict=True
+    )
     with pytest.raises(
         ValueError, match=f"{test} line 3: expected 2 comma-separated fields"
     ):
@@ -597,12 +600,14 @@ def _predict_only_dir(reference, out):
 
 
 def test_an_empty_predict_file_is_an_error(
-    minilm_ckpt, mrpc_reference, tmp_path
+    minilm_small_ckpt, mrpc_reference, tmp_path
 ):
     test = tmp_path / "test.jsonl"
     test.write_text("\n")
     out = _predict_only_dir(mrpc_reference, tmp_path / "out")
-    settings = _settings(minilm_ckpt, out, test_file=str(test), do_predict=True)
+    settings = _settings(
+        minilm_small_ckpt, out, test_file=str(test), do_predict=True
+    )
     with pytest.raises(ValueError, match=f"{test}: no rows"):
         classifier_lib.run(settings)
     assert not (out / predictions.FILE).exists()
@@ -613,10 +618,12 @@ def test_an_empty_predict_file_is_an_error(
         classifier_lib.run(settings)
 
 
-def test_missing_column_names_the_file_and_the_columns(minilm_ckpt, tmp_path):
+def test_missing_column_names_the_file_and_the_columns(
+    minilm_small_ckpt, tmp_path
+):
     files = _mrpc_csv(tmp_path)
     settings = _settings(
-        minilm_ckpt,
+        minilm_small_ckpt,
         tmp_path / "out",
         do_train=True,
         train_file=files["train_file"],
@@ -633,7 +640,7 @@ def test_missing_column_names_the_file_and_the_columns(minilm_ckpt, tmp_path):
         classifier_lib.run(settings)
 
 
-def test_dev_label_unseen_in_training(minilm_ckpt, tmp_path):
+def test_dev_label_unseen_in_training(minilm_small_ckpt, tmp_path):
     train = write_rows(
         tmp_path / "train.csv", [{"text": "a", "label": "x"}] * 4
     )
@@ -642,7 +649,7 @@ def test_dev_label_unseen_in_training(minilm_ckpt, tmp_path):
         [{"text": "a", "label": "x"}, {"text": "b", "label": "y"}],
     )
     settings = _settings(
-        minilm_ckpt,
+        minilm_small_ckpt,
         tmp_path / "out",
         do_train=True,
         do_eval=True,
@@ -659,9 +666,9 @@ def test_dev_label_unseen_in_training(minilm_ckpt, tmp_path):
         classifier_lib.run(settings)
 
 
-def test_data_dir_still_required_for_glue_tasks(minilm_ckpt, tmp_path):
+def test_data_dir_still_required_for_glue_tasks(minilm_small_ckpt, tmp_path):
     settings = _settings(
-        minilm_ckpt, tmp_path / "out", task_name="MRPC", do_eval=True
+        minilm_small_ckpt, tmp_path / "out", task_name="MRPC", do_eval=True
     )
     with pytest.raises(ValueError, match="--data_dir is required for"):
         classifier_lib.prepare(settings)

@@ -1,4 +1,5 @@
-"""run_classifier.py end to end on tiny GLUE data from a real converted model.
+"""run_classifier.py end to end on tiny GLUE data from a real converted model
+(MiniLM's first 2 layers: conftest.minilm_small_ckpt).
 
 One MRPC run of the script (a subprocess, as a user runs it: train -> eval
 during training -> eval -> predict -> GLUE submission -> export) is checked
@@ -36,14 +37,14 @@ TESTDATA = REPO / "tests" / "testdata"
 SEQ = 32
 
 
-def _settings(minilm_ckpt, output_dir, **kwargs):
+def _settings(minilm_small_ckpt, output_dir, **kwargs):
     values = {
         "data_dir": str(TESTDATA / "cls_mrpc"),
-        "bert_config_file": str(minilm_ckpt / "bert_config.json"),
+        "bert_config_file": str(minilm_small_ckpt / "bert_config.json"),
         "task_name": "MRPC",
-        "vocab_file": str(minilm_ckpt / "vocab.txt"),
+        "vocab_file": str(minilm_small_ckpt / "vocab.txt"),
         "output_dir": str(output_dir),
-        "init_checkpoint": str(minilm_ckpt / "bert_model.ckpt"),
+        "init_checkpoint": str(minilm_small_ckpt / "bert_model.ckpt"),
         "max_seq_length": SEQ,
     }
     values.update(kwargs)
@@ -51,15 +52,15 @@ def _settings(minilm_ckpt, output_dir, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def mrpc_run(tmp_path_factory, minilm_ckpt):
+def mrpc_run(tmp_path_factory, minilm_small_ckpt):
     """Runs the script once: 16 train examples / batch 4 * 1 epoch = 4 steps."""
     out = tmp_path_factory.mktemp("mrpc_run")
     args = [
         "--task_name=MRPC",
         f"--data_dir={TESTDATA / 'cls_mrpc'}",
-        f"--vocab_file={minilm_ckpt / 'vocab.txt'}",
-        f"--bert_config_file={minilm_ckpt / 'bert_config.json'}",
-        f"--init_checkpoint={minilm_ckpt / 'bert_model.ckpt'}",
+        f"--vocab_file={minilm_small_ckpt / 'vocab.txt'}",
+        f"--bert_config_file={minilm_small_ckpt / 'bert_config.json'}",
+        f"--init_checkpoint={minilm_small_ckpt / 'bert_model.ckpt'}",
         f"--output_dir={out}",
         "--do_train",
         "--do_eval",
@@ -88,9 +89,9 @@ def _records(path, label_dtype=tf.int64, seq=SEQ):
     return {k: np.stack([p[k].numpy() for p in parsed]) for k in spec}
 
 
-def _logits(minilm_ckpt, prefix, features, num_labels=2):
+def _logits(minilm_small_ckpt, prefix, features, num_labels=2):
     config = config_lib.BertConfig.from_json_file(
-        minilm_ckpt / "bert_config.json"
+        minilm_small_ckpt / "bert_config.json"
     )
     model = models.BertClassifier(config, num_labels)
     checkpoints.load_weights(model, prefix)
@@ -143,13 +144,15 @@ def test_checkpoint_has_original_names(mrpc_run):
     assert shapes["output_weights"] == [2, 384]
     assert shapes["output_bias"] == [2]
     assert shapes["output_weights/adam_m"] == [2, 384]
-    assert shapes["bert/encoder/layer_5/output/LayerNorm/gamma"] == [384]
+    assert shapes["bert/encoder/layer_1/output/LayerNorm/gamma"] == [384]
     assert int(tf.train.load_checkpoint(prefix).get_tensor("global_step")) == 4
     # keep_checkpoint_max 5: the step-2 checkpoint is still there.
     assert (mrpc_run / "model.ckpt-2.index").exists()
 
 
-def test_eval_results_match_an_independent_evaluation(mrpc_run, minilm_ckpt):
+def test_eval_results_match_an_independent_evaluation(
+    mrpc_run, minilm_small_ckpt
+):
     results = _eval_results(mrpc_run / "eval_results.txt")
     assert sorted(results) == [
         "eval_accuracy",
@@ -160,7 +163,7 @@ def test_eval_results_match_an_independent_evaluation(mrpc_run, minilm_ckpt):
     ]
     assert results["global_step"] == "4"
     records = _records(mrpc_run / "eval.tf_record")
-    logits = _logits(minilm_ckpt, str(mrpc_run / "model.ckpt-4"), records)
+    logits = _logits(minilm_small_ckpt, str(mrpc_run / "model.ckpt-4"), records)
     labels = records["label_ids"]
     predictions = np.argmax(logits, -1)
     want_loss = np.mean(metrics_test._softmax_cross_entropy(logits, labels))
@@ -175,13 +178,13 @@ def test_eval_results_match_an_independent_evaluation(mrpc_run, minilm_ckpt):
     assert float(results["loss"]) == pytest.approx(want_loss, rel=1e-4)
 
 
-def test_test_results_and_submission(mrpc_run, minilm_ckpt):
+def test_test_results_and_submission(mrpc_run, minilm_small_ckpt):
     lines = (mrpc_run / "test_results.tsv").read_text().splitlines()
     probs = np.array([[float(v) for v in line.split("\t")] for line in lines])
     assert probs.shape == (5, 2)
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-6)
     records = _records(mrpc_run / "predict.tf_record")
-    logits = _logits(minilm_ckpt, str(mrpc_run / "model.ckpt-4"), records)
+    logits = _logits(minilm_small_ckpt, str(mrpc_run / "model.ckpt-4"), records)
     np.testing.assert_allclose(probs, tf.nn.softmax(logits).numpy(), atol=1e-5)
     submission = (mrpc_run / "glue" / "MRPC.tsv").read_text().splitlines()
     assert submission[0] == "index\tprediction"
@@ -189,12 +192,12 @@ def test_test_results_and_submission(mrpc_run, minilm_ckpt):
     assert submission[1:] == want
 
 
-def test_dynamic_padding_gives_the_padded_numbers(minilm_ckpt, tmp_path):
+def test_dynamic_padding_gives_the_padded_numbers(minilm_small_ckpt, tmp_path):
     """Training, eval and predict on batches cut to their longest sequence;
     the results equal the full-length computation from the checkpoint."""
     out = tmp_path / "dyn"
     settings = _settings(
-        minilm_ckpt,
+        minilm_small_ckpt,
         out,
         do_train=True,
         do_eval=True,
@@ -212,7 +215,7 @@ def test_dynamic_padding_gives_the_padded_numbers(minilm_ckpt, tmp_path):
     records = _records(out / "eval.tf_record", seq=96)
     # The records are padded to 96 and the batches cut shorter.
     assert records["input_mask"].sum(-1).max() <= 96 - 8
-    logits = _logits(minilm_ckpt, str(out / "model.ckpt-4"), records)
+    logits = _logits(minilm_small_ckpt, str(out / "model.ckpt-4"), records)
     labels = records["label_ids"]
     assert results["eval_accuracy"] == pytest.approx(
         np.mean(np.argmax(logits, -1) == labels), abs=1e-6
@@ -222,7 +225,7 @@ def test_dynamic_padding_gives_the_padded_numbers(minilm_ckpt, tmp_path):
     lines = (out / "test_results.tsv").read_text().splitlines()
     probs = np.array([[float(v) for v in line.split("\t")] for line in lines])
     records = _records(out / "predict.tf_record", seq=96)
-    logits = _logits(minilm_ckpt, str(out / "model.ckpt-4"), records)
+    logits = _logits(minilm_small_ckpt, str(out / "model.ckpt-4"), records)
     # Batches cut to their longest sequence against the full 96 positions:
     # other shapes, other float32 sums. Probabilities have unit scale
     # (as in test_test_results_and_submission's 1e-5).
@@ -301,10 +304,10 @@ def test_export_serves_raw_text_like_test_results(mrpc_run):
 
 
 @pytest.mark.slow  # The pieces are unit-tested; this runs them together.
-def test_sts_b_regression(minilm_ckpt, tmp_path):
+def test_sts_b_regression(minilm_small_ckpt, tmp_path):
     out = tmp_path / "stsb"
     settings = _settings(
-        minilm_ckpt,
+        minilm_small_ckpt,
         out,
         task_name="STS-B",
         data_dir=str(TESTDATA / "cls_stsb"),
@@ -330,7 +333,7 @@ def test_sts_b_regression(minilm_ckpt, tmp_path):
     np.testing.assert_allclose(
         records["label_ids"], [5.0, 4.75, 5.0, 2.4, 2.75, 2.615], atol=1e-6
     )
-    logits = _logits(minilm_ckpt, str(out / "model.ckpt-3"), records, 1)
+    logits = _logits(minilm_small_ckpt, str(out / "model.ckpt-3"), records, 1)
     scores = logits[:, 0]
     assert results["eval_pearson"] == pytest.approx(
         metrics.pearson(records["label_ids"], scores), abs=1e-5
@@ -349,7 +352,9 @@ def test_sts_b_regression(minilm_ckpt, tmp_path):
 
 
 @pytest.mark.slow
-def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
+def test_resume_continues_to_the_same_result(
+    minilm_small_ckpt, tmp_path, caplog
+):
     """A run stopped at step 2 and resumed ends like an uninterrupted one."""
     common = {
         "do_train": True,
@@ -359,10 +364,10 @@ def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
         "random_seed": 5,
     }
     straight = classifier_lib.run(
-        _settings(minilm_ckpt, tmp_path / "a", **common)
+        _settings(minilm_small_ckpt, tmp_path / "a", **common)
     )
     resumed_dir = tmp_path / "b"
-    first = _settings(minilm_ckpt, resumed_dir, **common)
+    first = _settings(minilm_small_ckpt, resumed_dir, **common)
     first.run_config = dataclasses.replace(
         first.run_config, save_checkpoints_steps=2
     )
@@ -373,7 +378,7 @@ def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
     (resumed_dir / "checkpoint").unlink()
     with caplog.at_level("INFO"):
         resumed = classifier_lib.run(
-            _settings(minilm_ckpt, resumed_dir, **common)
+            _settings(minilm_small_ckpt, resumed_dir, **common)
         )
     assert "model.ckpt-2 at global_step 2" in caplog.text
     assert resumed["global_step"] == straight["global_step"] == 4
@@ -384,7 +389,9 @@ def test_resume_continues_to_the_same_result(minilm_ckpt, tmp_path, caplog):
     assert resumed["eval_loss"] == pytest.approx(
         straight["eval_loss"], rel=2e-2
     )
-    finished = classifier_lib.run(_settings(minilm_ckpt, resumed_dir, **common))
+    finished = classifier_lib.run(
+        _settings(minilm_small_ckpt, resumed_dir, **common)
+    )
     assert finished["eval_loss"] == pytest.approx(resumed["eval_loss"])
 
 
@@ -464,8 +471,8 @@ def test_classifier_runs_under_mixed_bfloat16(tiny_config_dict):
         ),
     ],
 )
-def test_bad_settings(minilm_ckpt, tmp_path, kwargs, message):
-    settings = _settings(minilm_ckpt, tmp_path / "out", **kwargs)
+def test_bad_settings(minilm_small_ckpt, tmp_path, kwargs, message):
+    settings = _settings(minilm_small_ckpt, tmp_path / "out", **kwargs)
     with pytest.raises(ValueError, match=_literal(message)):
         classifier_lib.prepare(settings)
 
@@ -476,23 +483,23 @@ def _literal(text):
     return re.escape(text)
 
 
-def test_bad_train_file_names_file_and_line(minilm_ckpt, tmp_path):
+def test_bad_train_file_names_file_and_line(minilm_small_ckpt, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     lines = (TESTDATA / "cls_mrpc" / "train.tsv").read_text().splitlines()
     lines[3] = lines[3].replace("\t", " ", 1)
     (data / "train.tsv").write_text("\n".join(lines) + "\n")
     settings = _settings(
-        minilm_ckpt, tmp_path / "out", data_dir=str(data), do_train=True
+        minilm_small_ckpt, tmp_path / "out", data_dir=str(data), do_train=True
     )
     want = f"{data / 'train.tsv'} line 4: expected 5 tab-separated columns"
     with pytest.raises(ValueError, match=_literal(want)):
         classifier_lib.run(settings)
 
 
-def test_eval_without_any_checkpoint(minilm_ckpt, tmp_path):
+def test_eval_without_any_checkpoint(minilm_small_ckpt, tmp_path):
     settings = _settings(
-        minilm_ckpt, tmp_path / "out", do_eval=True, init_checkpoint=None
+        minilm_small_ckpt, tmp_path / "out", do_eval=True, init_checkpoint=None
     )
     with pytest.raises(ValueError, match="nothing to evaluate"):
         classifier_lib.run(settings)
