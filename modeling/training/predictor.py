@@ -513,7 +513,7 @@ class Predictor:
         number of texts cut is logged. The one place texts become vectors:
         run_embeddings, the Keras BertTextEmbedder and the LiteRT server
         call it with their own backend."""
-        texts = [str(t) for t in texts]
+        texts = list(texts)
         if not texts:
             return np.zeros((0, dim), np.float32)
         outputs, truncated = self.texts(
