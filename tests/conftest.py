@@ -48,29 +48,30 @@ def pytest_addoption(parser):
     )
 
 
+# The layers of minilm_small_ckpt.
+SMALL_LAYERS = 2
+
 # The files that took longest (worker-seconds summed from `bash
-# scripts/test.sh --durations=0`, 2-vCPU Xeon, 2026-11-26), longest first.
+# scripts/test.sh --junitxml=...`, 2-vCPU Xeon, 2026-11-27), longest first.
 # scripts/test.sh hands whole files to its workers in collection order
 # (--no-loadscope-reorder: xdist's own order puts the files with the most
 # tests first, whatever their length), so these start first and the many
 # short files fill in at the end, not a long one while the other worker idles.
-# The layers of minilm_small_ckpt.
-SMALL_LAYERS = 2
 LONGEST_FILES = (
-    "run_classifier_custom_test.py",
     "jax_scripts_test.py",
-    "keras_test.py",
     "embeddings_test.py",
-    "export_hub_test.py",
-    "jax_backend_test.py",
-    "notebooks_test.py",
-    "predictor_test.py",
     "dynamic_masking_test.py",
+    "predictor_test.py",
+    "export_hub_test.py",
+    "keras_test.py",
+    "run_classifier_custom_test.py",
     "run_squad_test.py",
     "lite_test.py",
-    "run_classifier_test.py",
-    "run_classifier_with_tfhub_test.py",
     "squad_serving_test.py",
+    "jax_backend_test.py",
+    "notebooks_test.py",
+    "create_pretraining_data_test.py",
+    "long_inputs_test.py",
 )
 
 

@@ -8,10 +8,9 @@ also defined by other scripts that tests import in-process.
 
 import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
+import script_runner
 import tensorflow as tf
 
 from modeling.pretraining_data import exact
@@ -452,13 +451,10 @@ def test_scale_mode_error_in_a_late_shard_removes_partial_output(
 
 
 def _run_script(*args):
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "create_pretraining_data.py"), *args],
-        check=False,
-        capture_output=True,
-        text=True,
+    return script_runner.python(
+        [str(REPO_ROOT / "create_pretraining_data.py"), *args],
         cwd=str(REPO_ROOT),
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        env={"TF_CPP_MIN_LOG_LEVEL": "2"},
         timeout=300,
     )
 

@@ -9,7 +9,6 @@ KB left (a filler file takes the rest), after copying in what it reads.
 import os
 import shutil
 import subprocess
-import sys
 
 import hub_helpers
 import pytest
@@ -57,11 +56,8 @@ def _files(folder):
 
 
 def _fails_with_one_line(script, args, names):
-    proc = subprocess.run(
-        [sys.executable, str(script_runner.REPO / script), *args],
-        capture_output=True,
-        text=True,
-        check=False,
+    proc = script_runner.python(
+        [str(script_runner.REPO / script), *args],
         cwd=script_runner.REPO,
         timeout=600,
     )

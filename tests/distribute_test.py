@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+import script_runner
 import training_helpers as helpers
 
 from modeling import checkpoints
@@ -94,7 +95,6 @@ def _train(inputs, name, strategy, num_cpus):
     root, config, records = inputs
     out = str(root / name)
     args = [
-        sys.executable,
         WORKER,
         strategy,
         str(num_cpus),
@@ -102,9 +102,7 @@ def _train(inputs, name, strategy, num_cpus):
         records,
         out,
     ]
-    proc = subprocess.run(
-        args, check=False, env=_env(), capture_output=True, text=True
-    )
+    proc = script_runner.python(args, env=_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"replicas={num_cpus}" in proc.stdout
     return checkpoints.read_checkpoint(os.path.join(out, "model.ckpt-4"))

@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 import pytest
+import script_runner
 import tensorflow as tf
 from constants import REPO_ROOT
 
@@ -472,12 +473,8 @@ def test_mirrored_replicas_split_each_global_batch(tmp_path):
     """MirroredStrategy on 2 logical CPUs: the two replicas get the halves
     of the global batch the default strategy reads."""
     out = tmp_path / "mirrored.npz"
-    proc = subprocess.run(
-        [sys.executable, WORKER, "mirrored", "2", CORPUS, VOCAB, str(out)],
-        env=_worker_env(),
-        capture_output=True,
-        text=True,
-        check=False,
+    proc = script_runner.python(
+        [WORKER, "mirrored", "2", CORPUS, VOCAB, str(out)], env=_worker_env()
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "replicas=2" in proc.stdout

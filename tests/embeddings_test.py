@@ -343,21 +343,15 @@ def test_script_error_is_one_line(tmp_path):
     """The script: a bad input is one `error:` line, no traceback."""
     folder, _ = _tiny_model(tmp_path)
     blank = _write_lines(tmp_path / "blank.txt", ["the cat", ""])
-    import subprocess
-    import sys
 
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             str(script_runner.REPO / "run_embeddings.py"),
             f"--init_checkpoint={folder}/bert_model.ckpt",
             "--do_predict",
             f"--predict_file={blank}",
             f"--output_dir={tmp_path / 'out'}",
         ],
-        capture_output=True,
-        text=True,
-        check=False,
         cwd=script_runner.REPO,
     )
     assert proc.returncode == 1, proc.stderr[-2000:]

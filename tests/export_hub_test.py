@@ -12,8 +12,6 @@ encoder, FullTokenizer and convert_single_example for the preprocessor.
 
 import json
 import pathlib
-import subprocess
-import sys
 
 import hub_helpers
 import numpy as np
@@ -182,18 +180,14 @@ def fresh(request, minilm_export, tiny_export, tmp_path_factory):
         "tiny_positions": TINY_POSITIONS,
     }
     (folder / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             "-c",
             _LOADER,
             str(folder / "spec.json"),
             str(folder / "arrays.npz"),
             str(folder / "info.json"),
         ],
-        check=False,
-        capture_output=True,
-        text=True,
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]

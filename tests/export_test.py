@@ -7,11 +7,10 @@ path: FullTokenizer + convert_single_example + the Keras model.
 
 import json
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+import script_runner
 import tensorflow as tf
 
 from modeling import checkpoints
@@ -100,11 +99,8 @@ def test_saved_model_in_fresh_process_matches_python_path(classifier, tmp_path):
         ).read_text()
     )
     assert info["labels"] == labels and info["has_text_b"] is False
-    proc = subprocess.run(
-        [sys.executable, "-c", _LOADER, export_dir, json.dumps(TEXTS)],
-        check=False,
-        capture_output=True,
-        text=True,
+    proc = script_runner.python(
+        ["-c", _LOADER, export_dir, json.dumps(TEXTS)],
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -2,11 +2,10 @@
 
 import json
 import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
+import script_runner
 import tolerance
 
 from modeling import checkpoints
@@ -38,9 +37,8 @@ def _run_script(model_dir, tmp_path, *args):
     input_file = tmp_path / "input.txt"
     input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     output_file = tmp_path / "output.jsonl"
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             str(REPO_ROOT / "extract_features.py"),
             f"--input_file={input_file}",
             f"--output_file={output_file}",
@@ -49,9 +47,6 @@ def _run_script(model_dir, tmp_path, *args):
             f"--init_checkpoint={model_dir / 'bert_model.ckpt'}",
             *args,
         ],
-        check=False,
-        capture_output=True,
-        text=True,
         timeout=300,
         cwd=REPO_ROOT,
     )

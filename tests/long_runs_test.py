@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+import script_runner
 import tensorflow as tf
 import training_helpers as helpers
 
@@ -68,9 +69,8 @@ def test_default_flag_fine_tune_logs_progress_during_the_run(tmp_path):
     )
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\na\nis\n")
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             str(REPO / "run_classifier.py"),
             "--task_name=MRPC",
             f"--data_dir={TESTDATA / 'cls_mrpc'}",
@@ -84,8 +84,6 @@ def test_default_flag_fine_tune_logs_progress_during_the_run(tmp_path):
         ],
         cwd=REPO,
         env=_env(),
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -204,9 +202,8 @@ def test_sigterm_ends_a_run_whose_input_is_stuck(data, tmp_path):
 
 
 def _run_pretraining(config, input_file, output_dir, *flags):
-    return subprocess.run(
+    return script_runner.python(
         [
-            sys.executable,
             str(REPO / "run_pretraining.py"),
             f"--bert_config_file={config}",
             f"--input_file={input_file}",
@@ -217,8 +214,6 @@ def _run_pretraining(config, input_file, output_dir, *flags):
         ],
         cwd=REPO,
         env=_env(),
-        capture_output=True,
-        text=True,
         timeout=120,
     )
 

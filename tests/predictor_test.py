@@ -422,19 +422,16 @@ def test_mirrored_strategy_on_two_cpus(config, tmp_path):
     config.to_json_file(tmp_path / "bert_config.json")
     features = _features(23, 9)
     np.savez(tmp_path / "features.npz", **features)
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             "-c",
             _MIRRORED,
             str(tmp_path / "bert_config.json"),
             str(tmp_path / "features.npz"),
             str(tmp_path / "out.npz"),
         ],
-        capture_output=True,
-        text=True,
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={"PYTHONPATH": str(REPO)},
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

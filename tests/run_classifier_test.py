@@ -12,8 +12,6 @@ import dataclasses
 import json
 import os
 import pathlib
-import subprocess
-import sys
 
 import metrics_test
 import numpy as np
@@ -280,17 +278,13 @@ def test_export_serves_raw_text_like_test_results(mrpc_run):
         str(TESTDATA / "cls_mrpc")
     )
     texts = [[e.text_a for e in examples], [e.text_b for e in examples]]
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             "-c",
             _LOADER,
             str(export),
             json.dumps(texts),
         ],
-        check=False,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -19,7 +19,6 @@ head's dropout is the same Python layer in both runs and stays on.
 import filecmp
 import json
 import pathlib
-import subprocess
 import sys
 
 import numpy as np
@@ -219,9 +218,8 @@ def test_no_saved_model(tmp_path):
 
 def test_the_checkpoint_flags_are_not_flags_of_the_script(tmp_path):
     # They come from the SavedModel: giving one is an error, not ignored.
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             str(REPO / "run_classifier_with_tfhub.py"),
             "--task_name=MRPC",
             f"--data_dir={TESTDATA / 'cls_mrpc'}",
@@ -229,9 +227,6 @@ def test_the_checkpoint_flags_are_not_flags_of_the_script(tmp_path):
             f"--output_dir={tmp_path / 'out'}",
             "--vocab_file=vocab.txt",
         ],
-        check=False,
-        capture_output=True,
-        text=True,
         cwd=REPO,
         timeout=300,
     )

@@ -248,9 +248,8 @@ def test_empty_file(tmp_path, text):
 
 def test_script_reports_a_bad_file_in_one_line(tiny_files, tmp_path):
     path = _write(tmp_path, ",".join(HEADER) + "\n0,v,0,s,a b,c,g,e0,e1\n")
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             str(REPO / "run_multiple_choice.py"),
             f"--vocab_file={tiny_files / 'vocab.txt'}",
             f"--bert_config_file={tiny_files / 'bert_config.json'}",
@@ -259,9 +258,6 @@ def test_script_reports_a_bad_file_in_one_line(tiny_files, tmp_path):
             f"--max_seq_length={SEQ}",
             "--do_train",
         ],
-        check=False,
-        capture_output=True,
-        text=True,
         cwd=REPO,
         timeout=300,
     )
@@ -347,17 +343,13 @@ def test_export_serves_raw_text_like_test_results(mc_run, tiny_files):
         [e.start for e in examples],
         [e.endings for e in examples],
     ]
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             "-c",
             _LOADER,
             str(out.with_name(out.name + "_export")),
             json.dumps(fields),
         ],
-        check=False,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

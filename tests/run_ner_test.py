@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+import script_runner
 import tensorflow as tf
 from constants import TINY_CONFIG
 
@@ -99,11 +100,8 @@ def _args(files, out, *extra):
 
 
 def _script(*args):
-    return subprocess.run(
-        [sys.executable, str(REPO / "run_ner.py"), *args],
-        check=False,
-        capture_output=True,
-        text=True,
+    return script_runner.python(
+        [str(REPO / "run_ner.py"), *args],
         cwd=REPO,
         timeout=600,
     )
@@ -362,17 +360,13 @@ def test_export_tags_raw_text_like_the_prediction_file(ner_run, tiny_files):
     data = conll.read_conll(tiny_files / "data" / "test.txt")
     texts = [" ".join(s.words) for s in data.sentences]
     texts.insert(1, "")
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             "-c",
             _LOADER,
             str(ner_run.with_name(ner_run.name + "_export")),
             json.dumps(texts),
         ],
-        check=False,
-        capture_output=True,
-        text=True,
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+import script_runner
 import training_helpers as helpers
 
 from modeling import checkpoints
@@ -41,7 +42,6 @@ def inputs(tmp_path_factory):
 
 def _command(config, records, output_dir, *extra):
     return [
-        sys.executable,
         SCRIPT,
         f"--bert_config_file={config}",
         f"--input_file={records}",
@@ -61,13 +61,11 @@ def _env():
 
 
 def _run(args, **kwargs):
-    return subprocess.run(
-        args, check=False, env=_env(), capture_output=True, text=True, **kwargs
-    )
+    return script_runner.python(args, env=_env(), **kwargs)
 
 
 def test_required_flags_are_enforced():
-    proc = _run([sys.executable, SCRIPT, "--do_train"])
+    proc = _run([SCRIPT, "--do_train"])
     assert proc.returncode != 0
     assert "--input_file" in proc.stderr
     assert "must have a value other than None" in proc.stderr
@@ -158,7 +156,10 @@ def test_sigkill_then_rerun_ends_with_the_same_checkpoint(inputs, tmp_path):
     killed = tmp_path / "killed"
     args = _command(config, records, killed, *flags)
     child = subprocess.Popen(
-        args, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, *args],
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     while child.poll() is None:
         if killed.exists() and _newest_step(killed) >= 6:

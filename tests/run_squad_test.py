@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+import script_runner
 import tolerance
 from constants import REPO_ROOT
 from constants import TINY_CONFIG
@@ -106,11 +107,8 @@ def tiny_model(tmp_path_factory, uncased_vocab_file):
 
 
 def _run_script(args, timeout=600):
-    return subprocess.run(
-        [sys.executable, str(REPO_ROOT / "run_squad.py"), *map(str, args)],
-        check=False,
-        capture_output=True,
-        text=True,
+    return script_runner.python(
+        [str(REPO_ROOT / "run_squad.py"), *map(str, args)],
         cwd=REPO_ROOT,
         timeout=timeout,
     )

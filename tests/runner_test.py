@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+import script_runner
 
 from modeling import errors
 from modeling.tasks import common
@@ -43,11 +44,8 @@ def _env():
 
 
 def _run(script, *args):
-    return subprocess.run(
-        [sys.executable, str(REPO / script), *args],
-        check=False,
-        capture_output=True,
-        text=True,
+    return script_runner.python(
+        [str(REPO / script), *args],
         cwd=REPO,
         env=_env(),
         timeout=300,

@@ -5,8 +5,6 @@ silently."""
 
 import json
 import os
-import subprocess
-import sys
 import time
 
 import pytest
@@ -545,9 +543,8 @@ def test_run_ner_leaves_no_empty_output_folder(
     train = tmp_path / "train.jsonl"
     train.write_text('{"tokens": ["a"], "tags": "O"}\n')
     out = tmp_path / "new" / "out"
-    proc = subprocess.run(
+    proc = script_runner.python(
         [
-            sys.executable,
             str(script_runner.REPO / "run_ner.py"),
             f"--train_file={train}",
             f"--bert_config_file={config_file}",
@@ -556,9 +553,6 @@ def test_run_ner_leaves_no_empty_output_folder(
             "--max_seq_length=16",
             "--do_train",
         ],
-        capture_output=True,
-        text=True,
-        check=False,
     )
     assert proc.returncode == common.EXIT_USER_ERROR, proc.stderr[-3000:]
     assert (

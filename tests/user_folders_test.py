@@ -7,8 +7,6 @@ byte-for-byte unchanged."""
 
 import json
 import os
-import subprocess
-import sys
 
 import hub_helpers
 import pytest
@@ -461,11 +459,8 @@ def test_scripts_refuse_with_one_line(tmp_path, script, args, message):
     _files(run, ["model.ckpt-1.index", "labels.json", "test_results.tsv"])
     before = script_runner.folder_digests(tmp_path)
     root = str(tmp_path)
-    proc = subprocess.run(
-        [sys.executable, script, *[a.format(root=root) for a in args]],
-        capture_output=True,
-        text=True,
-        check=False,
+    proc = script_runner.python(
+        [script, *[a.format(root=root) for a in args]],
         cwd=script_runner.REPO,
         timeout=300,
     )
