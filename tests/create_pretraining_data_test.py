@@ -8,6 +8,7 @@ also defined by other scripts that tests import in-process.
 
 import os
 import pathlib
+import time
 
 import pytest
 import script_runner
@@ -491,3 +492,17 @@ def test_script_missing_input_file_fails_clearly(tmp_path):
     assert "No file matches input pattern" in result.stderr
     assert "nope.txt" in result.stderr
     assert not out.exists()
+
+
+def test_a_failed_run_stops_its_workers_promptly():
+    """An error while forked workers wait for tasks: the pool is gone in
+    well under a second (it took 5 s when a killed worker kept the task
+    queue's lock)."""
+    from modeling.pretraining_data import shards
+
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="bad shard"):
+        with shards.ForkPool(2, None) as pool:
+            assert list(pool.imap(abs, [-1, -2, -3])) == [1, 2, 3]
+            raise ValueError("bad shard")
+    assert time.monotonic() - start < 2.5

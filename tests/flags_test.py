@@ -7,11 +7,10 @@ import ast
 import dataclasses
 import json
 import pathlib
-import subprocess
-import sys
 import typing
 
 import pytest
+import script_runner
 
 from modeling import options
 from modeling.options import option
@@ -23,13 +22,10 @@ SCRIPTS = sorted(json.loads(SNAPSHOT.read_text()))
 
 
 def _run(args, check=True):
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        check=check,
-        cwd=ROOT,
-    ).stdout
+    proc = script_runner.python(args, cwd=ROOT)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

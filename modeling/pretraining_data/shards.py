@@ -148,6 +148,12 @@ def state():
     return _STATE
 
 
+def _free(lock):
+    """Leaves a multiprocessing Lock released, whoever held it."""
+    lock.acquire(block=False)
+    lock.release()
+
+
 class ForkPool:
     """A context: `processes` forked workers that inherit `worker_state`.
 
@@ -215,10 +221,15 @@ class ForkPool:
             workers = list(self._pool._pool)
             for worker in workers:
                 worker.kill()
+            for worker in workers:
+                worker.join(timeout=1)
+            # An idle worker waits for its next task holding the task
+            # queue's read lock, which Pool.terminate takes: killed, it
+            # would hold it for good and every failed run would end 5 s
+            # late. No worker lives now, so the lock is freed.
+            _free(self._pool._inqueue._rlock)
             stopper = threading.Thread(target=self._pool.terminate, daemon=True)
             stopper.start()
             stopper.join(timeout=5)
-            for worker in workers:
-                worker.join(timeout=1)
         _STATE = None
         return False
