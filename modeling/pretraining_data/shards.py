@@ -214,22 +214,26 @@ class ForkPool:
             self._pool.terminate()
             self._pool.join()
         elif self._pool is not None:
-            # An error or SIGTERM (errors.Terminated) may have come in the
-            # middle of the pool's own bookkeeping, and Pool.terminate can
-            # then wait forever on a queue lock that a worker holds: kill
-            # the workers first and give terminate a bounded time.
-            workers = list(self._pool._pool)
-            for worker in workers:
-                worker.kill()
-            for worker in workers:
-                worker.join(timeout=1)
-            # An idle worker waits for its next task holding the task
-            # queue's read lock, which Pool.terminate takes: killed, it
-            # would hold it for good and every failed run would end 5 s
-            # late. No worker lives now, so the lock is freed.
-            _free(self._pool._inqueue._rlock)
+            # After an error, the workers take the sentinels terminate
+            # sends them and it returns at once. But an error or SIGTERM
+            # (errors.Terminated) may have stopped a worker in the middle of
+            # the pool's own bookkeeping, holding a lock of its queues (the
+            # task queue's read lock, the result queue's write lock) that
+            # Pool.terminate then waits on forever. So: terminate, and if
+            # it is not done within a second, kill the workers, free those
+            # locks (no live worker holds them then) and give terminate a
+            # bounded time more.
             stopper = threading.Thread(target=self._pool.terminate, daemon=True)
             stopper.start()
-            stopper.join(timeout=5)
+            stopper.join(timeout=1)
+            if stopper.is_alive():
+                workers = list(self._pool._pool)
+                for worker in workers:
+                    worker.kill()
+                for worker in workers:
+                    worker.join(timeout=1)
+                _free(self._pool._inqueue._rlock)
+                _free(self._pool._outqueue._wlock)
+                stopper.join(timeout=5)
         _STATE = None
         return False
