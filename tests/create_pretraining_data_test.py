@@ -454,7 +454,6 @@ def test_scale_mode_error_in_a_late_shard_removes_partial_output(
 def _run_script(*args):
     return script_runner.python(
         [str(REPO_ROOT / "create_pretraining_data.py"), *args],
-        cwd=str(REPO_ROOT),
         env={"TF_CPP_MIN_LOG_LEVEL": "2"},
         timeout=300,
     )

@@ -58,7 +58,6 @@ def _files(folder):
 def _fails_with_one_line(script, args, names):
     proc = script_runner.python(
         [str(script_runner.REPO / script), *args],
-        cwd=script_runner.REPO,
         timeout=600,
     )
     assert proc.returncode == common.EXIT_USER_ERROR, proc.stderr[-3000:]

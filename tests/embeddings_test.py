@@ -352,7 +352,6 @@ def test_script_error_is_one_line(tmp_path):
             f"--predict_file={blank}",
             f"--output_dir={tmp_path / 'out'}",
         ],
-        cwd=script_runner.REPO,
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     errors = [x for x in proc.stderr.splitlines() if x.startswith("error:")]

@@ -48,7 +48,6 @@ def _run_script(model_dir, tmp_path, *args):
             *args,
         ],
         timeout=300,
-        cwd=REPO_ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(line) for line in output_file.read_text().splitlines()]

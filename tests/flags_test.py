@@ -22,7 +22,7 @@ SCRIPTS = sorted(json.loads(SNAPSHOT.read_text()))
 
 
 def _run(args, check=True):
-    proc = script_runner.python(args, cwd=ROOT)
+    proc = script_runner.python(args)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout

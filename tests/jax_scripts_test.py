@@ -286,7 +286,7 @@ def test_run_classifier_on_jax_equals_tensorflow(minilm_small_ckpt, tmp_path):
         # KERAS_BACKEND before the wrapper imports Keras.
         env = dict(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2")
         env["KERAS_BACKEND"] = backend
-        proc = script_runner.python(args, env=env, cwd=ROOT, timeout=600)
+        proc = script_runner.python(args, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
     _assert_close(
         _step(out["jax"], 4),

@@ -82,7 +82,6 @@ def test_default_flag_fine_tune_logs_progress_during_the_run(tmp_path):
             "--train_batch_size=2",
             "--num_train_epochs=37.5",  # 16 examples: 300 steps
         ],
-        cwd=REPO,
         env=_env(),
         timeout=300,
     )
@@ -212,7 +211,6 @@ def _run_pretraining(config, input_file, output_dir, *flags):
             "--max_predictions_per_seq=4",
             *flags,
         ],
-        cwd=REPO,
         env=_env(),
         timeout=120,
     )

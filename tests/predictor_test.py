@@ -430,7 +430,6 @@ def test_mirrored_strategy_on_two_cpus(config, tmp_path):
             str(tmp_path / "features.npz"),
             str(tmp_path / "out.npz"),
         ],
-        cwd=REPO,
         env={"PYTHONPATH": str(REPO)},
         timeout=300,
     )

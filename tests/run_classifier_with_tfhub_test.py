@@ -227,7 +227,6 @@ def test_the_checkpoint_flags_are_not_flags_of_the_script(tmp_path):
             f"--output_dir={tmp_path / 'out'}",
             "--vocab_file=vocab.txt",
         ],
-        cwd=REPO,
         timeout=300,
     )
     assert proc.returncode == 1

@@ -258,7 +258,6 @@ def test_script_reports_a_bad_file_in_one_line(tiny_files, tmp_path):
             f"--max_seq_length={SEQ}",
             "--do_train",
         ],
-        cwd=REPO,
         timeout=300,
     )
     assert proc.returncode == common.EXIT_USER_ERROR, proc.stderr[-3000:]

@@ -102,7 +102,6 @@ def _args(files, out, *extra):
 def _script(*args):
     return script_runner.python(
         [str(REPO / "run_ner.py"), *args],
-        cwd=REPO,
         timeout=600,
     )
 

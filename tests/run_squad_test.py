@@ -109,7 +109,6 @@ def tiny_model(tmp_path_factory, uncased_vocab_file):
 def _run_script(args, timeout=600):
     return script_runner.python(
         [str(REPO_ROOT / "run_squad.py"), *map(str, args)],
-        cwd=REPO_ROOT,
         timeout=timeout,
     )
 

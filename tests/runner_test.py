@@ -46,7 +46,6 @@ def _env():
 def _run(script, *args):
     return script_runner.python(
         [str(REPO / script), *args],
-        cwd=REPO,
         env=_env(),
         timeout=300,
     )

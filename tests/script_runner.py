@@ -3,7 +3,7 @@ in processes of their own, as a user would, from the repository root.
 
 `python(args)` is `python <args>` in a new process. Most of such a
 process's start is importing TensorFlow and Keras (about 5 s of a 2-core
-test machine, for each of about 60 runs in the suite), so a run whose
+test machine, for each of the suite's dozens of runs), so a run whose
 environment is the test process's own is forked from a warm interpreter
 that imported them once (multiprocessing's fork server): the program
 still runs as `__main__` in a process of its own, with its own argv,
@@ -47,12 +47,19 @@ def _import_time_env(env):
     return {k: v for k, v in env.items() if k.startswith(_IMPORT_TIME_PREFIXES)}
 
 
-def _warm_context():
+def _warm_context(env):
+    """The warm interpreter's multiprocessing context (it starts with the
+    first run), or None where `env` differs from its import-time variables
+    or the platform has no fork server."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
     if not _WARM:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(list(_PRELOAD))
         _WARM["context"] = context
         _WARM["env"] = _import_time_env(os.environ)
+    if _import_time_env(env) != _WARM["env"]:
+        return None
     return _WARM["context"]
 
 
@@ -97,9 +104,8 @@ def python(args, env=None, cwd=REPO, timeout=600):
     args = [str(a) for a in args]
     full_env = {**os.environ, **(env or {})}
     full_env.pop("PYTEST_CURRENT_TEST", None)
-    if "forkserver" not in multiprocessing.get_all_start_methods() or (
-        _WARM and _import_time_env(full_env) != _WARM["env"]
-    ):
+    context = _warm_context(full_env)
+    if context is None:
         return subprocess.run(
             [sys.executable, *args],
             env=full_env,
@@ -109,9 +115,6 @@ def python(args, env=None, cwd=REPO, timeout=600):
             check=False,
             timeout=timeout,
         )
-    context = _warm_context()
-    if _import_time_env(full_env) != _WARM["env"]:
-        return python(args, env, cwd, timeout)
     with tempfile.TemporaryDirectory() as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
         for path in (out, err):
@@ -134,11 +137,11 @@ def python(args, env=None, cwd=REPO, timeout=600):
     )
 
 
-def run_script(script, args, timeout=900, env=None):
+def run_script(script, args, timeout=900):
     """Runs `python <script> <args>` from the repository root; asserts that
     it exits 0, showing the end of its stderr when it does not, and returns
     the CompletedProcess."""
-    proc = python([REPO / script, *args], env=env, timeout=timeout)
+    proc = python([REPO / script, *args], timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
 

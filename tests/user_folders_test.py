@@ -461,7 +461,6 @@ def test_scripts_refuse_with_one_line(tmp_path, script, args, message):
     root = str(tmp_path)
     proc = script_runner.python(
         [script, *[a.format(root=root) for a in args]],
-        cwd=script_runner.REPO,
         timeout=300,
     )
     assert proc.returncode == 1, proc.stderr[-3000:]
