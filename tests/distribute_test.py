@@ -164,15 +164,10 @@ def test_multi_worker_mirrored_with_two_processes_matches_default(
             "task": {"type": "worker", "index": index},
         }
         out = str(root / f"mwms_{index}")
-        args = [sys.executable, WORKER, "multi_worker_mirrored", "1"]
-        args += [config, records, out]
+        args = [WORKER, "multi_worker_mirrored", "1", config, records, out]
         procs.append(
-            subprocess.Popen(
-                args,
-                env=_env(tf_config),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+            script_runner.popen(
+                args, env=_env(tf_config), stdout=subprocess.PIPE
             )
         )
     for proc in procs:

@@ -501,14 +501,10 @@ def test_multi_worker_replicas_split_each_global_batch(tmp_path):
             "task": {"type": "worker", "index": index},
         }
         out = str(tmp_path / f"worker{index}.npz")
-        args = [sys.executable, WORKER, "multi_worker_mirrored", "1"]
+        args = [WORKER, "multi_worker_mirrored", "1", CORPUS, VOCAB, out]
         procs.append(
-            subprocess.Popen(
-                [*args, CORPUS, VOCAB, out],
-                env=_worker_env(tf_config),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
+            script_runner.popen(
+                args, env=_worker_env(tf_config), stdout=subprocess.PIPE
             )
         )
     for proc in procs:

@@ -15,8 +15,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -67,12 +65,7 @@ def _run(output_dir, backend, *extra, wait=True):
     # the warm interpreter, a JAX run gets one of its own).
     env = dict(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=backend)
     if not wait:
-        return subprocess.Popen(
-            [sys.executable, *args],
-            env={**os.environ, **env},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        return script_runner.popen(args, env=env)
     proc = script_runner.python(args, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

@@ -9,8 +9,6 @@ import os
 import pathlib
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -159,20 +157,15 @@ def test_sigterm_ends_a_run_whose_input_is_stuck(data, tmp_path):
     run within seconds, with a checkpoint of step 3 and status 143."""
     config, records = data
     out = tmp_path / "out"
-    child = subprocess.Popen(
+    child = script_runner.popen(
         [
-            sys.executable,
-            str(TESTDATA / "stuck_input_worker.py"),
+            TESTDATA / "stuck_input_worker.py",
             config,
             records,
             str(out),
             "3",
         ],
-        cwd=REPO,
         env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     lines = []
     try:

@@ -11,11 +11,8 @@ a trained model.
 """
 
 import json
-import os
 import pathlib
 import random
-import subprocess
-import sys
 import tempfile
 
 import constants
@@ -455,10 +452,9 @@ def test_sigterm_while_predicting_leaves_no_output(tiny_release, tmp_path):
     test = tmp_path / "test.jsonl"
     test.write_text(rows)
     out = tmp_path / "out"
-    proc = subprocess.Popen(
+    proc = script_runner.popen(
         [
-            sys.executable,
-            str(REPO / "run_classifier.py"),
+            REPO / "run_classifier.py",
             "--task_name=custom",
             f"--test_file={test}",
             "--labels=0,1,2",
@@ -470,10 +466,7 @@ def test_sigterm_while_predicting_leaves_no_output(tiny_release, tmp_path):
             "--do_predict",
             "--predict_batch_size=2",
         ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={"PYTHONPATH": str(REPO)},
     )
     deadline = time.monotonic() + 120
     while not (out / "predict.tf_record").exists():

@@ -7,8 +7,6 @@ import json
 import pathlib
 import random
 import signal
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -284,13 +282,7 @@ def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
         "--save_checkpoints_steps=100000",
         "--random_seed=3",
     ]
-    child = subprocess.Popen(
-        [sys.executable, str(REPO / "run_multiple_choice.py"), *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = script_runner.popen([REPO / "run_multiple_choice.py", *args])
     lines = []
     try:
         for line in child.stderr:

@@ -7,8 +7,6 @@ import json
 import pathlib
 import random
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -302,13 +300,7 @@ def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
         "--iterations_per_loop=1",
         "--save_checkpoints_steps=100000",
     )
-    child = subprocess.Popen(
-        [sys.executable, str(REPO / "run_ner.py"), *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = script_runner.popen([REPO / "run_ner.py", *args])
     lines = []
     deadline = time.time() + 240
     try:

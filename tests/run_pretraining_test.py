@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
@@ -155,12 +154,7 @@ def test_sigkill_then_rerun_ends_with_the_same_checkpoint(inputs, tmp_path):
 
     killed = tmp_path / "killed"
     args = _command(config, records, killed, *flags)
-    child = subprocess.Popen(
-        [sys.executable, *args],
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    child = script_runner.popen(args, env=_env(), stderr=subprocess.DEVNULL)
     while child.poll() is None:
         if killed.exists() and _newest_step(killed) >= 6:
             break

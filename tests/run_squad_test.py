@@ -8,8 +8,6 @@ saved checkpoint.
 """
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -694,13 +692,7 @@ def test_sigterm_saves_and_a_rerun_finishes(
         "--iterations_per_loop=1",
         "--save_checkpoints_steps=1000000",
     ]
-    child = subprocess.Popen(
-        [sys.executable, str(REPO_ROOT / "run_squad.py"), *args],
-        cwd=REPO_ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    child = script_runner.popen([REPO_ROOT / "run_squad.py", *args])
     lines = []
     deadline = time.time() + 240
     try:

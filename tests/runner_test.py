@@ -128,10 +128,9 @@ def test_run_classifier_exits_143_on_sigterm(tiny, tmp_path):
     exit status 143 and no traceback."""
     config, vocab = tiny
     out = tmp_path / "out"
-    child = subprocess.Popen(
+    child = script_runner.popen(
         [
-            sys.executable,
-            str(REPO / "run_classifier.py"),
+            REPO / "run_classifier.py",
             "--task_name=MRPC",
             f"--data_dir={TESTDATA / 'cls_mrpc'}",
             f"--vocab_file={vocab}",
@@ -144,11 +143,7 @@ def test_run_classifier_exits_143_on_sigterm(tiny, tmp_path):
             "--iterations_per_loop=1",
             "--save_checkpoints_steps=1000000",
         ],
-        cwd=REPO,
         env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
     )
     lines = []
     deadline = time.time() + 240

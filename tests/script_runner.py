@@ -1,34 +1,40 @@
 """Runs the repository's command-line scripts (and other Python programs)
 in processes of their own, as a user would, from the repository root.
 
-`python(args)` is `python <args>` in a new process. Most of such a
+`python(args)` is `python <args>` in a new process; `popen(args)` starts
+one and returns a `subprocess.Popen` look-alike (pid, poll, wait,
+communicate, send_signal, streamed stdout and stderr). Most of such a
 process's start is importing TensorFlow and Keras (about 5 s of a 2-core
-test machine, for each of the suite's dozens of runs), so a run whose
-environment is the test process's own is forked from a warm interpreter
-that imported them once (multiprocessing's fork server): the program
-still runs as `__main__` in a process of its own, with its own argv,
-stdout, stderr and exit status; only the import is shared. A run with
-other environment variables (a backend, XLA or TensorFlow settings read at
-import) gets a fresh interpreter.
+test machine, for each of the suite's dozens of runs), so each is forked
+from a warm interpreter (tests/warm_interpreter.py) that imported them
+once, with the variables that are read at import (a backend, XLA or
+TensorFlow settings) as the run has them: one warm interpreter for each
+such set of variables, started by its first run. The program still runs
+as `__main__` in a process of its own, with its own argv, environment,
+working folder, streams and exit status; only the imports are shared.
 """
 
 import atexit
 import hashlib
-import multiprocessing
+import json
 import os
 import pathlib
-import runpy
+import select
+import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
-import traceback
+import threading
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
-# What the warm interpreter imports before it forks.
+# What a warm interpreter imports before it forks.
 _PRELOAD = ("numpy", "tensorflow", "tensorflow_text", "keras")
-# Variables read when those are imported: a run that sets any of them
-# differently needs an interpreter of its own.
+# Variables read when those are imported: runs that set them differently
+# get warm interpreters of their own. (TF_CONFIG is not one: a
+# distribution strategy reads it when it is made.)
 _IMPORT_TIME_PREFIXES = (
     "TF_",
     "KERAS_",
@@ -40,101 +46,235 @@ _IMPORT_TIME_PREFIXES = (
     "PYTHON",
     "LD_",
 )
-_WARM = {}
+_NOT_IMPORT_TIME = ("TF_CONFIG", "PYTHONPATH")
+_SERVER = pathlib.Path(__file__).with_name("warm_interpreter.py")
+_WORD = struct.Struct("q")
+_SERVERS = {}
 
 
 def _import_time_env(env):
-    return {k: v for k, v in env.items() if k.startswith(_IMPORT_TIME_PREFIXES)}
+    return tuple(
+        sorted(
+            (k, v)
+            for k, v in env.items()
+            if k.startswith(_IMPORT_TIME_PREFIXES) and k not in _NOT_IMPORT_TIME
+        )
+    )
 
 
-def _warm_context(env):
-    """The warm interpreter's multiprocessing context (it starts with the
-    first run), or None where `env` differs from its import-time variables
-    or the platform has no fork server."""
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return None
-    if not _WARM:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(list(_PRELOAD))
-        _WARM["context"] = context
-        _WARM["env"] = _import_time_env(os.environ)
-    if _import_time_env(env) != _WARM["env"]:
-        return None
-    return _WARM["context"]
+class _WarmInterpreter:
+    """A tests/warm_interpreter.py process and its socket."""
+
+    def __init__(self, env):
+        self.folder = tempfile.mkdtemp(prefix="warm-python-")
+        self.socket = os.path.join(self.folder, "socket")
+        preload = list(_PRELOAD)
+        if env.get("KERAS_BACKEND") == "jax":
+            preload.insert(1, "jax")
+        self.process = subprocess.Popen(
+            [sys.executable, str(_SERVER), self.socket, *preload],
+            env=env,
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self.process.stdout.readline()
+        if line.strip() != "ready":
+            self.process.kill()
+            raise RuntimeError(
+                f"the warm interpreter did not start (exit status "
+                f"{self.process.wait()})"
+            )
+
+    def start(self, args, env, cwd, fds):
+        """Forks `python <args>` with fds as its stdin, stdout and stderr:
+        (its pid, the connection its exit status comes on)."""
+        request = json.dumps({"args": args, "env": env, "cwd": str(cwd)})
+        request = request.encode()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(self.socket)
+        socket.send_fds(conn, [_WORD.pack(len(request))], fds)
+        conn.sendall(request)
+        return _WORD.unpack(_receive(conn, _WORD.size))[0], conn
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait()
+        self.process.stdout.close()
+        for name in os.listdir(self.folder):
+            os.unlink(os.path.join(self.folder, name))
+        os.rmdir(self.folder)
 
 
-def _run_forked(args, env, cwd, out_path, err_path):
-    """In the forked process: `python <args>` with this env and cwd."""
-    for fd, path in ((1, out_path), (2, err_path)):
-        target = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        os.dup2(target, fd)
-        os.close(target)
-    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
-    sys.stderr = open(2, "w", encoding="utf-8", closefd=False, buffering=1)
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
-    if args[0] == "-c":
-        sys.argv = ["-c", *args[2:]]
-        sys.path[0] = ""
-    else:
-        sys.argv = list(args)
-        sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
-    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[1:1] = [p for p in extra if p not in sys.path]
-    code = 0
-    try:
-        if args[0] == "-c":
-            exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__"})
-        else:
-            runpy.run_path(args[0], run_name="__main__")
-    except SystemExit as e:
-        code = e.code
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    atexit._run_exitfuncs()
-    sys.exit(code)
+def _receive(conn, size):
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ChildProcessError("the warm interpreter went away")
+        data += chunk
+    return data
+
+
+@atexit.register
+def _close_all():
+    while _SERVERS:
+        _SERVERS.popitem()[1].close()
+
+
+def _warm_interpreter(env):
+    """The warm interpreter for env's import-time variables; started on
+    first use."""
+    key = _import_time_env(env)
+    if key not in _SERVERS:
+        _SERVERS[key] = _WarmInterpreter(env)
+    return _SERVERS[key]
+
+
+class Process:
+    """A program started by `popen`: the parts of subprocess.Popen the
+    tests use. stdout and stderr are text streams where PIPE was asked."""
+
+    def __init__(self, args, env, cwd, stdout, stderr):
+        self.args = [sys.executable, *args]
+        self.returncode = None
+        self._readers = {}
+        ends = {}
+        child_fds = []
+        keep = []
+        for name, how in (
+            ("stdin", subprocess.DEVNULL),
+            ("stdout", stdout),
+            ("stderr", stderr),
+        ):
+            if how == subprocess.PIPE:
+                read, write = os.pipe()
+                ends[name] = os.fdopen(read, encoding="utf-8", errors="replace")
+                child_fds.append(write)
+                keep.append(write)
+            elif how == subprocess.DEVNULL:
+                fd = os.open(os.devnull, os.O_RDWR)
+                child_fds.append(fd)
+                keep.append(fd)
+            elif how is None:
+                child_fds.append({"stdin": 0, "stdout": 1, "stderr": 2}[name])
+            else:  # A file object or descriptor of the caller's.
+                child_fds.append(getattr(how, "fileno", lambda: how)())
+        try:
+            self.pid, self._conn = _warm_interpreter(env).start(
+                args, env, cwd, child_fds
+            )
+        finally:
+            for fd in keep:
+                os.close(fd)
+        self.stdin = None
+        self.stdout = ends.get("stdout")
+        self.stderr = ends.get("stderr")
+
+    def _ended(self, timeout):
+        ready, _, _ = select.select([self._conn], [], [], timeout)
+        if not ready:
+            return False
+        self.returncode = _WORD.unpack(_receive(self._conn, _WORD.size))[0]
+        self._conn.close()
+        return True
+
+    def poll(self):
+        if self.returncode is None:
+            self._ended(0)
+        return self.returncode
+
+    def wait(self, timeout=None):
+        if self.returncode is None and not self._ended(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.returncode
+
+    def communicate(self, timeout=None):
+        """Reads stdout and stderr to their ends and waits: (stdout,
+        stderr), None for a stream that is not a pipe."""
+        for name in ("stdout", "stderr"):
+            stream = getattr(self, name)
+            if stream is not None and name not in self._readers:
+                out = []
+                reader = threading.Thread(
+                    target=lambda s=stream, o=out: o.append(s.read()),
+                    daemon=True,
+                )
+                reader.start()
+                self._readers[name] = (reader, out)
+        for reader, _ in self._readers.values():
+            reader.join(timeout)
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout)
+        self.wait(timeout)
+        results = []
+        for name in ("stdout", "stderr"):
+            if name in self._readers:
+                getattr(self, name).close()
+                results.append(self._readers[name][1][0])
+            else:
+                results.append(None)
+        return tuple(results)
+
+    def send_signal(self, signum):
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self):
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for stream in (self.stdout, self.stderr):
+            if stream is not None:
+                stream.close()
+        if self.returncode is None:
+            self.wait()
+
+
+def popen(
+    args,
+    env=None,
+    cwd=REPO,
+    stdout=subprocess.DEVNULL,
+    stderr=subprocess.PIPE,
+):
+    """Starts `python <args>` (a script and its arguments, or "-c", code,
+    ...) and returns its Process; `env`: the variables to add; stdout and
+    stderr: subprocess.PIPE, DEVNULL, None (the test's own) or a file."""
+    args = [str(a) for a in args]
+    full_env = {**os.environ, **(env or {})}
+    full_env.pop("PYTEST_CURRENT_TEST", None)
+    return Process(args, full_env, cwd, stdout, stderr)
+
+
+def _text_file():
+    return tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
 
 
 def python(args, env=None, cwd=REPO, timeout=600):
     """`python <args>` (a script and its arguments, or "-c", code, ...) in a
     process of its own; `env`: the variables to add. Returns a
     subprocess.CompletedProcess (text stdout and stderr; not checked)."""
-    args = [str(a) for a in args]
-    full_env = {**os.environ, **(env or {})}
-    full_env.pop("PYTEST_CURRENT_TEST", None)
-    context = _warm_context(full_env)
-    if context is None:
-        return subprocess.run(
-            [sys.executable, *args],
-            env=full_env,
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=timeout,
-        )
-    with tempfile.TemporaryDirectory() as tmp:
-        out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        for path in (out, err):
-            open(path, "w").close()
-        child = context.Process(
-            target=_run_forked, args=(args, full_env, str(cwd), out, err)
-        )
-        child.start()
-        child.join(timeout)
-        if child.exitcode is None:
+    with _text_file() as out, _text_file() as err:
+        child = popen(args, env, cwd, stdout=out, stderr=err)
+        try:
+            child.wait(timeout)
+        except subprocess.TimeoutExpired:
             child.kill()
-            child.join()
-            raise subprocess.TimeoutExpired([sys.executable, *args], timeout)
-        with open(out, encoding="utf-8", errors="replace") as f:
-            stdout = f.read()
-        with open(err, encoding="utf-8", errors="replace") as f:
-            stderr = f.read()
-    return subprocess.CompletedProcess(
-        [sys.executable, *args], child.exitcode, stdout, stderr
-    )
+            child.wait()
+            raise
+        streams = []
+        for f in (out, err):
+            f.seek(0)
+            streams.append(f.read())
+    return subprocess.CompletedProcess(child.args, child.returncode, *streams)
 
 
 def run_script(script, args, timeout=900):

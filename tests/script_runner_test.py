@@ -1,10 +1,11 @@
 """tests/script_runner.py: a program run through `python()` behaves as
 `python <args>` in a new process (argv, streams, exit status, environment,
-working folder), whether it is forked from the warm interpreter or not."""
+working folder, signals), though it is forked from a warm interpreter."""
 
-import os
 import signal
+import subprocess
 
+import pytest
 import script_runner
 
 ECHO = (
@@ -49,20 +50,45 @@ def test_a_signal_ends_it_as_a_process(tmp_path):
 
 
 def test_its_environment_and_settings_read_at_import():
-    """Added variables reach the program; a variable TensorFlow reads when
-    it is imported gets an interpreter that imports it afresh, as `python`
-    would (the warm one imported TensorFlow with the test's settings)."""
+    """Added variables reach the program; a run that sets a variable read
+    when Keras is imported (its backend) gets a warm interpreter that
+    imported Keras with it, as `python` would."""
+    pytest.importorskip("jax", reason="jax is not installed (the test extra)")
     code = (
         "import os, sys\n"
         "print(os.environ.get('BERT_TEST_VALUE'),"
-        " os.environ.get('TF_CPP_MIN_LOG_LEVEL'),"
-        " 'tensorflow' in sys.modules)\n"
+        " 'keras' in sys.modules)\n"
+        "import keras\n"
+        "print(keras.backend.backend())\n"
     )
-    level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
     warm = script_runner.python(["-c", code], env={"BERT_TEST_VALUE": "a"})
-    assert warm.stdout.split() == ["a", str(level), "True"]
-    other = "1" if level != "1" else "3"
-    fresh = script_runner.python(
-        ["-c", code], env={"TF_CPP_MIN_LOG_LEVEL": other}
-    )
-    assert fresh.stdout.split() == ["None", other, "False"]
+    assert warm.stdout.split() == ["a", "True", "tensorflow"]
+    jax = script_runner.python(["-c", code], env={"KERAS_BACKEND": "jax"})
+    assert jax.stdout.split() == ["None", "True", "jax"], jax.stderr
+
+
+STREAMING = (
+    "import signal, sys, time\n"
+    "print('on stdout', flush=True)\n"
+    "print('started', file=sys.stderr)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_popen_streams_stderr_and_takes_signals():
+    """A program started by popen writes its stderr as it runs, takes a
+    signal, and gives -N after it; communicate reads both streams."""
+    child = script_runner.popen(["-c", STREAMING], stdout=subprocess.PIPE)
+    assert child.stderr.readline() == "started\n"
+    assert child.poll() is None
+    child.send_signal(signal.SIGTERM)
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == -signal.SIGTERM
+    assert out == "on stdout\n" and err == ""
+    child = script_runner.popen(["-c", "import sys; sys.exit(4)"])
+    assert child.wait(timeout=30) == 4
+    slow = script_runner.popen(["-c", STREAMING])
+    with pytest.raises(subprocess.TimeoutExpired):
+        slow.wait(timeout=0.5)
+    slow.kill()
+    assert slow.wait(timeout=30) == -signal.SIGKILL
