@@ -341,12 +341,33 @@ def truncated_lengths(len_a, len_b, max_num_tokens):
     return keep_a, keep_b
 
 
+def _flat_positions(ids):
+    """(row, position in that row) of each value of a RaggedTensor
+    [batch_size, (items)], as flat Tensors.
+
+    The ragged helpers below work on these flat values: comparing a ragged
+    range with a dense column instead costs a ragged broadcast, about 0.2 s
+    of tracing each time (an export traces the packer 8 times)."""
+    rows = ids.value_rowids()
+    starts = tf.gather(ids.row_starts(), rows)
+    return rows, tf.range(tf.size(rows, out_type=rows.dtype)) - starts
+
+
+def _keep_values(ids, keep, rows):
+    """The values of ids where the flat bool `keep` holds, in their rows."""
+    lengths = tf.math.unsorted_segment_sum(
+        tf.cast(keep, rows.dtype), rows, ids.nrows(out_type=rows.dtype)
+    )
+    return tf.RaggedTensor.from_row_lengths(
+        tf.boolean_mask(ids.values, keep), lengths, validate=False
+    )
+
+
 def head(ids, keep):
     """The first keep[i] items of each row of a RaggedTensor."""
-    lengths = ids.row_lengths()
-    keep = tf.cast(keep, lengths.dtype)
-    mask = tf.ragged.range(lengths) < keep[:, tf.newaxis]
-    return tf.ragged.boolean_mask(ids, mask)
+    rows, position = _flat_positions(ids)
+    keep = tf.cast(keep, rows.dtype)
+    return _keep_values(ids, position < tf.gather(keep, rows), rows)
 
 
 class InputPacker(tf.Module):
@@ -451,13 +472,13 @@ def _head_tail(pieces, room, head_tokens):
     length = pieces.row_lengths()
     kept_head = tf.minimum(tf.cast(head_tokens, tf.int64), room // 2)
     tail_start = length - (room - kept_head)
-    position = tf.ragged.range(length)
+    rows, position = _flat_positions(pieces)
     keep = (
-        (length <= room)[:, None]
-        | (position < kept_head[:, None])
-        | (position >= tail_start[:, None])
+        tf.gather(length <= room, rows)
+        | (position < tf.gather(kept_head, rows))
+        | (position >= tf.gather(tail_start, rows))
     )
-    return tf.ragged.boolean_mask(pieces, keep)
+    return _keep_values(pieces, keep, rows)
 
 
 def word_windows(piece_counts, max_pieces, overlap):
