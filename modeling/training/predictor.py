@@ -88,10 +88,14 @@ class TensorFlowBackend:
             autograph=False,
             reduce_retracing=True,
         )
+        self._single_traced = False
 
     def __call__(self, features):
         """One batch (a dict of arrays) -> its outputs, numpy (no strategy
         splitting: one device)."""
+        if not self._single_traced:
+            _trace_for_any_shape(self._single, features)
+            self._single_traced = True
         return _numpy(self._single(features))
 
     def run(self, batches, static_shapes=False):
@@ -111,7 +115,12 @@ class TensorFlowBackend:
             # they are. A tf.data pipeline per call (from_generator) costs
             # about 30 ms, most of a one-text request's time (embedding one
             # sentence with MiniLM: 40 ms through it).
-            for batch in batches:
+            batches = iter(batches)
+            first = next(batches, None)
+            if first is None:
+                return
+            _trace_for_any_shape(self._step, first)
+            for batch in itertools.chain([first], batches):
                 features, outputs = self._step(batch)
                 yield _numpy(features), _numpy(outputs)
             return
@@ -174,6 +183,23 @@ class JaxBackend:
         values = [v.value for v in self.model.variables]
         for batch in batches:
             yield batch, _numpy(self._step(values, batch))
+
+
+def _trace_for_any_shape(function, batch):
+    """Traces `function` (a tf.function) for batches like `batch` of any
+    shape, once: its calls then use that trace. (reduce_retracing alone
+    traces the first batch's shape, then again for any shape when a
+    second length comes: the model traced twice.)"""
+    import tensorflow as tf
+
+    signature = {
+        k: tf.TensorSpec(
+            (None,) * np.ndim(v),
+            tf.convert_to_tensor(np.asarray(v).reshape(-1)[:0]).dtype,
+        )
+        for k, v in batch.items()
+    }
+    function.get_concrete_function(signature)
 
 
 # model -> {(strategy, select): compiled step}: one trace per model, also
