@@ -12,7 +12,7 @@ default; trainable variables; with --with_mlm an `mlm` subobject) and
 on single sentences). Both load with tf.saved_model.load or
 keras.layers.TFSMLayer(path, call_endpoint="serving_default");
 run_classifier_with_tfhub.py fine-tunes the encoder. The logic lives in
-modeling/tasks/export_hub.py and modeling/export/hub.py.
+modeling/tasks/export_hub.py and modeling/export/encoder.py.
 """
 
 from absl import flags

@@ -24,7 +24,7 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder as encoder_lib
 from modeling import errors
-from modeling import hub
+from modeling import saved_encoder
 from modeling.data import classifier_data
 from modeling.tasks import export_hub as export_task
 from modeling.text import tokenization
@@ -265,7 +265,7 @@ def test_export_layout_and_config(minilm_export, minilm_small_ckpt):
         "encoder",
         "preprocessing",
     ]
-    config = hub.exported_config(str(minilm_export / "encoder"))
+    config = saved_encoder.exported_config(str(minilm_export / "encoder"))
     want = config_lib.BertConfig.from_json_file(
         minilm_small_ckpt / "bert_config.json"
     )
@@ -335,11 +335,14 @@ def test_preprocessor_ids_are_full_tokenizers(fresh, full_tokenizer):
         )
         assert info["tokenize"][i] == ids, text
         want = _features(full_tokenizer, text, None, SEQ)
-        got = [arrays[f"pre/{k}"][i].tolist() for k in hub.FEATURES_OF_INPUTS]
+        got = [
+            arrays[f"pre/{k}"][i].tolist()
+            for k in saved_encoder.FEATURES_OF_INPUTS
+        ]
         assert got == list(want), text
         got = [
             arrays[f"single_default/{k}"][i].tolist()
-            for k in hub.FEATURES_OF_INPUTS
+            for k in saved_encoder.FEATURES_OF_INPUTS
         ]
         assert got == list(want), text
     # [batch, words, pieces] and [batch, tokens] segments alike.
@@ -349,7 +352,7 @@ def test_preprocessor_ids_are_full_tokenizers(fresh, full_tokenizer):
         for source in ("pairs", "pairs_flat"):
             got = [
                 arrays[f"{source}/{k}"][i].tolist()
-                for k in hub.FEATURES_OF_INPUTS
+                for k in saved_encoder.FEATURES_OF_INPUTS
             ]
             assert got == want, (source, a, b)
 
@@ -426,7 +429,7 @@ def test_an_export_replaces_the_old_one(tmp_path):
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
     # A preprocessing model is not an encoder.
     with pytest.raises(errors.UserError, match="not an encoder"):
-        hub.load_encoder(out)
+        saved_encoder.load_encoder(out)
 
 
 @pytest.mark.parametrize("pad_to_longest", [False, True])
@@ -434,9 +437,9 @@ def test_an_empty_batch_through_preprocessor_and_encoder(
     minilm_export, tiny_export, pad_to_longest
 ):
     """No sentence at all: features and encoder outputs of batch 0."""
-    from modeling.export import hub as hub_export
+    from modeling.export import encoder as encoder_export
 
-    pre = hub_export.HubPreprocessor(
+    pre = encoder_export.HubPreprocessor(
         str(minilm_export / "preprocessing" / "assets" / "vocab.txt"),
         True,
         SEQ,

@@ -1,7 +1,7 @@
 """The harness (tests/harness.py) over every layer, head and model class.
 
 Each class of modeling.layers, modeling.encoder, modeling.heads,
-modeling.models, modeling.hub, modeling.preprocessing and
+modeling.models, modeling.saved_encoder, modeling.preprocessing and
 modeling.text_classifier has a case below; `test_every_layer_class_has_a_case`
 fails when a new Layer subclass is added without one.
 """
@@ -19,10 +19,10 @@ from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
 from modeling import heads
-from modeling import hub
 from modeling import layers
 from modeling import models
 from modeling import preprocessing
+from modeling import saved_encoder
 from modeling import text_classifier
 from modeling import text_embedder
 
@@ -485,7 +485,7 @@ LAYER_CLASSES = _classes(_layer_cases)
 MODEL_CLASSES = _classes(_model_cases)
 # Models over an encoder SavedModel: their case needs an export
 # (test_hub_classifier).
-HUB_CLASSES = [hub.BertHubClassifier]
+HUB_CLASSES = [saved_encoder.BertHubClassifier]
 PREPROCESSING_CLASSES = list(_preprocessing_cases())
 
 
@@ -519,7 +519,7 @@ def test_hub_classifier(tiny_hub_encoder, config, tmp_path):
     # The encoder's variables keep the names they were saved under: the
     # classifier checkpoint's table.
     case = harness.Case(
-        hub.BertHubClassifier,
+        saved_encoder.BertHubClassifier,
         dict(handle=str(tiny_hub_encoder), num_labels=L),
         (_inputs(config)["features"],),
         output_shape=(B, L),
@@ -541,7 +541,7 @@ def test_every_layer_class_has_a_case():
         heads,
         encoder,
         models,
-        hub,
+        saved_encoder,
         preprocessing,
         text_classifier,
         text_embedder,

@@ -1,5 +1,5 @@
 """A tiny checkpoint folder and its TF Hub-style encoder export, for the
-tests of modeling/hub.py and modeling/export/hub.py (`import hub_helpers`)."""
+tests of modeling/saved_encoder.py and modeling/export/encoder.py (`import hub_helpers`)."""
 
 import json
 
@@ -9,7 +9,7 @@ from constants import TINY_CONFIG
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import models
-from modeling.export import hub as hub_export
+from modeling.export import encoder as encoder_export
 from modeling.text import vocabulary
 
 # 99 tokens (TINY_CONFIG's vocab_size): the special tokens, then words.
@@ -46,7 +46,7 @@ def export_tiny_encoder(folder, dropout=0.1, with_mlm=False):
     (the export's path, the BertPretrainer it holds)."""
     model = tiny_checkpoint(folder, dropout)
     path = folder / "encoder"
-    hub_export.export(
+    encoder_export.export(
         str(path),
         "encoder",
         str(folder / "vocab.txt"),

@@ -123,7 +123,7 @@ FLOORS = (
         (
             "modeling.export",
             "modeling.preprocessing",
-            "modeling.hub",
+            "modeling.saved_encoder",
             "modeling.text_model",
             "modeling.text_classifier",
             "modeling.text_embedder",

@@ -3,7 +3,7 @@ run_classifier.py's results.
 
 The converted MiniLM checkpoint (its first 2 layers: conftest.minilm_small_ckpt)
 is exported with export_hub's library
-(modeling/export/hub.py); run_classifier.py's task fine-tunes the checkpoint
+(modeling/export/encoder.py); run_classifier.py's task fine-tunes the checkpoint
 in process and run_classifier_with_tfhub.py (a subprocess, as a user runs
 it) fine-tunes the export, with the same seed and settings, on the MRPC test
 data: 16 examples, batch 4, one epoch = 4 steps.
@@ -28,8 +28,8 @@ import tensorflow as tf
 import tolerance
 
 from modeling import errors
-from modeling import hub
-from modeling.export import hub as hub_export
+from modeling import saved_encoder
+from modeling.export import encoder as encoder_export
 from modeling.tasks import classifier as classifier_lib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def no_dropout(minilm_small_ckpt, tmp_path_factory):
     config_file = folder / "bert_config.json"
     config_file.write_text(json.dumps(config))
     encoder = folder / "encoder"
-    hub_export.export(
+    encoder_export.export(
         str(encoder),
         "encoder",
         str(minilm_small_ckpt / "vocab.txt"),
@@ -208,7 +208,7 @@ def test_a_tf1_hub_module_is_named(tmp_path):
     (module / "tfhub_module.pb").write_bytes(b"")
     (module / "saved_model.pb").write_bytes(b"")
     with pytest.raises(errors.UserError, match="TF1 Hub module"):
-        hub.load_encoder(module)
+        saved_encoder.load_encoder(module)
 
 
 def test_no_saved_model(tmp_path):

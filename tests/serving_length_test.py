@@ -110,10 +110,10 @@ def test_hub_preprocessor_pad_to_longest(vocab, tmp_path, pad_to_longest):
     """export_hub.py --pad_to_longest: the preprocessing SavedModel's
     default call cuts each batch to its longest row, the ids the same as
     the fixed-length call's; without it, TF Hub's fixed length."""
-    from modeling.export import hub as hub_export
+    from modeling.export import encoder as encoder_export
 
     path = str(tmp_path / "preprocessing")
-    hub_export.save_preprocessing(path, vocab, True, SEQ, pad_to_longest)
+    encoder_export.save_preprocessing(path, vocab, True, SEQ, pad_to_longest)
     loaded = tf.saved_model.load(path)
     out = loaded(tf.constant(SHORT))
     # [CLS] hello world is good [SEP]: 6, the longest row.

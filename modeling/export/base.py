@@ -4,7 +4,7 @@ its longest row, a text's windows combined, the vocabulary a server without
 TensorFlow reads, and `save_export`, which publishes an export atomically
 with its bert_export.json. One module per export beside it: classifier.py,
 embedder.py, tagger.py, multiple_choice.py, squad.py (and the Hub-style
-models, hub.py)."""
+models, encoder.py)."""
 
 import json
 

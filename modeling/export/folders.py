@@ -5,7 +5,7 @@ Every export is written under a temporary name beside its folder and
 renamed onto it when complete (`publishing`): base.save_export
 (run_classifier, run_squad, run_ner, run_multiple_choice and
 run_embeddings' --export_dir, the Keras models' export_for_serving) and
-hub.export (export_hub.py's --export_path). A folder can only be renamed
+encoder.export (export_hub.py's --export_path). A folder can only be renamed
 onto an absent one, so an existing folder must go first. It goes only when
 it is empty or holds an export of this repository and nothing an export
 does not write (`check_replaceable`); anything else there (a user's
@@ -37,9 +37,9 @@ EXTRA_ASSETS = "assets.extra"
 # tokenization, and the files it wrote besides the SavedModel ("vocab_file",
 # "tflite": {"file": ...}).
 EXPORT_INFO_FILE = "bert_export.json"
-# A TF Hub-style encoder's BertConfig (modeling/hub.py CONFIG_FILE).
+# A TF Hub-style encoder's BertConfig (modeling/saved_encoder.py CONFIG_FILE).
 HUB_CONFIG_FILE = "bert_config.json"
-# In each SavedModel hub.export writes: {"export_type": "encoder" or
+# In each SavedModel encoder.export writes: {"export_type": "encoder" or
 # "preprocessing"} (a preprocessing model has no other mark).
 HUB_EXPORT_FILE = "bert_hub_export.json"
 # export_hub.py --export_type=both: one SavedModel in each subfolder.

@@ -1,6 +1,6 @@
 """The one writer of this repository's SavedModels: the serving exports
 (base.save_export) and the Hub-style encoder and preprocessing models
-(hub.export). Publishing is the caller's: it writes into
+(encoder.export). Publishing is the caller's: it writes into
 folders.publishing's temporary folder, which is renamed when complete."""
 
 import os

@@ -250,12 +250,12 @@ def _read_hub_tokenization(settings):
       repository carry it), else None: the sequence length and vocabulary
       size are then not checked.
     """
-    from modeling import hub
+    from modeling import saved_encoder
 
     handle = settings.bert_hub_module_handle
-    module = hub.load_encoder(handle)
-    settings.vocab_file, settings.do_lower_case = hub.tokenization_info(
-        module, handle
+    module = saved_encoder.load_encoder(handle)
+    settings.vocab_file, settings.do_lower_case = (
+        saved_encoder.tokenization_info(module, handle)
     )
     logging.info(
         "Tokenization of %s: vocab_file=%s, do_lower_case=%s",
@@ -263,7 +263,7 @@ def _read_hub_tokenization(settings):
         settings.vocab_file,
         settings.do_lower_case,
     )
-    return hub.exported_config(handle)
+    return saved_encoder.exported_config(handle)
 
 
 def loss_fn(kind, long_inputs=None):
@@ -359,15 +359,15 @@ def build_classifier(bert_config, num_labels, use_one_hot_embeddings=False):
 
 def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     """The shared training.Trainer around a BertClassifier, or with
-    --bert_hub_module_handle a hub.BertHubClassifier (for inference only,
+    --bert_hub_module_handle a saved_encoder.BertHubClassifier (for inference only,
     the step counts just have to be valid)."""
     s = task.settings
 
     def build_model():
         if _hub_handle(s):
-            from modeling import hub
+            from modeling import saved_encoder
 
-            return hub.BertHubClassifier(
+            return saved_encoder.BertHubClassifier(
                 s.bert_hub_module_handle, task.num_labels
             )
         return build_classifier(

@@ -1,13 +1,13 @@
 """What export_hub.py does: a checkpoint as TF Hub-style SavedModels.
 
-The SavedModels themselves are modeling/export/hub.py's; this module checks
+The SavedModels themselves are modeling/export/encoder.py's; this module checks
 the settings as the other runners do and calls it.
 """
 
 from absl import logging
 
 from modeling import errors
-from modeling.export import hub as hub_export
+from modeling.export import encoder as encoder_export
 from modeling.tasks import common
 from modeling.tasks.settings import export_hub as export_hub_settings
 from modeling.text import tokenization
@@ -52,7 +52,7 @@ def run(settings):
             f"needs that much), got {s.max_seq_length}"
         )
     common.check_output_folders(s, export_flag="export_path")
-    folders = hub_export.export(
+    folders = encoder_export.export(
         s.export_path,
         s.export_type,
         s.vocab_file,

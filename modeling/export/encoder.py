@@ -1,7 +1,7 @@
 """A BERT checkpoint as TF Hub-style SavedModels: an encoder and a
 preprocessing model (export_hub.py).
 
-The encoder SavedModel follows the TF Hub BERT convention (modeling/hub.py
+The encoder SavedModel follows the TF Hub BERT convention (modeling/saved_encoder.py
 describes it), so code written for TF Hub / Kaggle BERT encoders uses it
 unchanged:
 
@@ -48,8 +48,8 @@ from modeling import config as config_lib
 from modeling import encoder as encoder_lib
 from modeling import errors
 from modeling import heads
-from modeling import hub
 from modeling import models
+from modeling import saved_encoder
 from modeling.data import input_pipeline
 from modeling.export import folders
 from modeling.export import saved_models
@@ -65,11 +65,11 @@ EXPORT_TYPES = ("encoder", "preprocessing", "both")
 def _input_specs(with_positions=False):
     specs = {
         name: tf.TensorSpec([None, None], tf.int32, name=name)
-        for name in hub.FEATURES_OF_INPUTS
+        for name in saved_encoder.FEATURES_OF_INPUTS
     }
     if with_positions:
-        specs[hub.MASKED_LM_POSITIONS] = tf.TensorSpec(
-            [None, None], tf.int32, name=hub.MASKED_LM_POSITIONS
+        specs[saved_encoder.MASKED_LM_POSITIONS] = tf.TensorSpec(
+            [None, None], tf.int32, name=saved_encoder.MASKED_LM_POSITIONS
         )
     return specs
 
@@ -78,25 +78,27 @@ def _features(inputs):
     """The convention's inputs -> BertModel's feature names."""
     return {
         feature: inputs[name]
-        for name, feature in hub.FEATURES_OF_INPUTS.items()
+        for name, feature in saved_encoder.FEATURES_OF_INPUTS.items()
     }
 
 
 def _encoder_outputs(outputs):
     """BertModel's outputs -> the convention's."""
     return {
-        hub.POOLED_OUTPUT: outputs["pooled_output"],
-        hub.SEQUENCE_OUTPUT: outputs["sequence_output"],
-        hub.ENCODER_OUTPUTS: list(outputs["all_encoder_layers"]),
-        hub.DEFAULT_OUTPUT: outputs["pooled_output"],
+        saved_encoder.POOLED_OUTPUT: outputs["pooled_output"],
+        saved_encoder.SEQUENCE_OUTPUT: outputs["sequence_output"],
+        saved_encoder.ENCODER_OUTPUTS: list(outputs["all_encoder_layers"]),
+        saved_encoder.DEFAULT_OUTPUT: outputs["pooled_output"],
     }
 
 
 def _flat(outputs):
     """Signature outputs must be flat: encoder_outputs -> _0, _1, ..."""
-    flat = {k: v for k, v in outputs.items() if k != hub.ENCODER_OUTPUTS}
-    for i, layer in enumerate(outputs[hub.ENCODER_OUTPUTS]):
-        flat[f"{hub.ENCODER_OUTPUTS}_{i}"] = layer
+    flat = {
+        k: v for k, v in outputs.items() if k != saved_encoder.ENCODER_OUTPUTS
+    }
+    for i, layer in enumerate(outputs[saved_encoder.ENCODER_OUTPUTS]):
+        flat[f"{saved_encoder.ENCODER_OUTPUTS}_{i}"] = layer
     return flat
 
 
@@ -130,7 +132,9 @@ class HubEncoder(tf.train.Checkpoint):
         self.regularization_losses = []
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.do_lower_case = tf.Variable(
-            bool(do_lower_case), trainable=False, name=hub.DO_LOWER_CASE
+            bool(do_lower_case),
+            trainable=False,
+            name=saved_encoder.DO_LOWER_CASE,
         )
 
         @tf.function
@@ -207,14 +211,14 @@ class MaskedLM(tf.train.Checkpoint):
         @tf.function
         def call(inputs, training=False):
             outputs = bert(_features(inputs), training=training)
-            positions = inputs[hub.MASKED_LM_POSITIONS]
+            positions = inputs[saved_encoder.MASKED_LM_POSITIONS]
             gathered = heads.gather_indexes(
                 outputs["sequence_output"], positions
             )  # [B * P, H]
             logits = head.logits(gathered, bert.embeddings.word_embeddings)
             shape = tf.shape(positions)
             result = _encoder_outputs(outputs)
-            result[hub.MLM_LOGITS] = tf.reshape(
+            result[saved_encoder.MLM_LOGITS] = tf.reshape(
                 logits, [shape[0], shape[1], -1]
             )
             return result
@@ -248,7 +252,9 @@ class HubPreprocessor(tf.Module):
         self.packer = packer
         self.vocab_file = tf.saved_model.Asset(vocab_file)
         self.do_lower_case = tf.Variable(
-            bool(do_lower_case), trainable=False, name=hub.DO_LOWER_CASE
+            bool(do_lower_case),
+            trainable=False,
+            name=saved_encoder.DO_LOWER_CASE,
         )
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
@@ -299,7 +305,7 @@ def _pack(packer, segments, seq_length):
     packed = packer(*flat, seq_length=seq_length)
     return {
         name: packed[feature]
-        for name, feature in hub.FEATURES_OF_INPUTS.items()
+        for name, feature in saved_encoder.FEATURES_OF_INPUTS.items()
     }
 
 
@@ -344,7 +350,7 @@ def save_encoder(
         root,
         path,
         root.signatures(),
-        extras={hub.CONFIG_FILE: bert_config.to_json_string()},
+        extras={saved_encoder.CONFIG_FILE: bert_config.to_json_string()},
     )
 
 

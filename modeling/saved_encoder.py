@@ -1,7 +1,7 @@
 """Encoders in the TF Hub BERT convention, on the using side.
 
 The convention (TF Hub's and Kaggle's BERT SavedModels follow it, and so do
-the exports of modeling/export/hub.py): a SavedModel whose root object is
+the exports of modeling/export/encoder.py): a SavedModel whose root object is
 callable as `encoder(inputs, training=False)` on a dict of int32 [B, T]
 Tensors `input_word_ids`, `input_mask`, `input_type_ids`, and returns a dict
 with `pooled_output` [B, H], `sequence_output` [B, T, H], `encoder_outputs`
