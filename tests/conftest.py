@@ -63,19 +63,19 @@ SMALL_LAYERS = 2
 # tests first, whatever their length), so these start first and the many
 # short files fill in at the end, not a long one while the other worker idles.
 LONGEST_FILES = (
-    "jax_scripts_test.py",
     "embeddings_test.py",
+    "jax_scripts_test.py",
     "dynamic_masking_test.py",
-    "predictor_test.py",
-    "export_hub_test.py",
     "keras_test.py",
     "run_classifier_custom_test.py",
-    "run_squad_test.py",
-    "lite_test.py",
-    "squad_serving_test.py",
+    "predictor_test.py",
     "jax_backend_test.py",
+    "export_hub_test.py",
+    "lite_test.py",
+    "training_test.py",
+    "run_squad_test.py",
     "notebooks_test.py",
-    "create_pretraining_data_test.py",
+    "squad_serving_test.py",
     "long_inputs_test.py",
 )
 
