@@ -22,11 +22,12 @@ import pathlib
 import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
+
+import warm_interpreter
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -47,8 +48,7 @@ _IMPORT_TIME_PREFIXES = (
     "LD_",
 )
 _NOT_IMPORT_TIME = ("TF_CONFIG", "PYTHONPATH")
-_SERVER = pathlib.Path(__file__).with_name("warm_interpreter.py")
-_WORD = struct.Struct("q")
+_SERVER = pathlib.Path(warm_interpreter.__file__)
 _SERVERS = {}
 
 
@@ -94,9 +94,9 @@ class _WarmInterpreter:
         request = request.encode()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(self.socket)
-        socket.send_fds(conn, [_WORD.pack(len(request))], fds)
+        socket.send_fds(conn, [warm_interpreter.WORD.pack(len(request))], fds)
         conn.sendall(request)
-        return _WORD.unpack(_receive(conn, _WORD.size))[0], conn
+        return warm_interpreter.receive_word(conn), conn
 
     def close(self):
         self.process.stdin.close()
@@ -105,16 +105,6 @@ class _WarmInterpreter:
         for name in os.listdir(self.folder):
             os.unlink(os.path.join(self.folder, name))
         os.rmdir(self.folder)
-
-
-def _receive(conn, size):
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            raise ChildProcessError("the warm interpreter went away")
-        data += chunk
-    return data
 
 
 @atexit.register
@@ -176,7 +166,7 @@ class Process:
         ready, _, _ = select.select([self._conn], [], [], timeout)
         if not ready:
             return False
-        self.returncode = _WORD.unpack(_receive(self._conn, _WORD.size))[0]
+        self.returncode = warm_interpreter.receive_word(self._conn)
         self._conn.close()
         return True
 

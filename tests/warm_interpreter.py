@@ -26,10 +26,17 @@ import sys
 import tempfile
 import traceback
 
-_WORD = struct.Struct("q")
+# The protocol's numbers: a request's length, a pid, an exit status.
+WORD = struct.Struct("q")
 
 
-def _receive_exactly(conn, size):
+def receive_word(conn):
+    """One number of the protocol from a socket."""
+    return WORD.unpack(receive_exactly(conn, WORD.size))[0]
+
+
+def receive_exactly(conn, size):
+    """size bytes from a socket, or EOFError if it closes first."""
     data = b""
     while len(data) < size:
         chunk = conn.recv(size - len(data))
@@ -130,15 +137,15 @@ def _serve(path):
                     if conn is not None:
                         code = os.waitstatus_to_exitcode(status)
                         try:
-                            conn.sendall(_WORD.pack(code))
+                            conn.sendall(WORD.pack(code))
                         except OSError:
                             pass
                         conn.close()
             if key.data == "request":
                 conn, _ = listener.accept()
-                header, fds, _, _ = socket.recv_fds(conn, _WORD.size, 3)
-                (size,) = _WORD.unpack(header)
-                request = json.loads(_receive_exactly(conn, size))
+                header, fds, _, _ = socket.recv_fds(conn, WORD.size, 3)
+                (size,) = WORD.unpack(header)
+                request = json.loads(receive_exactly(conn, size))
                 pid = os.fork()
                 if pid == 0:
                     code = 1
@@ -162,7 +169,7 @@ def _serve(path):
                         os._exit(code)
                 for fd in fds:
                     os.close(fd)
-                conn.sendall(_WORD.pack(pid))
+                conn.sendall(WORD.pack(pid))
                 children[pid] = conn
 
 
