@@ -24,16 +24,19 @@ from modeling import backend
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import models
+from modeling import saved_encoder
 from modeling import task_kinds
 from modeling.data import classifier_data
 from modeling.data import custom
 from modeling.data import glue
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
+from modeling.export import classifier as classifier_export
 from modeling.tasks import classifier_eval
 from modeling.tasks import common
 from modeling.tasks import fine_tuning
 from modeling.tasks.settings import classifier as classifier_settings
+from modeling.text import in_graph
 from modeling.text import tokenization
 from modeling.training import checkpoint_manager
 
@@ -250,8 +253,6 @@ def _read_hub_tokenization(settings):
       repository carry it), else None: the sequence length and vocabulary
       size are then not checked.
     """
-    from modeling import saved_encoder
-
     handle = settings.bert_hub_module_handle
     module = saved_encoder.load_encoder(handle)
     settings.vocab_file, settings.do_lower_case = (
@@ -365,8 +366,6 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
 
     def build_model():
         if _hub_handle(s):
-            from modeling import saved_encoder
-
             return saved_encoder.BertHubClassifier(
                 s.bert_hub_module_handle, task.num_labels
             )
@@ -472,9 +471,6 @@ def restore_for_inference(task, trainer, element_spec):
 
 def export(task, model):
     """Writes the serving SavedModel to --export_dir."""
-    from modeling.export import classifier as classifier_export
-    from modeling.text import in_graph
-
     s = task.settings
     classifier_export.export_classifier(
         model,
