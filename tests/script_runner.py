@@ -50,6 +50,9 @@ _IMPORT_TIME_PREFIXES = (
 _NOT_IMPORT_TIME = ("TF_CONFIG", "PYTHONPATH")
 _SERVER = pathlib.Path(warm_interpreter.__file__)
 _SERVERS = {}
+# Forking TensorFlow's process is Linux's business: elsewhere (macOS forbids
+# forking a process that started Apple's frameworks) every run starts afresh.
+WARM = sys.platform.startswith("linux")
 
 
 def _import_time_env(env):
@@ -241,6 +244,18 @@ def popen(
     args = [str(a) for a in args]
     full_env = {**os.environ, **(env or {})}
     full_env.pop("PYTEST_CURRENT_TEST", None)
+    if not WARM:
+        return subprocess.Popen(
+            [sys.executable, *args],
+            env=full_env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        )
     return Process(args, full_env, cwd, stdout, stderr)
 
 

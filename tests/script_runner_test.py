@@ -75,9 +75,12 @@ STREAMING = (
 )
 
 
-def test_popen_streams_stderr_and_takes_signals():
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "fresh"])
+def test_popen_streams_stderr_and_takes_signals(warm, monkeypatch):
     """A program started by popen writes its stderr as it runs, takes a
-    signal, and gives -N after it; communicate reads both streams."""
+    signal, and gives -N after it; communicate reads both streams. The
+    same from a fresh interpreter (platforms other than Linux)."""
+    monkeypatch.setattr(script_runner, "WARM", warm and script_runner.WARM)
     child = script_runner.popen(["-c", STREAMING], stdout=subprocess.PIPE)
     assert child.stderr.readline() == "started\n"
     assert child.poll() is None
