@@ -7,8 +7,8 @@
       --num_train_epochs=3.0 --output_dir=/tmp/mrpc_output/
 
 run_classifier.py with the encoder, its vocabulary and its casing taken from
-a SavedModel in the TF Hub BERT convention (modeling/saved_encoder.py): one written by
-export_hub.py, or a TF Hub / Kaggle BERT encoder folder (local or gs://; a
+a SavedModel in the TF Hub BERT convention (modeling/saved_encoder.py): one
+written by export_hub.py, or a TF Hub / Kaggle BERT encoder folder (local or gs://; a
 URL needs the tensorflow_hub package). Everything else is run_classifier's:
 its flags, records, head, training loop, checkpoints (for an export of this
 repository, under the original names), eval_results.txt and

@@ -172,8 +172,8 @@ class BertClassifier(_TaskModel):
         # === Layers ===
         # The head first: its initial values and dropout seed are then the
         # first draws after the random seed, whatever the encoder, so a
-        # head on a SavedModel encoder (saved_encoder.BertHubClassifier) gets the
-        # same ones.
+        # head on a SavedModel encoder (saved_encoder.BertHubClassifier)
+        # gets the same ones.
         self.classifier = self._HEAD(
             num_labels,
             config.hidden_size,

@@ -1,5 +1,6 @@
 """A tiny checkpoint folder and its TF Hub-style encoder export, for the
-tests of modeling/saved_encoder.py and modeling/export/encoder.py (`import hub_helpers`)."""
+tests of modeling/saved_encoder.py and modeling/export/encoder.py
+(`import hub_helpers`)."""
 
 import json
 

@@ -1,9 +1,9 @@
 """A BERT checkpoint as TF Hub-style SavedModels: an encoder and a
 preprocessing model (export_hub.py).
 
-The encoder SavedModel follows the TF Hub BERT convention (modeling/saved_encoder.py
-describes it), so code written for TF Hub / Kaggle BERT encoders uses it
-unchanged:
+The encoder SavedModel follows the TF Hub BERT convention
+(modeling/saved_encoder.py describes it), so code written for TF Hub /
+Kaggle BERT encoders uses it unchanged:
 
     encoder = tf.saved_model.load(path)            # or hub.KerasLayer(path)
     outputs = encoder(

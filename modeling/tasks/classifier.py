@@ -360,8 +360,8 @@ def build_classifier(bert_config, num_labels, use_one_hot_embeddings=False):
 
 def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
     """The shared training.Trainer around a BertClassifier, or with
-    --bert_hub_module_handle a saved_encoder.BertHubClassifier (for inference only,
-    the step counts just have to be valid)."""
+    --bert_hub_module_handle a saved_encoder.BertHubClassifier (for
+    inference only, the step counts just have to be valid)."""
     s = task.settings
 
     def build_model():

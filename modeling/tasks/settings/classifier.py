@@ -151,9 +151,10 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
 @dataclasses.dataclass(kw_only=True)
 class HubSettings(Settings):
     """run_classifier_with_tfhub's flags: run_classifier's, with the encoder
-    SavedModel at `bert_hub_module_handle` (modeling/saved_encoder.py) in place of
-    bert_config_file and init_checkpoint; vocab_file and do_lower_case are
-    read from it (as the original read its `tokenization_info`)."""
+    SavedModel at `bert_hub_module_handle` (modeling/saved_encoder.py) in
+    place of bert_config_file and init_checkpoint; vocab_file and
+    do_lower_case are read from it (as the original read its
+    `tokenization_info`)."""
 
     bert_hub_module_handle: str = option(
         help="Handle for the BERT TF-Hub module: an encoder SavedModel folder "
