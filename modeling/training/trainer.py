@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -158,11 +157,25 @@ class Trainer:
             k: tf.zeros([1] + [d or 2 for d in s.shape[1:]], s.dtype)
             for k, s in element_spec.items()
         }
-        if self.backend == "jax":
-            dummy = {k: np.asarray(v) for k, v in dummy.items()}
         with self.strategy.scope():
-            # One eager call builds lazy layers and names the logged values.
-            logs = self.task.loss_fn(dummy, self.model(dummy, training=False))
+            if self.backend == "jax":
+                # A symbolic call builds lazy layers from the shapes and
+                # runs no op (eagerly, JAX compiles each op on its own:
+                # ~100 small programs, seconds); the JAX step finds the
+                # logged values' names when it traces.
+                self.model(
+                    {
+                        k: keras.KerasTensor(v.shape, v.dtype.name)
+                        for k, v in dummy.items()
+                    },
+                    training=False,
+                )
+            else:
+                # One eager call builds lazy layers and names the logged
+                # values.
+                logs = self.task.loss_fn(
+                    dummy, self.model(dummy, training=False)
+                )
             self.optimizer.build(self.model.trainable_variables)
             if self.backend == "jax":
                 from modeling.training import jax_steps
