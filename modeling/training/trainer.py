@@ -147,14 +147,15 @@ class Trainer:
 
         Args:
           element_spec: the dataset's element_spec (a dict of TensorSpecs);
-            a model whose heads are built lazily is called once on zeros.
+            a model whose heads are built lazily is called once on zeros
+            (on JAX, on symbolic tensors of those shapes).
         """
         if self._built:
             return
         self._check_batch_size(element_spec)
         # Unknown dimensions (dynamic padding) get length 2.
-        dummy = {
-            k: tf.zeros([1] + [d or 2 for d in s.shape[1:]], s.dtype)
+        shapes = {
+            k: (1, *(d or 2 for d in s.shape[1:]))
             for k, s in element_spec.items()
         }
         with self.strategy.scope():
@@ -165,14 +166,18 @@ class Trainer:
                 # logged values' names when it traces.
                 self.model(
                     {
-                        k: keras.KerasTensor(v.shape, v.dtype.name)
-                        for k, v in dummy.items()
+                        k: keras.KerasTensor(shapes[k], s.dtype.name)
+                        for k, s in element_spec.items()
                     },
                     training=False,
                 )
             else:
-                # One eager call builds lazy layers and names the logged
-                # values.
+                # One eager call on zeros builds lazy layers and names the
+                # logged values.
+                dummy = {
+                    k: tf.zeros(shapes[k], s.dtype)
+                    for k, s in element_spec.items()
+                }
                 logs = self.task.loss_fn(
                     dummy, self.model(dummy, training=False)
                 )
