@@ -10,6 +10,13 @@ On the JAX backend the model, its gradients and the update run in JAX
 is installed, still reads the records on the host (tf.data), and must not
 take the accelerators for itself: `select` hides them from it.
 
+Past one machine, on JAX: one process per host, each started with the same
+command and the environment Keras reads (`keras.distribution.initialize`):
+KERAS_DISTRIBUTION_JOB_ADDRESSES (the coordinator's host:port first),
+KERAS_DISTRIBUTION_NUM_PROCESSES and KERAS_DISTRIBUTION_PROCESS_ID. `select`
+joins them before the first computation; the training step then splits
+each batch over every device of every process (training/jax_steps.py).
+
 This module imports neither Keras nor TensorFlow.
 """
 
@@ -62,7 +69,40 @@ def select(name=None):
     os.environ["KERAS_BACKEND"] = name
     if name == "jax":
         _keep_tensorflow_off_accelerators()
+        join_processes()
     return name
+
+
+# What keras.distribution.initialize reads; any of them makes a process one
+# of several.
+PROCESS_VARIABLES = (
+    "KERAS_DISTRIBUTION_JOB_ADDRESSES",
+    "KERAS_DISTRIBUTION_NUM_PROCESSES",
+    "KERAS_DISTRIBUTION_PROCESS_ID",
+)
+
+
+def join_processes():
+    """Joins this process to the others of a multi-process JAX run when the
+    environment names them (PROCESS_VARIABLES), once; a no-op otherwise.
+    Returns whether this process is one of several.
+
+    Raises:
+      errors.UserError: a variable that is not a number where one is due.
+    """
+    if not any(os.environ.get(v) for v in PROCESS_VARIABLES):
+        return False
+    for name in PROCESS_VARIABLES[1:]:
+        value = os.environ.get(name)
+        if value and not value.isdigit():
+            raise errors.UserError(f"{name}={value!r}: expected a number")
+    import jax
+
+    if not jax.distributed.is_initialized():
+        import keras
+
+        keras.distribution.initialize()
+    return True
 
 
 def _keep_tensorflow_off_accelerators():

@@ -5,7 +5,6 @@ has."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -141,22 +140,12 @@ def test_mirrored_on_two_cpus_matches_default(inputs, default_run):
     _assert_close(default_run, mirrored)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 @pytest.mark.slow
 def test_multi_worker_mirrored_with_two_processes_matches_default(
     inputs, default_run
 ):
     root, config, records = inputs
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    workers = [f"127.0.0.1:{p}" for p in script_runner.free_ports(2)]
     procs = []
     for index in range(2):
         tf_config = {
@@ -197,3 +186,18 @@ def test_backend_for_this_machine(monkeypatch):
     assert backend.for_this_machine() == "tensorflow"  # A remote TPU.
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     assert backend.for_this_machine() == "jax"
+
+
+def test_join_processes_reads_keras_variables(monkeypatch):
+    """Without KERAS_DISTRIBUTION_* a JAX run is one process; a malformed
+    number is one line naming the variable (the two-process run itself:
+    jax_scripts_test)."""
+    from modeling import backend
+    from modeling import errors
+
+    for name in backend.PROCESS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert backend.join_processes() is False
+    monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "two")
+    with pytest.raises(errors.UserError, match="NUM_PROCESSES='two': expected"):
+        backend.join_processes()

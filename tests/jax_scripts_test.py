@@ -7,6 +7,8 @@ the backends draw different random initial weights.
 - a JAX checkpoint resumed by TensorFlow, and a TensorFlow checkpoint
   resumed by JAX (killed with SIGKILL on the way, then run again), end
   where the uninterrupted runs of the other backend end;
+- two processes (as two hosts run) equal one, stop together when one of
+  them gets SIGTERM, and resume;
 - run_classifier.py on MRPC-shaped data from MiniLM (its first 2 layers), dropout off: the
   checkpoint, dev metrics and test probabilities equal TensorFlow's.
 """
@@ -40,7 +42,7 @@ LEARNING_RATE = 1e-3
 TRAINED_REL = tolerance.FLOAT32_REL
 
 
-def _run(output_dir, backend, *extra, wait=True):
+def _run(output_dir, backend, *extra, wait=True, env=None):
     args = [
         SCRIPT,
         f"--bert_config_file={_INPUTS['config']}",
@@ -63,7 +65,12 @@ def _run(output_dir, backend, *extra, wait=True):
     ]
     # KERAS_BACKEND as --backend sets it (a TensorFlow run is forked from
     # the warm interpreter, a JAX run gets one of its own).
-    env = dict(PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=backend)
+    env = dict(
+        PYTHONPATH=ROOT,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        KERAS_BACKEND=backend,
+        **(env or {}),
+    )
     if not wait:
         return script_runner.popen(args, env=env)
     proc = script_runner.python(args, env=env, timeout=600)
@@ -206,6 +213,79 @@ def test_jax_resumes_a_tensorflow_checkpoint_after_sigkill(runs, tmp_path):
     assert f"model.ckpt-{killed_at}" in proc.stderr
     _assert_close(
         _step(resumed, STEPS), _step(runs / "jax", STEPS), TRAINED_REL, "killed"
+    )
+
+
+def _two_processes(output_dir, *extra):
+    """run_pretraining.py --backend=jax as two processes of one CPU device
+    each, joined as several hosts are (KERAS_DISTRIBUTION_*)."""
+    (port,) = script_runner.free_ports(1)
+    procs = []
+    for index in range(2):
+        procs.append(
+            _run(
+                output_dir,
+                "jax",
+                *extra,
+                wait=False,
+                env={
+                    "KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{port}",
+                    "KERAS_DISTRIBUTION_NUM_PROCESSES": "2",
+                    "KERAS_DISTRIBUTION_PROCESS_ID": str(index),
+                },
+            )
+        )
+    return procs
+
+
+def _finish(procs, timeout=120):
+    """(returncode, stderr) of each process; kills them all on a hang."""
+    out = []
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=timeout)
+            out.append((proc.returncode, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return out
+
+
+def test_two_processes_train_as_one_and_stop_together(runs, tmp_path):
+    """Two JAX processes (what two hosts run) split each batch of 8 over
+    their devices. SIGTERM to process 1 alone: both stop after the same
+    step, process 0 having written its checkpoint, and exit 143. Run again,
+    they end where the one-process run ends (float32 accumulation apart: a
+    batch counted twice, or a process training alone on its half, moves
+    every weight by far more)."""
+    out = tmp_path / "two"
+    procs = _two_processes(out, "--save_checkpoints_steps=2")
+    deadline = time.time() + 300
+    while procs[1].poll() is None and time.time() < deadline:
+        if os.path.isdir(out) and (_steps_written(out) or [0])[-1] >= 12:
+            break
+        time.sleep(0.005)
+    procs[1].send_signal(signal.SIGTERM)
+    (code0, err0), (code1, err1) = _finish(procs)
+    assert (code0, code1) == (143, 143), (err0[-2000:], err1[-2000:])
+    assert "2 cpu device(s) of 2 process(es); this is process 0" in err0
+    stopped = _steps_written(out)[-1]
+    assert 12 <= stopped < STEPS, "finished before the SIGTERM"
+    for err in (err0, err1):
+        assert f"saved a checkpoint at global_step {stopped}" in err
+    # Only process 0 writes: its summaries are the only ones.
+    assert len([f for f in os.listdir(out) if "tfevents" in f]) == 1
+    results = _finish(_two_processes(out, "--save_checkpoints_steps=2"))
+    for code, err in results:
+        assert code == 0, err[-3000:]
+    assert f"model.ckpt-{stopped}" in results[0][1]
+    _assert_close(
+        _step(out, STEPS),
+        _step(runs / "jax", STEPS),
+        TRAINED_REL,
+        "2 processes",
     )
 
 

@@ -282,6 +282,18 @@ def python(args, env=None, cwd=REPO, timeout=600):
     return subprocess.CompletedProcess(child.args, child.returncode, *streams)
 
 
+def free_ports(n):
+    """`n` TCP ports on 127.0.0.1 that nothing listens on now (for the
+    processes of a multi-process run to meet at)."""
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
 def run_script(script, args, timeout=900):
     """Runs `python <script> <args>` from the repository root; asserts that
     it exits 0, showing the end of its stderr when it does not, and returns

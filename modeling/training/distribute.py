@@ -138,7 +138,13 @@ def set_precision(precision):
 
 
 def is_chief(strategy):
-    """Whether this process writes checkpoints, summaries and results."""
+    """Whether this process writes checkpoints, summaries and results: on
+    JAX the first process (backend.join_processes), on TensorFlow the chief
+    of TF_CONFIG's cluster (else its worker 0)."""
+    if backend.current() == "jax":
+        import jax
+
+        return jax.process_index() == 0
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or not isinstance(
         strategy, tf.distribute.MultiWorkerMirroredStrategy

@@ -21,6 +21,14 @@ replicated and each batch is split along its first axis over a
 `keras.distribution.DeviceMesh`; XLA all-reduces the gradients, so the step
 computes the mean over the global batch as one device would.
 
+Several processes (one per host, backend.join_processes): the devices are
+every process's, each process reads the same global batches (the
+TensorFlow multi-worker path's DATA sharding) and hands its own devices
+their rows, and the first step's state is process 0's, so every process
+starts from the same random weights. A process that must stop early (on
+SIGTERM, or at a chunk's time limit) votes through the next step, whose
+outputs every process reads alike; all of them stop after the same step.
+
 Gradient accumulation: N micro-batches of batch / N run in a `lax.scan`;
 their mean gradient makes one update (the TensorFlow step's rule).
 
@@ -44,6 +52,7 @@ import jax
 import jax.numpy as jnp
 import keras
 import numpy as np
+from absl import logging
 
 from modeling import checkpoints
 from modeling import row_gradients
@@ -51,6 +60,10 @@ from modeling.training import update_rules
 
 # The key of the examples count in the logs (training/steps.py's).
 EXAMPLES_KEY = "_examples"
+# The key of the processes' vote in a step's logs, and its values (the
+# largest vote wins): go on, end the chunk (its time is up), stop (SIGTERM).
+VOTE_KEY = "_vote"
+GO_ON, TIME_UP, STOP = 0, 1, 2
 
 
 class TrainStep:
@@ -63,8 +76,8 @@ class TrainStep:
       optimizer: an optimization.AdamWeightDecayOptimizer (built here on
         the model's trainable variables if it is not).
       gradient_accumulation_steps: micro-batches per update.
-      devices: the devices to split each batch over (default: every local
-        device of the default backend); one device runs without sharding.
+      devices: the devices to split each batch over (default: every
+        device of every process); one device runs without sharding.
     """
 
     def __init__(
@@ -100,7 +113,8 @@ class TrainStep:
         ]
         self._sparse_index = sparse[0] if len(sparse) == 1 else None
         self._sparse_rows = False
-        self.devices = list(devices or jax.local_devices())
+        self.devices = list(devices or jax.devices())
+        self.processes = len({d.process_index for d in self.devices})
         self._mesh = None
         if len(self.devices) > 1:
             mesh = keras.distribution.DeviceMesh(
@@ -162,14 +176,24 @@ class TrainStep:
     def _place(self, tree, replicate):
         if self._mesh is None:
             return jax.device_put(tree, self.devices[0])
-        spec = jax.sharding.PartitionSpec() if replicate else None
-        if replicate:
-            sharding = jax.sharding.NamedSharding(self._mesh, spec)
+        spec = jax.sharding.PartitionSpec(*(() if replicate else ("batch",)))
+        sharding = jax.sharding.NamedSharding(self._mesh, spec)
+        if self.processes == 1:
             return jax.device_put(tree, sharding)
-        batch = jax.sharding.NamedSharding(
-            self._mesh, jax.sharding.PartitionSpec("batch")
+        # Each process fills its own devices' parts; the values are alike
+        # everywhere: the same batches, and process 0's state.
+        tree = jax.tree.map(np.asarray, tree)
+        if replicate:
+            from jax.experimental import multihost_utils
+
+            tree = multihost_utils.broadcast_one_to_all(tree)
+            tree = jax.tree.map(np.asarray, tree)
+        return jax.tree.map(
+            lambda x: jax.make_array_from_callback(
+                x.shape, sharding, lambda index: x[index]
+            ),
+            tree,
         )
-        return jax.device_put(tree, batch)
 
     def place_batch(self, batch):
         """The batch on the devices (split along its first axis over them)."""
@@ -186,9 +210,16 @@ class TrainStep:
 
     # === The step ===
 
-    def __call__(self, state, batch):
-        """(new state, logs): one update from `batch` (a dict of arrays)."""
-        return self._step(state, self.place_batch(batch))
+    def __call__(self, state, batch, vote=GO_ON):
+        """(new state, logs): one update from `batch` (a dict of arrays).
+        With several processes, `vote` is this process's (GO_ON, TIME_UP or
+        STOP) and logs[VOTE_KEY] the largest of all processes'."""
+        votes = None
+        if self.processes > 1:
+            votes = self._place(
+                np.full((len(self.devices),), vote, np.int32), False
+            )
+        return self._step(state, self.place_batch(batch), votes)
 
     def _loss(self, trainable, probe, non_trainable, batch):
         with row_gradients.counting(probe) as record:
@@ -239,7 +270,7 @@ class TrainStep:
         logs = jax.tree.map(lambda x: jnp.mean(x, axis=0), logs)
         return logs, grads, non_trainable, {}
 
-    def _train_step(self, state, batch):
+    def _train_step(self, state, batch, votes):
         logs, grads, non_trainable, squares = self._grads(
             state["trainable"], state["non_trainable"], batch
         )
@@ -255,6 +286,8 @@ class TrainStep:
             "optimizer": optimizer,
         }
         logs = {k: jnp.asarray(v, jnp.float32) for k, v in logs.items()}
+        if votes is not None:
+            logs[VOTE_KEY] = jnp.max(votes)
         return new, logs
 
 
@@ -294,6 +327,15 @@ class TrainerSteps:
             config.gradient_accumulation_steps,
             devices,
         )
+        devices = self.step.devices
+        logging.info(
+            "JAX training step on %d %s device(s) of %d process(es); this "
+            "is process %d",
+            len(devices),
+            devices[0].platform,
+            self.step.processes,
+            jax.process_index(),
+        )
         self.state = None
         self.trained = False
         self._eval = None
@@ -314,26 +356,39 @@ class TrainerSteps:
         step's loss is read on the host one step later, so the devices
         never wait for the host; after a non-finite loss one more update
         may have run, which nothing saves (the Trainer stops there).
+
+        With several processes, SIGTERM and the time limit are votes that
+        the next step carries; every process reads the result one step
+        later, ends the chunk after the same step, and on a STOP vote sets
+        `stop_signal.agreed` (what the Trainer's stop check then answers on
+        every process, SIGTERMed or not).
         """
         if self.state is None:
             self.state = self.step.initial_state()
         self.trained = True
+        several = self.step.processes > 1
         start = time.time()
-        sums, done, bad = {}, 0, -1
+        sums, done, bad, agreed = {}, 0, -1, GO_ON
         pending = None  # (index, logs) of the step not yet read
 
         def read(index, logs):
-            nonlocal bad
+            nonlocal bad, agreed
             values = {k: float(v) for k, v in logs.items()}
+            agreed = max(agreed, int(values.pop(VOTE_KEY, GO_ON)))
             if bad < 0 and not np.isfinite(values["loss"]):
                 bad = index
             for k, v in values.items():
                 sums[k] = sums.get(k, 0.0) + v
 
-        while done < num_steps and bad < 0 and not stop_signal.is_requested():
-            if done and max_seconds is not None:
+        while done < num_steps and bad < 0:
+            vote = GO_ON
+            if stop_signal.is_requested():
+                vote = STOP
+            elif done and max_seconds is not None:
                 if time.time() - start >= max_seconds:
-                    break
+                    vote = TIME_UP
+            if agreed if several else vote:
+                break
             stop_signal.set_waiting(True)
             try:
                 batch = next(iterator)
@@ -345,7 +400,7 @@ class TrainerSteps:
             finally:
                 stop_signal.set_waiting(False)
             examples = float(np.shape(next(iter(batch.values())))[0])
-            self.state, logs = self.step(self.state, batch)
+            self.state, logs = self.step(self.state, batch, vote)
             logs = dict(logs)
             logs[EXAMPLES_KEY] = examples
             if pending is not None:
@@ -354,6 +409,8 @@ class TrainerSteps:
             done += 1
         if pending is not None:
             read(*pending)
+        if several:
+            stop_signal.agreed = agreed == STOP
         self.optimizer.global_step.assign(self.step.global_step(self.state))
         return done, sums, bad
 

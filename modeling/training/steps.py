@@ -240,7 +240,8 @@ class StopSignal:
     that never comes (a blocked input: a pipe, a stalled remote read, a
     dataset that never yields) would never get there. So when the loop has
     not stopped `stuck_after_secs` after SIGTERM while it is still waiting
-    for its batch (`waiting_for_input`) at the same global step, the watcher
+    for its batch (`waiting_for_input`) at the same global step (and, in a
+    host loop, the same batch), the watcher
     calls `on_stuck` (the Trainer's: save a checkpoint, exit 143).
     """
 
@@ -256,6 +257,12 @@ class StopSignal:
         )
         self._requested = False
         self.in_graph = True
+        # What the processes of a multi-process JAX run agreed after the
+        # last chunk (jax_steps.TrainerSteps.train_chunk), or None.
+        self.agreed = None
+        # Batches a host loop (JAX's) has received: its global step moves
+        # only between chunks, so the stuck check counts these too.
+        self._batches = 0
         self.stuck_after_secs = stuck_after_secs
         # () -> None, called from the watcher thread (see above).
         self.on_stuck = None
@@ -267,6 +274,7 @@ class StopSignal:
     def installed(self, enabled=True):
         """Installs the SIGTERM handler (main thread only) for the block."""
         self._requested = False
+        self.agreed = None
         self.acknowledged.clear()
         self.flag.assign(False)
         self.waiting_for_input.assign(False)
@@ -304,6 +312,8 @@ class StopSignal:
 
     def set_waiting(self, waiting):
         """Marks the loop as waiting for its next batch (or not)."""
+        if not waiting:
+            self._batches += 1
         self.waiting_for_input.assign(waiting)
 
     def _handler(self, signum, frame):
@@ -325,7 +335,11 @@ class StopSignal:
         stuck_after_secs since SIGTERM; returns when the loop stops."""
         last = None
         while not self.acknowledged.wait(self.stuck_after_secs / 2):
-            now = (bool(self.waiting_for_input.numpy()), self.step_fn())
+            now = (
+                bool(self.waiting_for_input.numpy()),
+                self.step_fn(),
+                self._batches,
+            )
             if now[0] and now == last:
                 self.on_stuck()
                 return
@@ -340,7 +354,12 @@ class StopSignal:
                 self._request()
 
     def requested(self, strategy):
-        """Whether to stop; all workers agree in multi-worker training."""
+        """Whether to stop; all workers agree in multi-worker training (on
+        JAX, through the steps' votes: `agreed`)."""
+        if self.agreed is not None:
+            if self.agreed:
+                self.acknowledged.set()
+            return self.agreed
         if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
             if self._requested:
                 self.acknowledged.set()

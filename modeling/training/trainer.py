@@ -88,8 +88,8 @@ class Trainer:
 
     The loop is the same on both Keras backends; the compiled step is the
     backend's: steps.StepFunctions (tf.function under the strategy) on
-    TensorFlow, jax_steps.TrainerSteps (jax.jit over every local device)
-    on JAX, where the strategy is TensorFlow's default one (tf.data reads
+    TensorFlow, jax_steps.TrainerSteps (jax.jit over every device, of
+    every process on several hosts) on JAX, where the strategy is TensorFlow's default one (tf.data reads
     the records on the host).
 
     Args:
@@ -216,7 +216,7 @@ class Trainer:
         if self.backend == "jax":
             import jax
 
-            replicas = jax.local_device_count()
+            replicas = jax.device_count()
         parts = replicas * self.config.gradient_accumulation_steps
         if batch is not None and batch % parts:
             raise ValueError(
