@@ -105,6 +105,40 @@ def _fused_attention_applies(training, dropout_rate):
     return jax.devices()[0].platform == "gpu"
 
 
+# On JAX a dropout mask takes 16 random bits a unit: each 32-bit word of
+# jax.random.bits decides two units, where keras's dropout draws a 32-bit
+# uniform float for each (JAX's threefry hashes once per word either way).
+# A unit is dropped with probability round(rate * 2^16) / 2^16 (0.1000061
+# for 0.1) and the kept ones scaled by its inverse complement, so the
+# expected output is the input. On a 2-vCPU VM's CPU this halved the
+# dropout's share of a training step (bench/jax_dropout_cpu_2026-11-27.json,
+# docs/gpus-tpus.md); tests/jax_backend_test.py holds the rate, the scale
+# and the units' independence. False draws keras's masks.
+HALF_WORD_DROPOUT = True
+_UNIT_BITS = 16
+
+
+def half_word_dropout(inputs, rate, key):
+    """inputs with each unit dropped with probability ~rate (above), the
+    kept units scaled to keep the expectation; JAX only (`key`: a JAX key,
+    what keras's SeedGenerator.next() gives)."""
+    import jax
+    import jax.numpy as jnp
+
+    levels = 1 << _UNIT_BITS
+    threshold = round(rate * levels)
+    width = inputs.shape[-1]
+    words = jax.random.bits(
+        key, tuple(inputs.shape[:-1]) + ((width + 1) // 2,), jnp.uint32
+    )
+    units = jnp.concatenate(
+        [words & (levels - 1), words >> _UNIT_BITS], axis=-1
+    )[..., :width]
+    scale = levels / (levels - threshold)
+    kept = jnp.asarray(inputs * scale, inputs.dtype)
+    return jnp.where(units >= threshold, kept, jnp.zeros_like(inputs))
+
+
 @keras.saving.register_keras_serializable(package="bert")
 class Dropout(keras.layers.Dropout):
     """keras.layers.Dropout whose seed can be drawn before the call.
@@ -130,9 +164,20 @@ class Dropout(keras.layers.Dropout):
 
     def call(self, inputs, training=False):
         seed = getattr(self, "_drawn_seed", None)
+        jax_backend = keras.backend.backend() == "jax"
+        if (
+            jax_backend
+            and HALF_WORD_DROPOUT
+            and training
+            and 0 < self.rate < 1
+            and self.noise_shape is None
+        ):
+            if seed is None:
+                seed = self.seed_generator.next()
+            return half_word_dropout(inputs, self.rate, seed)
         if seed is None or not training or self.rate == 0:
             return super().call(inputs, training=training)
-        if keras.backend.backend() != "tensorflow":
+        if jax_backend:
             # JAX's dropout takes a key array as its seed.
             return keras.random.dropout(inputs, self.rate, seed=seed)
         import tensorflow as tf

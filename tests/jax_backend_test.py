@@ -166,6 +166,31 @@ def test_fused_attention_equals_the_explicit_path(jax_results):
     assert not got["applies_on_cpu"]
 
 
+def test_dropout_draws_sixteen_bits_a_unit(jax_results):
+    """JAX's dropout masks (layers.half_word_dropout): each unit dropped
+    with probability q = round(0.1 * 2^16) / 2^16 and the kept ones scaled
+    by 1 / (1 - q), exactly; the two units of one random word independent
+    (both dropped with probability q^2); each call a new mask. Bounds are 6
+    binomial standard deviations over 393,216 units: a rate off by 0.003, or
+    halves that repeat each other (q instead of q^2), fail."""
+    got = jax_results["dropout_masks"]
+    q = 6554 / 65536
+    first, second = got["first"], got["second"]
+    assert first.shape == (512, 768)
+    kept = first[first != 0]
+    np.testing.assert_array_equal(kept, np.float32(1 / (1 - q)))
+    dropped = first == 0
+    n = dropped.size
+    assert abs(dropped.mean() - q) < 6 * np.sqrt(q * (1 - q) / n)
+    # Columns j and j + 384 come from the two halves of one 32-bit word.
+    both = (dropped[:, :384] & dropped[:, 384:]).mean()
+    assert abs(both - q * q) < 6 * np.sqrt(q * q / (n / 2))
+    assert (dropped != (second == 0)).mean() > 0.1
+    assert got["odd"].shape == (4, 7)
+    assert set(np.unique(got["odd"])) <= {0.0, np.float32(1 / (1 - q))}
+    np.testing.assert_array_equal(got["inference"], 1.0)
+
+
 def test_the_core_and_the_jax_step_import_no_tensorflow():
     code = (
         "import os\n"

@@ -247,6 +247,24 @@ def fused_attention(_):
     }
 
 
+def dropout_masks(_):
+    """layers.Dropout(0.1) in training on ones: the half-word masks JAX
+    draws (layers.half_word_dropout), two calls of one layer, and an odd
+    width."""
+    import keras
+
+    from modeling import layers
+
+    drop = layers.Dropout(0.1, seed=7)
+    ones = keras.ops.ones((512, 768))
+    return {
+        "first": np.asarray(drop(ones, training=True)),
+        "second": np.asarray(drop(ones, training=True)),
+        "odd": np.asarray(drop(keras.ops.ones((4, 7)), training=True)),
+        "inference": np.asarray(drop(ones, training=False)),
+    }
+
+
 def fit_run():
     """A small model (embedding, dense, LayerNorm, dense) trained by
     Keras's own `fit` with the one optimizer (`create_optimizer`: clip,
@@ -299,6 +317,7 @@ JOBS = {
         accumulation,
         mixed_bfloat16,
         fused_attention,
+        dropout_masks,
         keras_fit,
     )
 }

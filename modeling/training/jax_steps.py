@@ -270,7 +270,7 @@ class TrainStep:
         logs = jax.tree.map(lambda x: jnp.mean(x, axis=0), logs)
         return logs, grads, non_trainable, {}
 
-    def _train_step(self, state, batch, votes):
+    def _train_step(self, state, batch, votes=None):
         logs, grads, non_trainable, squares = self._grads(
             state["trainable"], state["non_trainable"], batch
         )
