@@ -106,14 +106,15 @@ def _fused_attention_applies(training, dropout_rate):
 
 
 # On JAX a dropout mask takes 16 random bits a unit: each 32-bit word of
-# jax.random.bits decides two units, where keras's dropout draws a 32-bit
-# uniform float for each (JAX's threefry hashes once per word either way).
-# A unit is dropped with probability round(rate * 2^16) / 2^16 (0.1000061
-# for 0.1) and the kept ones scaled by its inverse complement, so the
-# expected output is the input. On a 2-vCPU VM's CPU this halved the
-# dropout's share of a training step (bench/jax_dropout_cpu_2026-11-27.json,
-# docs/gpus-tpus.md); tests/jax_backend_test.py holds the rate, the scale
-# and the units' independence. False draws keras's masks.
+# jax.random.bits decides two neighbouring units, where keras's dropout
+# draws a 32-bit uniform float for each (JAX's threefry hashes once per
+# word either way). A unit is dropped with probability
+# round(rate * 2^16) / 2^16 (0.1000061 for 0.1) and the kept ones scaled by
+# its inverse complement, so the expected output is the input. On a 2-vCPU
+# VM's CPU this cut the dropout's share of a training step by 35-60%
+# (bench/jax_dropout_cpu_2026-11-27.json, docs/gpus-tpus.md);
+# tests/jax_backend_test.py holds the rate, the scale and the units'
+# independence. False draws keras's masks.
 HALF_WORD_DROPOUT = True
 _UNIT_BITS = 16
 
@@ -131,9 +132,10 @@ def half_word_dropout(inputs, rate, key):
     words = jax.random.bits(
         key, tuple(inputs.shape[:-1]) + ((width + 1) // 2,), jnp.uint32
     )
-    units = jnp.concatenate(
-        [words & (levels - 1), words >> _UNIT_BITS], axis=-1
-    )[..., :width]
+    # Neighbours share a word: where XLA computes the bits inside the
+    # fusion that uses them, one hash can serve both.
+    units = jnp.stack([words & (levels - 1), words >> _UNIT_BITS], axis=-1)
+    units = units.reshape(tuple(inputs.shape[:-1]) + (-1,))[..., :width]
     scale = levels / (levels - threshold)
     kept = jnp.asarray(inputs * scale, inputs.dtype)
     return jnp.where(units >= threshold, kept, jnp.zeros_like(inputs))
