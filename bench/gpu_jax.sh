@@ -66,11 +66,11 @@ if [ "${PART:-table}" = profile ]; then
     name=profile_${mode//:/_}
     timeout "${PROFILE_SECONDS:-200}" python3 bench/jax_profile.py \
       --mode="$mode" --top=60 --steps="${TRACE_STEPS:-3}" \
-      --variants="${VARIANTS:-keras_dropout,no_dropout,no_attention_dropout,unfused_attention}" \
+      --variants="${VARIANTS:-flash_attention,keras_dropout,no_dropout,no_attention_dropout,unfused_attention}" \
       $([ "${HLO:-0}" = 1 ] && echo --hlo_out="$OUT/hlo.txt.gz") \
       --out="$OUT/$name.json" > /dev/null 2> "/tmp/$name.stderr"
     echo "$mode exit $?"; tail -c 300 "/tmp/$name.stderr"
-    grep '"step_seconds"' "$OUT/$name.json"; grep -A9 '"variants"' "$OUT/$name.json"
+    grep '"step_seconds"' "$OUT/$name.json"; grep -A16 '"variants"' "$OUT/$name.json"
     if [ "${HF_PEER:-0}" = 1 ]; then
       HF_PEER=0
       timeout 160 python3 bench/gpu_hf_peer.py --precisions=bf16 \

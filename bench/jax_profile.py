@@ -10,7 +10,7 @@ the step time, and the top `--top` kernels with their share of the summed
 kernel time. `--variants` times the same mode with named changes to the
 config or to modeling.layers' switches (comma-separated names of VARIANTS:
 baseline, no_dropout, no_attention_dropout, unfused_attention,
-keras_dropout) for comparison.
+keras_dropout, flash_attention) for comparison.
 """
 
 import argparse
@@ -42,6 +42,9 @@ VARIANTS = {
     # keras's dropout masks (a 32-bit uniform float a unit) instead of the
     # half-word ones (layers.HALF_WORD_DROPOUT).
     "keras_dropout": {"_HALF_WORD_DROPOUT": False},
+    # The attention and its dropout in Pallas kernels
+    # (layers.FLASH_ATTENTION, modeling/flash_attention.py).
+    "flash_attention": {"_FLASH_ATTENTION": True},
     "unfused_attention": {
         "attention_probs_dropout_prob": 0.0,
         "_FUSED_ATTENTION": False,

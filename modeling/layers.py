@@ -98,11 +98,34 @@ FUSED_ATTENTION = True
 def _fused_attention_applies(training, dropout_rate):
     if not FUSED_ATTENTION or (training and dropout_rate > 0):
         return False
+    return _on_jax_gpu()
+
+
+def _on_jax_gpu():
     if keras.backend.backend() != "jax":
         return False
     import jax
 
     return jax.devices()[0].platform == "gpu"
+
+
+# Training with the attention dropout on, on a JAX GPU: the attention and
+# its dropout in one Pallas kernel per pass (modeling/flash_attention.py),
+# where the explicit path writes the [B, N, F, T] scores, probabilities and
+# mask to device memory. Off until it is timed on a GPU (bench/jax_profile.py
+# variant "flash_attention"); its numbers are tested on the CPU, in Pallas's
+# interpreter (tests/jax_backend_test.py).
+FLASH_ATTENTION = False
+
+
+def _flash_attention_applies(training, dropout_rate, length):
+    if not (FLASH_ATTENTION and training and dropout_rate > 0):
+        return False
+    if not _on_jax_gpu():
+        return False
+    from modeling import flash_attention
+
+    return flash_attention.block_size(length) is not None
 
 
 # On JAX a dropout mask takes 16 random bits a unit: each 32-bit word of
@@ -407,6 +430,10 @@ class SelfAttention(keras.layers.Layer):
         """
         if _fused_attention_applies(training, self.dropout.rate):
             return self._fused(x, input_mask)
+        if _flash_attention_applies(
+            training, self.dropout.rate, ops.shape(input_mask)[1]
+        ):
+            return self._flash(x, input_mask)
         q = self._split_heads(self.query(x), input_mask)  # [B, N, F, D]
         k = self._split_heads(self.key(x), input_mask)  # [B, N, T, D]
         v = self._split_heads(self.value(x), input_mask)  # [B, N, T, D]
@@ -420,6 +447,26 @@ class SelfAttention(keras.layers.Layer):
         probs = self.dropout(probs, training=training)
         context = ops.matmul(probs, v)  # [B, N, F, D]
         context = ops.transpose(context, (0, 2, 1, 3))  # [B, F, N, D]
+        return ops.reshape(context, ops.shape(x))
+
+    def _flash(self, x, input_mask):
+        # The attention and its dropout in Pallas kernels (JAX): the heads
+        # stay in [B, T, N, D], no transpose.
+        from modeling import flash_attention
+
+        batch, length = ops.shape(input_mask)[0], ops.shape(input_mask)[1]
+        shape = (batch, length, self.num_heads, self.head_size)
+        q, k, v = (
+            ops.reshape(layer(x), shape)
+            for layer in (self.query, self.key, self.value)
+        )
+        # The drawn seed under gradient checkpointing (Dropout.draw_seed).
+        key = getattr(self.dropout, "_drawn_seed", None)
+        if key is None:
+            key = self.dropout.seed_generator.next()
+        context = flash_attention.attention(
+            q, k, v, input_mask, self.dropout.rate, key
+        )
         return ops.reshape(context, ops.shape(x))
 
     def _fused(self, x, input_mask):

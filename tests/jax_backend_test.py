@@ -191,6 +191,46 @@ def test_dropout_draws_sixteen_bits_a_unit(jax_results):
     np.testing.assert_array_equal(got["inference"], 1.0)
 
 
+def test_flash_attention_equals_the_explicit_numbers(jax_results):
+    """modeling/flash_attention.py (run in Pallas's interpreter) against the
+    same attention by XLA ops with the kernels' own dropout mask: outputs
+    and the gradients of q, k and v within float32 rounding, with dropout
+    and without, for a full, a padded and an all-padded example (which
+    attends to every key, as the explicit path does); SelfAttention through
+    it likewise. Its mask drops 0.1 of the units, and its kernels lower to
+    Triton for a GPU: forward, dK/dV and dQ."""
+    got = jax_results["flash_attention"]
+    for rate in ("0.0", "0.1"):
+        for suffix in ("", "_dq", "_dk", "_dv"):
+            want = got[f"reference_{rate}{suffix}"]
+            actual = got[f"kernel_{rate}{suffix}"]
+            what = f"rate {rate}{suffix}"
+            atol = tolerance.float32_atol(want)
+            np.testing.assert_allclose(
+                actual[:2], want[:2], atol=atol, err_msg=what
+            )
+            # The all-padded example: its scores are rounded at -10000 (ulp
+            # 2^-10), as in the fused test above: 4e-3 of the values.
+            scale = tolerance.magnitude(want)
+            np.testing.assert_allclose(
+                actual[2], want[2], atol=4e-3 * scale, err_msg=what
+            )
+    # Dropout changes the numbers: the tests above compare masked ones.
+    assert np.abs(got["kernel_0.1"] - got["kernel_0.0"]).max() > 0.1
+    kept = got["kept"]
+    q = 6554 / 65536
+    assert abs((1 - kept.mean()) - q) < 6 * np.sqrt(q * (1 - q) / kept.size)
+    # Every (example, head) draws its own units.
+    assert (kept[0, 0] != kept[0, 1]).mean() > 0.1
+    assert (kept[0, 0] != kept[1, 0]).mean() > 0.1
+    np.testing.assert_allclose(
+        got["layer"],
+        got["layer_reference"],
+        atol=tolerance.float32_atol(got["layer_reference"]),
+    )
+    assert int(got["triton_kernels"]) == 3
+
+
 def test_the_core_and_the_jax_step_import_no_tensorflow():
     code = (
         "import os\n"

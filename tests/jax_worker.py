@@ -265,6 +265,101 @@ def dropout_masks(_):
     }
 
 
+def flash_attention(_):
+    """modeling/flash_attention.py in Pallas's interpreter against the same
+    numbers by XLA ops (its `reference`, with the kernels' dropout mask):
+    outputs and gradients, with and without dropout, over 2 blocks of 16
+    rows, with a padded example and one without a real key; SelfAttention
+    through it; and its kernels lowered to Triton for a GPU (jax.export:
+    no GPU needed to lower)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    from modeling import flash_attention as fa
+    from modeling import layers
+
+    rng = np.random.default_rng(11)
+    b, t, n, d = 3, 32, 2, 16
+    q, k, v = (
+        jnp.asarray(rng.normal(0, 1, (b, t, n, d)), jnp.float32)
+        for _ in range(3)
+    )
+    mask = np.ones((b, t), np.int32)
+    mask[1, 20:] = 0
+    mask[2] = 0
+    cotangent = jnp.asarray(rng.normal(0, 1, (b, t, n, d)), jnp.float32)
+    key = jax.random.PRNGKey(4)
+    out = {}
+    for rate in (0.0, 0.1):
+        seed = fa.seed_from_key(key)
+
+        def kernel(q, k, v, rate=rate):
+            context = fa.attention(q, k, v, mask, rate, key, block=16)
+            return jnp.sum(context * cotangent), context
+
+        def reference(q, k, v, rate=rate, seed=seed):
+            context = fa.reference(q, k, v, mask, rate, seed)
+            return jnp.sum(context * cotangent), context
+
+        for name, f in (("kernel", kernel), ("reference", reference)):
+            grads, context = jax.grad(f, (0, 1, 2), has_aux=True)(q, k, v)
+            out[f"{name}_{rate}"] = np.asarray(context)
+            for g, arg in zip(grads, "qkv"):
+                out[f"{name}_{rate}_d{arg}"] = np.asarray(g)
+    out["kept"] = np.asarray(
+        fa.keep_mask(fa.seed_from_key(key), 4, 4, 128, 0.1)
+    )
+
+    # SelfAttention through the kernels (the GPU check patched), against
+    # the reference on its own projections and drawn seed.
+    attention = layers.SelfAttention(n, n * d, 0.5, 0.1, name="self")
+    x = jnp.asarray(rng.normal(0, 1, (b, t, n * d)), jnp.float32)
+    attention.build(x.shape)
+    attention.dropout.set_drawn_seed(key)
+    saved = layers.FLASH_ATTENTION, layers._on_jax_gpu
+    layers.FLASH_ATTENTION, layers._on_jax_gpu = True, lambda: True
+    try:
+        out["layer"] = np.asarray(attention(x, mask, training=True))
+    finally:
+        layers.FLASH_ATTENTION, layers._on_jax_gpu = saved
+    attention.dropout.set_drawn_seed(None)
+    heads = [
+        layer(x).reshape(b, t, n, d)
+        for layer in (attention.query, attention.key, attention.value)
+    ]
+    out["layer_reference"] = np.asarray(
+        fa.reference(*heads, mask, 0.1, fa.seed_from_key(key)).reshape(
+            b, t, n * d
+        )
+    )
+
+    # Lowered for a GPU: BERT-base's heads, bfloat16, seq 128.
+    shape = jax.ShapeDtypeStruct((4, 128, 12, 64), jnp.bfloat16)
+
+    def loss(q, k, v, mask, key):
+        context = fa.attention(q, k, v, mask, 0.1, key, interpret=False)
+        return jnp.sum(context.astype(jnp.float32))
+
+    exported = export.export(
+        jax.jit(jax.grad(loss, (0, 1, 2))),
+        platforms=["cuda"],
+        disabled_checks=[
+            export.DisabledSafetyCheck.custom_call("__gpu$xla.gpu.triton")
+        ],
+    )(
+        shape,
+        shape,
+        shape,
+        jax.ShapeDtypeStruct((4, 128), jnp.int32),
+        jax.ShapeDtypeStruct((2,), jnp.uint32),
+    )
+    out["triton_kernels"] = np.asarray(
+        exported.mlir_module().count("@__gpu$xla.gpu.triton(")
+    )
+    return out
+
+
 def fit_run():
     """A small model (embedding, dense, LayerNorm, dense) trained by
     Keras's own `fit` with the one optimizer (`create_optimizer`: clip,
@@ -318,6 +413,7 @@ JOBS = {
         mixed_bfloat16,
         fused_attention,
         dropout_masks,
+        flash_attention,
         keras_fit,
     )
 }
