@@ -7,7 +7,8 @@
 # PyTorch peer (bench/gpu_hf_peer.py), each part under its own time limit
 # (under 10 minutes in all), writing JSON and logs to $OUT.
 #   OUT=/tmp/gpu_out bash bench/gpu_jax.sh
-# PART=profile instead traces the headline mode (bench/jax_profile.py) and
+# PART=profile instead checks the flash-attention kernels on the GPU, traces
+# the headline mode (bench/jax_profile.py) and
 # times its variants (VARIANTS), each mode of PROFILE_MODES in turn, with the
 # PyTorch peer in the same call if HF_PEER=1:
 #   PART=profile PROFILE_MODES="mixed_bfloat16:128:256" HF_PEER=1 bash bench/gpu_jax.sh
@@ -59,6 +60,18 @@ if [ "${PART:-table}" = xla ]; then
 fi
 
 if [ "${PART:-table}" = profile ]; then
+  # First the flash-attention kernels' numbers on this GPU (Triton) against
+  # XLA ops: the CPU test's job (tests/jax_worker.py), run here.
+  timeout 180 python3 tests/jax_worker.py "$OUT" "" flash_attention > /dev/null 2> /tmp/flash.stderr
+  echo "flash check exit $?"; tail -c 300 /tmp/flash.stderr
+  python3 - "$OUT/flash_attention.npz" <<'PY'
+import sys, numpy as np
+d = np.load(sys.argv[1])
+for key in sorted(k for k in d.files if k.startswith("kernel_")):
+    want = d[key.replace("kernel_", "reference_")]
+    diff = np.abs(d[key][:2] - want[:2]).max() / np.abs(want).max()
+    print(key, "max |diff| / max |reference|:", float(diff))
+PY
   # Where a mode's step goes: its kernels, the compiled program if HLO=1
   # (to read the fusions' names), and the variants' step times; then the
   # PyTorch peer if HF_PEER=1, in the same call.
@@ -66,7 +79,7 @@ if [ "${PART:-table}" = profile ]; then
     name=profile_${mode//:/_}
     timeout "${PROFILE_SECONDS:-200}" python3 bench/jax_profile.py \
       --mode="$mode" --top=60 --steps="${TRACE_STEPS:-3}" \
-      --variants="${VARIANTS:-flash_attention,keras_dropout,no_dropout,no_attention_dropout,unfused_attention}" \
+      --variants="${VARIANTS:-baseline,flash_attention,keras_dropout}" \
       $([ "${HLO:-0}" = 1 ] && echo --hlo_out="$OUT/hlo.txt.gz") \
       --out="$OUT/$name.json" > /dev/null 2> "/tmp/$name.stderr"
     echo "$mode exit $?"; tail -c 300 "/tmp/$name.stderr"
