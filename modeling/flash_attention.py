@@ -89,11 +89,32 @@ def keep_mask(seed, batch, heads, length, rate):
     return _keep(streams, rows, cols, length, _threshold(rate))
 
 
-def _scores(q, k, bias, scale):
-    s = lax.dot_general(
-        q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
+def _dot_nt(a, b):
+    """a @ b^T, accumulated in float32."""
+    return lax.dot_general(
+        a, b, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
     )
-    return s * scale + bias[None, :]
+
+
+def _dot_tn(a, b):
+    """a^T @ b, accumulated in float32."""
+    return lax.dot_general(
+        a, b, (((0,), (0,)), ((), ())), preferred_element_type=jnp.float32
+    )
+
+
+def _scores(q, k, bias, scale):
+    return _dot_nt(q, k) * scale + bias[None, :]
+
+
+def _program_stream(seed_ref):
+    """This program's hash stream: its (example, head) of the grid."""
+    example, head = pl.program_id(0), pl.program_id(1)
+    return _stream(seed_ref[0], example * pl.num_programs(1) + head)
+
+
+def _positions(start, shape, axis):
+    return start + lax.broadcasted_iota(jnp.int32, shape, axis)
 
 
 def _forward_kernel(
@@ -102,26 +123,21 @@ def _forward_kernel(
     block_q, depth = q_ref.shape
     length = k_ref.shape[0]
     scale = 1.0 / math.sqrt(depth)
-    example, head, qblock = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-    stream = _stream(seed_ref[0], example * pl.num_programs(1) + head)
-    rows = qblock * block_q + lax.broadcasted_iota(
-        jnp.int32, (block_q, block_k), 0
-    )
+    stream = _program_stream(seed_ref)
+    shape = (block_q, block_k)
+    rows = _positions(pl.program_id(2) * block_q, shape, 0)
     q = q_ref[...]
 
     def body(j, carry):
         m, total, acc = carry
-        start = j * block_k
-        keys = pl.ds(start, block_k)
+        keys = pl.ds(j * block_k, block_k)
         s = _scores(q, k_ref[keys, :], bias_ref[keys], scale)
         m_new = jnp.maximum(m, jnp.max(s, axis=1))
         p = jnp.exp(s - m_new[:, None])
         alpha = jnp.exp(m - m_new)
         total = total * alpha + jnp.sum(p, axis=1)
         if rate > 0:
-            cols = start + lax.broadcasted_iota(
-                jnp.int32, (block_q, block_k), 1
-            )
+            cols = _positions(j * block_k, shape, 1)
             kept = _keep(stream, rows, cols, length, _threshold(rate))
             p = jnp.where(kept, p * _kept_scale(rate), 0.0)
         v = v_ref[keys, :]
@@ -138,64 +154,54 @@ def _forward_kernel(
     lse_ref[...] = m + jnp.log(total)
 
 
-def _probabilities(q, k, bias, lse, scale):
-    return jnp.exp(_scores(q, k, bias, scale) - lse[:, None])
+def _block_grads(q, k, v, bias, do, lse, delta, drop):
+    """(dropped P, dS) of one block of queries by keys, recomputed from
+    the forward pass's log-sum-exp. `drop`: (stream, rows, cols, length,
+    rate) of the block's mask. dS is the gradient of the scaled scores'
+    pre-scale products (q k^T), so dQ = dS k and dK = dS^T q."""
+    stream, rows, cols, length, rate = drop
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    p = jnp.exp(_scores(q, k, bias, scale) - lse[:, None])
+    dp = _dot_nt(do, v)
+    dropped_p = p
+    if rate > 0:
+        kept = _keep(stream, rows, cols, length, _threshold(rate))
+        dropped_p = jnp.where(kept, p * _kept_scale(rate), 0.0)
+        dp = jnp.where(kept, dp * _kept_scale(rate), 0.0)
+    # D_i = sum_j P_ij dP_ij = do_i . o_i (the dropout included).
+    return dropped_p, p * (dp - delta[:, None]) * scale
 
 
-def _dkdv_kernel(
-    seed_ref,
-    q_ref,
-    k_ref,
-    v_ref,
-    bias_ref,
-    do_ref,
-    lse_ref,
-    delta_ref,
-    dk_ref,
-    dv_ref,
-    *,
-    rate,
-    block_q,
-):
+def _dkdv_kernel(*refs, rate, block_q):
+    # The refs: _attention_bwd's inputs, then dK and dV.
+    seed_ref, q_ref, k_ref, v_ref = refs[:4]
+    bias_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref = refs[4:]
     block_k, depth = k_ref.shape
     length = q_ref.shape[0]
-    scale = 1.0 / math.sqrt(depth)
-    example, head, kblock = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-    stream = _stream(seed_ref[0], example * pl.num_programs(1) + head)
-    start_k = kblock * block_k
+    stream = _program_stream(seed_ref)
+    shape = (block_q, block_k)
+    start_k = pl.program_id(2) * block_k
     bias = bias_ref[pl.ds(start_k, block_k)]
     k, v = k_ref[...], v_ref[...]
-    cols = start_k + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
+    cols = _positions(start_k, shape, 1)
 
     def body(i, carry):
         dk, dv = carry
         queries = pl.ds(i * block_q, block_q)
         q, do = q_ref[queries, :], do_ref[queries, :]
-        p = _probabilities(q, k, bias, lse_ref[queries], scale)
-        dp = lax.dot_general(
-            do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
-        )
-        dropped_p = p
-        if rate > 0:
-            rows = i * block_q + lax.broadcasted_iota(
-                jnp.int32, (block_q, block_k), 0
-            )
-            kept = _keep(stream, rows, cols, length, _threshold(rate))
-            dropped_p = jnp.where(kept, p * _kept_scale(rate), 0.0)
-            dp = jnp.where(kept, dp * _kept_scale(rate), 0.0)
-        dv = dv + lax.dot_general(
-            dropped_p.astype(do.dtype),
-            do,
-            (((0,), (0,)), ((), ())),
-            preferred_element_type=jnp.float32,
-        )
-        ds = p * (dp - delta_ref[queries][:, None]) * scale
-        dk = dk + lax.dot_general(
-            ds.astype(q.dtype),
+        rows = _positions(i * block_q, shape, 0)
+        dropped_p, ds = _block_grads(
             q,
-            (((0,), (0,)), ((), ())),
-            preferred_element_type=jnp.float32,
+            k,
+            v,
+            bias,
+            do,
+            lse_ref[queries],
+            delta_ref[queries],
+            (stream, rows, cols, length, rate),
         )
+        dv = dv + _dot_tn(dropped_p.astype(do.dtype), do)
+        dk = dk + _dot_tn(ds.astype(q.dtype), q)
         return dk, dv
 
     zeros = jnp.zeros((block_k, depth), jnp.float32)
@@ -204,55 +210,38 @@ def _dkdv_kernel(
     dv_ref[...] = dv.astype(dv_ref.dtype)
 
 
-def _dq_kernel(
-    seed_ref,
-    q_ref,
-    k_ref,
-    v_ref,
-    bias_ref,
-    do_ref,
-    lse_ref,
-    delta_ref,
-    dq_ref,
-    *,
-    rate,
-    block_k,
-):
+def _dq_kernel(*refs, rate, block_k):
+    # The refs: _attention_bwd's inputs, then dQ.
+    seed_ref, q_ref, k_ref, v_ref = refs[:4]
+    bias_ref, do_ref, lse_ref, delta_ref, dq_ref = refs[4:]
     block_q, depth = q_ref.shape
     length = k_ref.shape[0]
-    scale = 1.0 / math.sqrt(depth)
-    example, head, qblock = pl.program_id(0), pl.program_id(1), pl.program_id(2)
-    stream = _stream(seed_ref[0], example * pl.num_programs(1) + head)
+    stream = _program_stream(seed_ref)
+    shape = (block_q, block_k)
     q, do = q_ref[...], do_ref[...]
     lse, delta = lse_ref[...], delta_ref[...]
-    rows = qblock * block_q + lax.broadcasted_iota(
-        jnp.int32, (block_q, block_k), 0
-    )
+    rows = _positions(pl.program_id(2) * block_q, shape, 0)
 
     def body(j, dq):
-        start = j * block_k
-        keys = pl.ds(start, block_k)
-        k, v = k_ref[keys, :], v_ref[keys, :]
-        p = _probabilities(q, k, bias_ref[keys], lse, scale)
-        dp = lax.dot_general(
-            do, v, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
+        keys = pl.ds(j * block_k, block_k)
+        k = k_ref[keys, :]
+        cols = _positions(j * block_k, shape, 1)
+        _, ds = _block_grads(
+            q,
+            k,
+            v_ref[keys, :],
+            bias_ref[keys],
+            do,
+            lse,
+            delta,
+            (stream, rows, cols, length, rate),
         )
-        if rate > 0:
-            cols = start + lax.broadcasted_iota(
-                jnp.int32, (block_q, block_k), 1
-            )
-            kept = _keep(stream, rows, cols, length, _threshold(rate))
-            dp = jnp.where(kept, dp * _kept_scale(rate), 0.0)
-        ds = p * (dp - delta[:, None]) * scale
         return dq + jnp.dot(
             ds.astype(k.dtype), k, preferred_element_type=jnp.float32
         )
 
     dq = lax.fori_loop(
-        0,
-        length // block_k,
-        body,
-        jnp.zeros((block_q, depth), jnp.float32),
+        0, length // block_k, body, jnp.zeros((block_q, depth), jnp.float32)
     )
     dq_ref[...] = dq.astype(dq_ref.dtype)
 
@@ -325,7 +314,7 @@ def _attention_fwd(q, k, v, bias, seed, rate, block, interpret):
 def _attention_bwd(rate, block, interpret, residuals, do):
     q, k, v, bias, seed, o, lse = residuals
     batch, length, heads, depth = q.shape
-    # D_i = sum_j P_ij dP_ij = do_i . o_i (the dropout included).
+    # Each row's sum of P * dP (_block_grads).
     delta = jnp.sum(
         o.astype(jnp.float32) * do.astype(jnp.float32), axis=-1
     ).transpose(0, 2, 1)

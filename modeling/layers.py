@@ -175,6 +175,9 @@ class Dropout(keras.layers.Dropout):
     `drawn_seed` holds it the call uses it instead of drawing: the same
     stateless op keras's TensorFlow backend runs, so the masks are those of
     an ordinary run too (tests/encoder_test.py compares them).
+
+    On JAX the masks are half-word ones (`half_word_dropout`), drawn from
+    the same generator's keys.
     """
 
     def draw_seed(self):
@@ -197,9 +200,7 @@ class Dropout(keras.layers.Dropout):
             and 0 < self.rate < 1
             and self.noise_shape is None
         ):
-            if seed is None:
-                seed = self.seed_generator.next()
-            return half_word_dropout(inputs, self.rate, seed)
+            return half_word_dropout(inputs, self.rate, self.call_seed())
         if seed is None or not training or self.rate == 0:
             return super().call(inputs, training=training)
         if jax_backend:
@@ -210,6 +211,12 @@ class Dropout(keras.layers.Dropout):
         return tf.nn.experimental.stateless_dropout(
             inputs, rate=self.rate, seed=seed
         )
+
+    def call_seed(self):
+        """The seed of this call: the drawn one, else the generator's next
+        (JAX: a key array, what keras's own dropout would take)."""
+        seed = getattr(self, "_drawn_seed", None)
+        return self.seed_generator.next() if seed is None else seed
 
     def set_drawn_seed(self, seed):
         # object.__setattr__: a tensor is state of one call, not something
@@ -454,20 +461,20 @@ class SelfAttention(keras.layers.Layer):
         # stay in [B, T, N, D], no transpose.
         from modeling import flash_attention
 
+        q, k, v = self._heads_in_place(x, input_mask)
+        context = flash_attention.attention(
+            q, k, v, input_mask, self.dropout.rate, self.dropout.call_seed()
+        )
+        return ops.reshape(context, ops.shape(x))
+
+    def _heads_in_place(self, x, input_mask):
+        """Q, K and V as [B, T, N, D] (a reshape, no transpose)."""
         batch, length = ops.shape(input_mask)[0], ops.shape(input_mask)[1]
         shape = (batch, length, self.num_heads, self.head_size)
-        q, k, v = (
+        return tuple(
             ops.reshape(layer(x), shape)
             for layer in (self.query, self.key, self.value)
         )
-        # The drawn seed under gradient checkpointing (Dropout.draw_seed).
-        key = getattr(self.dropout, "_drawn_seed", None)
-        if key is None:
-            key = self.dropout.seed_generator.next()
-        context = flash_attention.attention(
-            q, k, v, input_mask, self.dropout.rate, key
-        )
-        return ops.reshape(context, ops.shape(x))
 
     def _fused(self, x, input_mask):
         # The same attention through ops.dot_product_attention, which has no
@@ -476,11 +483,7 @@ class SelfAttention(keras.layers.Layer):
         # padding example) attends to every key, as -10000 on all of them
         # does, rather than getting the kernel's choice.
         batch, length = ops.shape(input_mask)[0], ops.shape(input_mask)[1]
-        shape = (batch, length, self.num_heads, self.head_size)
-        q, k, v = (
-            ops.reshape(layer(x), shape)
-            for layer in (self.query, self.key, self.value)
-        )
+        q, k, v = self._heads_in_place(x, input_mask)
         real = ops.cast(input_mask, "bool")
         real = ops.logical_or(real, ~ops.any(real, axis=1, keepdims=True))
         mask = ops.broadcast_to(
