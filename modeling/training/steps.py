@@ -241,8 +241,8 @@ class StopSignal:
     dataset that never yields) would never get there. So when the loop has
     not stopped `stuck_after_secs` after SIGTERM while it is still waiting
     for its batch (`waiting_for_input`) at the same global step (and, in a
-    host loop, the same batch), the watcher
-    calls `on_stuck` (the Trainer's: save a checkpoint, exit 143).
+    host loop, the same batch), the watcher calls `on_stuck` (the
+    Trainer's: save a checkpoint, exit 143).
     """
 
     _SENTINEL = b"\xff"
