@@ -13,6 +13,7 @@
 # PyTorch peer in the same call if HF_PEER=1:
 #   PART=profile PROFILE_MODES="mixed_bfloat16:128:256" HF_PEER=1 bash bench/gpu_jax.sh
 # PART=xla: only the XLA_VARIANTS timings (below).
+# PART=large: BERT-large's shapes (JAX_LARGE modes).
 # PART=finetune: the MiniLM MRPC fine-tuning of bench/finetune_features.py
 # (run its prepare step first, here).
 set -uo pipefail
@@ -108,6 +109,13 @@ for r in json.load(open(sys.argv[1]))["results"]:
     print({k: r.get(k) for k in ("mode", "sequences_per_sec", "mfu_datasheet", "mfu_measured", "matmul_measured_tflops", "peak_device_gib", "compile_and_warmup_seconds", "loss", "skipped")}, str(r.get("error", ""))[-300:])
 PY
 }
+if [ "${PART:-table}" = large ]; then
+  # BERT-large's shapes (24 layers, 1024 wide, 16 heads).
+  jax_bench jax_large "${LARGE_SECONDS:-400}" \
+    "${JAX_LARGE:-mixed_bfloat16:128:128,mixed_bfloat16:512:32,float32:128:64}" \
+    --model=large
+  exit 0
+fi
 overrides="${CONFIG_OVERRIDES:-}"
 jax_bench jax_first "${FIRST_SECONDS:-150}" \
   "${JAX_FIRST:-mixed_bfloat16:128:256,mixed_bfloat16:512:64}" \
