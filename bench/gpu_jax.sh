@@ -80,7 +80,7 @@ PY
     name=profile_${mode//:/_}
     timeout "${PROFILE_SECONDS:-200}" python3 bench/jax_profile.py \
       --mode="$mode" --top=60 --steps="${TRACE_STEPS:-3}" \
-      --variants="${VARIANTS:-baseline,flash_attention,keras_dropout}" \
+      --variants="${VARIANTS:-baseline,flash_attention,flash_attention_w8,flash_attention_b128_w8,keras_dropout}" \
       $([ "${HLO:-0}" = 1 ] && echo --hlo_out="$OUT/hlo.txt.gz") \
       --out="$OUT/$name.json" > /dev/null 2> "/tmp/$name.stderr"
     echo "$mode exit $?"; tail -c 300 "/tmp/$name.stderr"

@@ -10,13 +10,14 @@ the step time, and the top `--top` kernels with their share of the summed
 kernel time. `--variants` times the same mode with named changes to the
 config or to modeling.layers' switches (comma-separated names of VARIANTS:
 baseline, no_dropout, no_attention_dropout, unfused_attention,
-keras_dropout, flash_attention) for comparison.
+keras_dropout, flash_attention and its Triton settings) for comparison.
 """
 
 import argparse
 import collections
 import glob
 import gzip
+import importlib
 import json
 import os
 import sys
@@ -45,6 +46,16 @@ VARIANTS = {
     # The attention and its dropout in Pallas kernels
     # (layers.FLASH_ATTENTION, modeling/flash_attention.py).
     "flash_attention": {"_FLASH_ATTENTION": True},
+    # Its Triton settings ("module.NAME": modeling.module's NAME).
+    "flash_attention_w8": {
+        "_FLASH_ATTENTION": True,
+        "flash_attention.NUM_WARPS": 8,
+    },
+    "flash_attention_b128_w8": {
+        "_FLASH_ATTENTION": True,
+        "flash_attention.BLOCK": 128,
+        "flash_attention.NUM_WARPS": 8,
+    },
     "unfused_attention": {
         "attention_probs_dropout_prob": 0.0,
         "_FUSED_ATTENTION": False,
@@ -164,17 +175,21 @@ def main(argv):
     # A name given twice is timed twice (alternating rounds): a list.
     rounds = {}
     for name in filter(None, args.variants.split(",")):
-        from modeling import layers
-
         overrides = dict(VARIANTS[name])
-        switches = {
-            key[1:]: overrides.pop(key)
-            for key in list(overrides)
-            if key[0] == "_"
+        # (module, name) -> value: "_NAME" is modeling.layers' NAME,
+        # "module.NAME" modeling.module's.
+        switches = {}
+        for key in list(overrides):
+            if key[0] == "_":
+                switches[("layers", key[1:])] = overrides.pop(key)
+            elif "." in key:
+                switches[tuple(key.split("."))] = overrides.pop(key)
+        modules = {
+            m: importlib.import_module(f"modeling.{m}") for m, _ in switches
         }
-        saved = {key: getattr(layers, key) for key in switches}
-        for key, value in switches.items():
-            setattr(layers, key, value)
+        saved = {(m, k): getattr(modules[m], k) for m, k in switches}
+        for (m, k), value in switches.items():
+            setattr(modules[m], k, value)
         try:
             v_step, v_state, v_placed, _, _ = pretraining.build_jax_step(
                 args, precision, int(seq), int(batch), overrides
@@ -186,8 +201,8 @@ def main(argv):
         except Exception as e:  # one variant failing must not lose the rest
             result = f"{type(e).__name__}: {str(e)[-400:]}"
         finally:
-            for key, value in saved.items():
-                setattr(layers, key, value)
+            for (m, k), value in saved.items():
+                setattr(modules[m], k, value)
         rounds.setdefault(name, []).append(result)
         print(name, result, flush=True)
     report["variants"] = {

@@ -39,6 +39,11 @@ from jax.experimental import pallas as pl
 # The original's additive mask for padded keys (layers.MASK_ADDER).
 MASK_ADDER = -10000.0
 _UNIT_BITS = 16
+# Triton's launch settings and the rows per block (None: `block_size`), to
+# be tuned on a GPU (bench/jax_profile.py's flash variants set them).
+NUM_WARPS = 4
+NUM_STAGES = 2
+BLOCK = None
 
 
 def _mix(x):
@@ -280,7 +285,9 @@ def _call(kernel, grid, in_specs, out_specs, out_shape, interpret):
         out_shape=out_shape,
         interpret=interpret,
         # Triton's lowering (Pallas's default on GPUs is Mosaic GPU).
-        compiler_params=pl_triton.CompilerParams(num_warps=4, num_stages=2),
+        compiler_params=pl_triton.CompilerParams(
+            num_warps=NUM_WARPS, num_stages=NUM_STAGES
+        ),
     )
 
 
@@ -382,14 +389,14 @@ def attention(q, k, v, input_mask, rate, key=None, block=None, interpret=None):
       input_mask: int [B, T], 1 = a real key.
       rate: the dropout rate of the probabilities (a Python float).
       key: the dropout's JAX PRNG key (needed when rate > 0).
-      block: rows per block (default `block_size(T)`).
+      block: rows per block (default BLOCK, else `block_size(T)`).
       interpret: run in Pallas's interpreter (default: off a GPU).
 
     Returns:
       The context, [B, T, N, D] in q's dtype.
     """
     length = q.shape[1]
-    block = block or block_size(length)
+    block = block or BLOCK or block_size(length)
     if block is None or length % block:
         raise ValueError(
             f"flash attention needs a length divisible by 16: {length}"
