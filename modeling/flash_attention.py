@@ -277,6 +277,9 @@ def _specs(batch, heads, length, depth, block):
 def _call(kernel, grid, in_specs, out_specs, out_shape, interpret):
     from jax.experimental.pallas import triton as pl_triton
 
+    # Older JAX names it TritonCompilerParams.
+    params = getattr(pl_triton, "CompilerParams", None)
+    params = params or pl_triton.TritonCompilerParams
     return pl.pallas_call(
         kernel,
         grid=grid,
@@ -285,9 +288,7 @@ def _call(kernel, grid, in_specs, out_specs, out_shape, interpret):
         out_shape=out_shape,
         interpret=interpret,
         # Triton's lowering (Pallas's default on GPUs is Mosaic GPU).
-        compiler_params=pl_triton.CompilerParams(
-            num_warps=NUM_WARPS, num_stages=NUM_STAGES
-        ),
+        compiler_params=params(num_warps=NUM_WARPS, num_stages=NUM_STAGES),
     )
 
 
