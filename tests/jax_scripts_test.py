@@ -289,6 +289,66 @@ def test_two_processes_train_as_one_and_stop_together(runs, tmp_path):
     )
 
 
+class _OtherProcess:
+    """A TrainStep stand-in for one of two processes: each step returns
+    the larger of this process's vote and the other's (`votes`, by step),
+    as the step's all-reduced vote does."""
+
+    processes = 2
+
+    def __init__(self, votes):
+        self.votes, self.mine = votes, []
+
+    def initial_state(self):
+        return 0
+
+    def global_step(self, state):
+        return state
+
+    def __call__(self, state, batch, vote):
+        from modeling.training import jax_steps
+
+        other = self.votes.get(len(self.mine), jax_steps.GO_ON)
+        self.mine.append(vote)
+        logs = {"loss": np.float32(1.0), jax_steps.VOTE_KEY: max(vote, other)}
+        return state + 1, logs
+
+
+@pytest.mark.parametrize(
+    "other_votes, steps, stop",
+    [
+        ({}, 10, False),  # nobody stops early: the whole chunk
+        ({3: 1}, 5, False),  # the other's time is up at step 3
+        ({2: 2}, 4, True),  # the other got SIGTERM before step 2
+    ],
+)
+def test_processes_end_a_chunk_after_the_same_step(other_votes, steps, stop):
+    """The vote's protocol (jax_steps.TrainerSteps.train_chunk): a vote
+    carried by step i is read after step i + 1 is dispatched, so every
+    process runs the same steps and stops after step i + 1; a STOP vote is
+    what the Trainer's stop check answers, on this process too."""
+    import types
+
+    from modeling.training import jax_steps
+    from modeling.training import steps as steps_lib
+
+    loop = jax_steps.TrainerSteps.__new__(jax_steps.TrainerSteps)
+    loop.step = _OtherProcess(other_votes)
+    loop.state, loop.trained = None, False
+    loop.optimizer = types.SimpleNamespace(
+        global_step=types.SimpleNamespace(assign=lambda value: None)
+    )
+    signal_ = steps_lib.StopSignal()
+    done, sums, bad = loop.train_chunk(
+        iter([{"x": np.zeros(2)}] * 20), 10, signal_
+    )
+    assert (done, bad, sums["loss"]) == (steps, -1, float(steps))
+    assert jax_steps.VOTE_KEY not in sums
+    assert set(loop.step.mine) == {jax_steps.GO_ON}
+    assert signal_.agreed is stop
+    assert signal_.requested(None) is stop
+
+
 def test_backend_cannot_switch_once_keras_runs():
     """This process runs Keras on TensorFlow: --backend=jax is one line."""
     import keras
