@@ -189,6 +189,12 @@ def test_dropout_draws_sixteen_bits_a_unit(jax_results):
     assert got["odd"].shape == (4, 7)
     assert set(np.unique(got["odd"])) <= {0.0, np.float32(1 / (1 - q))}
     np.testing.assert_array_equal(got["inference"], 1.0)
+    # bfloat16 in, bfloat16 out: the kept units are the scale rounded.
+    import ml_dtypes  # numpy's bfloat16 (JAX and TensorFlow depend on it)
+
+    assert str(got["bfloat16_dtype"]) == "bfloat16"
+    kept_bf16 = float(np.asarray(1 / (1 - q), dtype=ml_dtypes.bfloat16))
+    assert set(np.unique(got["bfloat16"])) <= {0.0, kept_bf16}
 
 
 def test_flash_attention_equals_the_explicit_numbers(jax_results):

@@ -257,11 +257,19 @@ def dropout_masks(_):
 
     drop = layers.Dropout(0.1, seed=7)
     ones = keras.ops.ones((512, 768))
+    bf16 = layers.half_word_dropout(
+        keras.ops.ones((4, 8), "bfloat16"),
+        0.1,
+        keras.random.SeedGenerator(1).next(),
+    )
     return {
         "first": np.asarray(drop(ones, training=True)),
         "second": np.asarray(drop(ones, training=True)),
         "odd": np.asarray(drop(keras.ops.ones((4, 7)), training=True)),
         "inference": np.asarray(drop(ones, training=False)),
+        # What a mixed_bfloat16 layer hands it.
+        "bfloat16": np.asarray(bf16).astype(np.float32),
+        "bfloat16_dtype": np.asarray(str(bf16.dtype)),
     }
 
 
