@@ -67,7 +67,8 @@ def _keep(stream, rows, cols, length, threshold):
 
 
 def _threshold(rate):
-    return round(rate * (1 << _UNIT_BITS))
+    levels = 1 << _UNIT_BITS
+    return min(round(rate * levels), levels - 1)
 
 
 def _kept_scale(rate):

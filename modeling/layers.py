@@ -150,7 +150,8 @@ def half_word_dropout(inputs, rate, key):
     import jax.numpy as jnp
 
     levels = 1 << _UNIT_BITS
-    threshold = round(rate * levels)
+    # A rate within 2^-17 of 1 keeps one level of the 2^16.
+    threshold = min(round(rate * levels), levels - 1)
     width = inputs.shape[-1]
     words = jax.random.bits(
         key, tuple(inputs.shape[:-1]) + ((width + 1) // 2,), jnp.uint32
