@@ -366,7 +366,9 @@ class BertTextClassifier(text_model.TextModel):
                 validation_data, validation_batch_size or batch_size
             )
         return super().fit(
-            dataset.prefetch(tf.data.AUTOTUNE),
+            input_pipeline.without_autotuning(
+                dataset.prefetch(tf.data.AUTOTUNE)
+            ),
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             validation_data=validation_data,
@@ -496,7 +498,9 @@ class BertTextClassifier(text_model.TextModel):
             dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
             dataset = dataset.batch(batch_size)
         dataset = dataset.map(self._preprocess_xy, tf.data.AUTOTUNE)
-        return dataset.prefetch(tf.data.AUTOTUNE)
+        return input_pipeline.without_autotuning(
+            dataset.prefetch(tf.data.AUTOTUNE)
+        )
 
 
 def _examples(x, y):

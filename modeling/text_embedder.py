@@ -260,7 +260,9 @@ class BertTextEmbedder(text_model.TextModel):
         # A train step traced before holds the other loss.
         self.train_function = None
         return super().fit(
-            dataset.prefetch(tf.data.AUTOTUNE),
+            input_pipeline.without_autotuning(
+                dataset.prefetch(tf.data.AUTOTUNE)
+            ),
             epochs=epochs,
             steps_per_epoch=steps_per_epoch,
             shuffle=False,

@@ -176,7 +176,7 @@ def python_texts(x):
     if isinstance(x, tf.data.Dataset):
         batches = [
             b[0] if isinstance(b, tuple) and len(b) == 1 else b
-            for b in x.as_numpy_iterator()
+            for b in input_pipeline.without_autotuning(x).as_numpy_iterator()
         ]
         if batches and isinstance(batches[0], tuple):
             x = tuple(np.concatenate(side) for side in zip(*batches))

@@ -375,6 +375,30 @@ def test_save_checkpoint_with_another_keras_optimizer(tiny_release, tmp_path):
     assert model.classifier.classifier.output_bias.numpy().any()
 
 
+def test_keras_reads_the_texts_without_tf_data_autotuning(
+    tiny_release, monkeypatch
+):
+    # The autotuner's sleep can hold up an iterator's end by up to a minute
+    # (input_pipeline.without_autotuning): every epoch's end in fit.
+    seen = []
+
+    def spy(self, x=None, *args, **kwargs):
+        seen.append(x.options().autotune.enabled)
+
+    monkeypatch.setattr(keras.Model, "fit", spy)
+    monkeypatch.setattr(keras.Model, "evaluate", spy)
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    model.compile(learning_rate=1e-3)
+    model.fit(
+        _texts(_PAIRS),
+        _LABELS,
+        batch_size=4,
+        validation_data=(_texts(_PAIRS), _LABELS),
+    )
+    model.evaluate(_texts(_PAIRS), _LABELS, batch_size=4)
+    assert seen == [False, False]
+
+
 def test_text_classifier_bad_inputs(tiny_release):
     model = _tiny_classifier(tiny_release, num_labels=2)
     with pytest.raises(ValueError, match="8 texts but 3 labels"):

@@ -20,6 +20,7 @@ from modeling import config as config_lib
 from modeling.data import input_pipeline
 from modeling.tasks import pretraining
 from modeling.training import checkpoint_manager
+from modeling.training import steps
 from modeling.training import trainer as trainer_lib
 
 BATCH = 8
@@ -255,6 +256,30 @@ def test_evaluate_returns_the_original_keys(data, full_run):
     assert results["loss"] == pytest.approx(
         results["masked_lm_loss"] + results["next_sentence_loss"], rel=1e-3
     )
+
+
+def test_training_and_evaluation_read_without_tf_data_autotuning(
+    data, tmp_path, monkeypatch
+):
+    # The autotuner's sleep could hold up the iterator's end (a SIGTERMed
+    # run's exit, an evaluation's end) by up to a minute
+    # (input_pipeline.without_autotuning).
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path, num_train_steps=2)
+    seen = []
+    batches = steps.StepFunctions.batches
+
+    def spy(self, dataset):
+        seen.append(dataset.options().autotune.enabled)
+        return batches(self, dataset)
+
+    monkeypatch.setattr(steps.StepFunctions, "batches", spy)
+    assert trainer.train(_dataset_fn(records)) == 2
+    dataset = input_pipeline.pretraining_dataset(
+        [records], BATCH, helpers.SEQ, helpers.PRED, False
+    )
+    trainer.evaluate(dataset, max_eval_steps=1)
+    assert seen == [False, False]
 
 
 def test_save_callbacks_see_every_checkpoint(data, tmp_path):

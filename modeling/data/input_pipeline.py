@@ -120,6 +120,25 @@ def decode_record(record, spec):
     }
 
 
+def without_autotuning(dataset):
+    """`dataset` without tf.data's autotuning thread: every pipeline a loop
+    of this project iterates goes through here (the Trainer on either
+    backend, the predictor, the Keras API's fit and predict).
+
+    Why: the autotuner sleeps between its passes, the sleep doubling up to
+    a minute, and in TensorFlow 2.21 destroying an iterator sometimes waits
+    for that sleep to end. An evaluation pass, a prediction, or a run
+    stopped by SIGTERM then ended seconds to a minute late. Without the
+    autotuner, a map or interleave with num_parallel_calls=AUTOTUNE runs on
+    min(16, cores) threads, and prefetch(AUTOTUNE) still sizes its own
+    buffer. These pipelines fed batches as fast that way
+    (bench/sigterm_exit.py measures both).
+    """
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return dataset.with_options(options)
+
+
 # The original's training input_fn shuffles in a buffer of this many records.
 TRAIN_SHUFFLE_BUFFER = 100
 

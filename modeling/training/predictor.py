@@ -744,16 +744,14 @@ def fixed_batches(windows, batch_size):
 
 
 def _without_autotuning(dataset):
-    # No tf.data autotuning: its background work competes with the model
-    # for the cores, and these maps cost microseconds. Measured on the
-    # 2-vCPU development VM (BERT-base tagger on CoNLL testb through TF
-    # Lite int8): with it, 4 passes in 12 took 20.5 s instead of 11.5 s;
-    # without it, none in 12.
-    import tensorflow as tf
+    # Measured on the 2-vCPU development VM (BERT-base tagger on CoNLL testb
+    # through TF Lite int8): with tf.data's autotuning, 4 passes in 12 took
+    # 20.5 s instead of 11.5 s; without it, none in 12. The 9 s are the
+    # autotuner's sleep, which ending the iterator waited out
+    # (input_pipeline.without_autotuning).
+    from modeling.data import input_pipeline
 
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return dataset.prefetch(2).with_options(options)
+    return input_pipeline.without_autotuning(dataset.prefetch(2))
 
 
 def in_input_order(rows):

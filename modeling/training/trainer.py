@@ -44,6 +44,7 @@ from modeling import checkpoints
 from modeling import encoder
 from modeling import errors
 from modeling import progress
+from modeling.data import input_pipeline
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
@@ -280,7 +281,7 @@ class Trainer:
             return start
         if start:
             dataset = dataset_fn(start)
-        iterator = self._steps.batches(dataset)
+        iterator = self._batches(dataset)
         with self.stop_signal.installed(cfg.handle_sigterm):
             try:
                 return self._train_loop(iterator, start)
@@ -300,6 +301,13 @@ class Trainer:
             iterator, num_steps, self.stop_signal
         )
         return {k: float(v) / int(done) for k, v in sums.items()}
+
+    def _batches(self, dataset):
+        # Training and evaluation read their datasets through here: without
+        # tf.data's autotuner, whose sleep could hold up the iterator's end
+        # (a SIGTERMed run's exit, the end of an evaluation) by up to a
+        # minute (input_pipeline.without_autotuning).
+        return self._steps.batches(input_pipeline.without_autotuning(dataset))
 
     def _next_chunk(self, step):
         """Steps of the next compiled call: iterations_per_loop, cut at the
@@ -517,7 +525,7 @@ class Trainer:
             "Evaluating", total=max_eval_steps, unit="batches"
         )
         self._steps.sync()
-        for features in self._steps.batches(dataset):
+        for features in self._batches(dataset):
             for name, (s, w) in self._steps.eval_step(features).items():
                 total = totals.setdefault(name, [0.0, 0.0])
                 total[0] += float(s)
