@@ -3,7 +3,7 @@ SIGTERM (the host loop of a `--backend=jax` run, without the rest), and how
 fast the pipeline fed it until then, with and without tf.data's autotuning.
 
     python bench/sigterm_exit.py --trials=12 --seconds=12 \
-        [--pipeline=toy|records|text] [--no_autotune]
+        [--pipeline=toy|records|text|script] [--no_autotune]
 
 Each trial starts a child that iterates a pipeline with as_numpy_iterator
 (as jax_steps does), sends it SIGTERM after `--seconds`, and times its
@@ -16,6 +16,9 @@ input_pipeline.without_autotuning, as the project's loops do. Pipelines:
            original release's records in ../shared/golden, batch 32
   text     run_pretraining's dynamic masking (TextPretrainingData) over
            ../shared/data/corpus with vocab/books_uncased_8k.txt, batch 32
+  script   run_pretraining.py --backend=jax itself on those records (a
+           2-layer BERT of hidden size 32, batch 8); `--seconds` count
+           from its first training step, and it reports no batches/s
 Prints one JSON object.
 
 Measured on the 2-vCPU AMD EPYC VM (2026-11-27, TensorFlow 2.21;
@@ -24,7 +27,9 @@ bench/sigterm_exit_2026-11-27.json), SIGTERM after 12 s: with autotuning
 1 of 18, text 3 of 12); without it none of 42, at the same batches per
 second. gdb put the wait in the iterator's destructor, joining tf.data's
 autotuning thread in the middle of its sleep (10.24 s after 10.23 s of
-shorter ones: the exits came at 20.5 s).
+shorter ones: the exits came at 20.5 s). `--pipeline=script`, SIGTERM 30 s
+into training: 1 of 8 exits took 12.1 s before the project's loops read
+without autotuning, none of 8 after (1.6-1.8 s).
 """
 
 import argparse
@@ -34,6 +39,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -83,10 +89,29 @@ while True:
 """
 
 
-def trial(pipeline, seconds, no_autotune):
+# --pipeline=script: a BERT of this shape (the uncased vocabulary of the
+# golden records) trained by run_pretraining.py itself.
+TINY_BERT = {
+    "vocab_size": 30522,
+    "hidden_size": 32,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 128,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
+
+
+def _command(pipeline, no_autotune, workdir):
+    """The child's command line, environment and the stderr line that says
+    it is running (None: it prints "ready" on stdout)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    child = subprocess.Popen(
-        [
+    if pipeline != "script":
+        command = [
             sys.executable,
             "-c",
             CHILD,
@@ -94,21 +119,62 @@ def trial(pipeline, seconds, no_autotune):
             str(int(no_autotune)),
             str(REPO_ROOT),
             str(SHARED),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=env,
-    )
+        ]
+        return command, env, None
+    if no_autotune:
+        raise SystemExit("--pipeline=script runs the project as it is")
+    config = pathlib.Path(workdir) / "bert_config.json"
+    config.write_text(json.dumps(TINY_BERT))
+    output_dir = pathlib.Path(workdir) / f"run{time.monotonic_ns()}"
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "run_pretraining.py"),
+        "--backend=jax",
+        f"--bert_config_file={config}",
+        f"--input_file={SHARED / 'golden' / 'pretraining_readme.tfrecord'}",
+        f"--output_dir={output_dir}",
+        "--max_seq_length=128",
+        "--max_predictions_per_seq=20",
+        "--train_batch_size=8",
+        "--do_train",
+        "--num_train_steps=100000000",
+        "--save_checkpoints_steps=100000000",
+        "--iterations_per_loop=50",
+    ]
+    env.update(KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="2")
+    return command, env, "JAX training step on"
+
+
+def trial(pipeline, seconds, no_autotune, workdir):
+    command, env, marker = _command(pipeline, no_autotune, workdir)
+    log = pathlib.Path(workdir) / "stderr.txt"
+    with open(log, "w") as stderr:
+        child = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env
+        )
     try:
-        if child.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"the {pipeline} child failed to start")
+        if marker is None:
+            ready = child.stdout.readline().strip() == "ready"
+        else:
+            deadline = time.monotonic() + 300
+            while marker not in log.read_text() and child.poll() is None:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            ready = marker in log.read_text()
+        if not ready:
+            raise RuntimeError(
+                f"the {pipeline} child failed to start: "
+                f"{log.read_text()[-2000:]}"
+            )
         time.sleep(seconds)
         start = time.perf_counter()
         child.send_signal(signal.SIGTERM)
-        rate = json.loads(child.stdout.readline())["batches_per_s"]
-        code = child.wait(timeout=120)
-        return round(time.perf_counter() - start, 2), code, rate
+        rate = None
+        if marker is None:
+            rate = json.loads(child.stdout.readline())["batches_per_s"]
+        child.communicate(timeout=180)
+        return round(time.perf_counter() - start, 2), child.returncode, rate
     finally:
         if child.poll() is None:
             child.kill()
@@ -120,19 +186,25 @@ def main(argv):
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=12.0)
     parser.add_argument(
-        "--pipeline", choices=("toy", "records", "text"), default="toy"
+        "--pipeline",
+        choices=("toy", "records", "text", "script"),
+        default="toy",
     )
     parser.add_argument("--no_autotune", action="store_true")
     args = parser.parse_args(argv)
-    results = [
-        trial(args.pipeline, args.seconds, args.no_autotune)
-        for _ in range(args.trials)
-    ]
+    with tempfile.TemporaryDirectory() as workdir:
+        results = [
+            trial(args.pipeline, args.seconds, args.no_autotune, workdir)
+            for _ in range(args.trials)
+        ]
     print(
         json.dumps(
             {
                 "pipeline": args.pipeline,
-                "autotune": not args.no_autotune,
+                # The script runs as the checkout is.
+                "autotune": None
+                if args.pipeline == "script"
+                else not args.no_autotune,
                 "seconds_before_sigterm": args.seconds,
                 "exit_seconds": [t for t, _, _ in results],
                 "exit_codes": sorted({c for _, c, _ in results}),
