@@ -382,8 +382,10 @@ def test_keras_reads_the_texts_without_tf_data_autotuning(
     # (input_pipeline.without_autotuning): every epoch's end in fit.
     seen = []
 
-    def spy(self, x=None, *args, **kwargs):
-        seen.append(x.options().autotune.enabled)
+    def spy(self, x=None, *args, validation_data=None, **kwargs):
+        for dataset in (x, validation_data):
+            if dataset is not None:
+                seen.append(dataset.options().autotune.enabled)
 
     monkeypatch.setattr(keras.Model, "fit", spy)
     monkeypatch.setattr(keras.Model, "evaluate", spy)
@@ -396,7 +398,7 @@ def test_keras_reads_the_texts_without_tf_data_autotuning(
         validation_data=(_texts(_PAIRS), _LABELS),
     )
     model.evaluate(_texts(_PAIRS), _LABELS, batch_size=4)
-    assert seen == [False, False]
+    assert seen == [False, False, False]
 
 
 def test_text_classifier_bad_inputs(tiny_release):
