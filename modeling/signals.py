@@ -9,11 +9,23 @@ temporary folders clean up on the way out, and the script exits with
 EXIT_INTERRUPTED. A Python handler runs only between bytecodes of the main
 thread; should the main thread be blocked in a long call (a stuck read),
 a watcher thread woken by the signal exits anyway after
-SIGTERM_GRACE_SECS."""
+SIGTERM_GRACE_SECS.
 
+That watcher is a Python thread: it cannot run while a C call holds the
+interpreter lock (a C++ destructor that waits, as tf.data's autotuner once
+made iterators do). So once a script is only exiting (this module's
+handler has raised, or the Trainer has saved its checkpoint after
+SIGTERM), `arm_exit_backstop` arms what needs no lock: faulthandler's
+thread prints every thread's stack after BACKSTOP_SECS more than the
+grace, and a kernel timer ends the process with SIGTERM's default action
+a second later (status 143, as a kill would give)."""
+
+import ctypes
+import faulthandler
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 
@@ -23,8 +35,12 @@ from modeling import errors
 from modeling.data import file_io
 
 SIGTERM_GRACE_SECS = 10.0
+# How much longer than the grace the backstop waits (arm_exit_backstop).
+BACKSTOP_SECS = 5.0
 _TERMINATION = {
     "pid": None,
+    "grace": SIGTERM_GRACE_SECS,
+    "backstop": None,
     "received": False,
     "forking": 0,
     "fork_pending": False,
@@ -40,6 +56,7 @@ def install_sigterm_exit(grace_secs=None):
         return
     _TERMINATION["pid"] = os.getpid()
     grace = SIGTERM_GRACE_SECS if grace_secs is None else grace_secs
+    _TERMINATION["grace"] = grace
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     # Kept open for the life of the process (a collected socket closes).
@@ -92,6 +109,7 @@ def _raise_terminated(signum, frame):
         errors._DEFERRAL["pending"] = True
         return
     _TERMINATION["received"] = True
+    arm_exit_backstop()
     raise errors.Terminated(
         "SIGTERM: stopped; no partial output was left behind. Re-run the "
         "same command to start again (training resumes from its newest "
@@ -117,6 +135,92 @@ def _sigterm_watchdog(reader, grace):
     # go first (nothing was published from them).
     file_io.remove_open_temporaries()
     os._exit(errors.EXIT_INTERRUPTED)
+
+
+def arm_exit_backstop():
+    """Ends this script's process even if a C call holds the interpreter
+    lock (see above): prints every thread's stack the grace plus
+    BACKSTOP_SECS from now, and ends the process a second later; for a
+    script that has nothing left to do but exit. A no-op outside the scripts (no
+    install_sigterm_exit in this process: a notebook, a test), when armed
+    already, and where the C library has no timer_create (then the
+    watcher thread alone bounds the exit).
+
+    From the main thread, SIGTERM gets its default action back, so the
+    timer's SIGTERM (or a second one sent by hand) ends the process at
+    once; from another thread, the timer sends SIGKILL instead.
+    """
+    if _TERMINATION["pid"] != os.getpid() or _TERMINATION["backstop"]:
+        return
+    secs = _TERMINATION["grace"] + BACKSTOP_SECS
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signum = signal.SIGTERM
+    else:
+        signum = signal.SIGKILL
+    timer = _kernel_timer(signum, secs + 1.0)
+    if timer is None:
+        logging.debug("No timer_create here: the SIGTERM backstop is off.")
+        return
+    _TERMINATION["backstop"] = timer
+    faulthandler.dump_traceback_later(secs, file=sys.stderr)
+    logging.info(
+        "SIGTERM: exiting; should the exit hang, the process is ended in "
+        "%.0f s (every thread's stack is printed first).",
+        secs + 1.0,
+    )
+
+
+# struct sigevent and struct itimerspec of Linux's C library (64 bytes;
+# the signal number and the notification after the 8-byte value).
+class _SigEvent(ctypes.Structure):
+    _fields_ = [
+        ("value", ctypes.c_void_p),
+        ("signo", ctypes.c_int),
+        ("notify", ctypes.c_int),
+        ("pad", ctypes.c_int * 12),
+    ]
+
+
+class _TimeSpec(ctypes.Structure):
+    _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+
+
+class _ITimerSpec(ctypes.Structure):
+    _fields_ = [("interval", _TimeSpec), ("value", _TimeSpec)]
+
+
+_CLOCK_MONOTONIC = 1
+_SIGEV_SIGNAL = 0
+
+
+def _kernel_timer(signum, secs):
+    """A one-shot POSIX timer that sends `signum` to this process after
+    `secs` (it goes with the process); None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = None
+    for name in (None, "librt.so.1"):  # glibc 2.34 merged librt into libc.
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+        except OSError:
+            continue
+        if hasattr(lib, "timer_create") and hasattr(lib, "timer_settime"):
+            libc = lib
+            break
+    if libc is None:
+        return None
+    event = _SigEvent(signo=signum, notify=_SIGEV_SIGNAL)
+    timer = ctypes.c_void_p()
+    if libc.timer_create(
+        _CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(timer)
+    ):
+        return None
+    whole = int(secs)
+    when = _ITimerSpec(value=_TimeSpec(whole, int((secs - whole) * 1e9)))
+    if libc.timer_settime(timer, 0, ctypes.byref(when), None):
+        return None
+    return timer
 
 
 def terminated():

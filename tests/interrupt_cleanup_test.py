@@ -12,6 +12,7 @@ import time
 import pytest
 import script_runner
 
+from modeling import signals
 from modeling.tasks import common
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -144,6 +145,52 @@ def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path):
     assert child.returncode == common.EXIT_INTERRUPTED, stderr
     assert time.time() - started < 10
     assert "SIGTERM: still running 1 s later" in stderr
+
+
+HELD_LOCK_SCRIPT = """
+import ctypes, sys, time
+from modeling import flags
+from modeling import signals
+
+def main(_):
+    try:
+        print("ready", file=sys.stderr, flush=True)
+        time.sleep(100)
+    finally:
+        # Cleanup blocked in a C call that holds the interpreter lock (as a
+        # C++ destructor can; PyDLL does not release it): no Python thread
+        # runs, the watchdog's neither.
+        ctypes.PyDLL(None).sleep(100)
+
+signals.SIGTERM_GRACE_SECS = 1.0
+flags.run_script(main)
+"""
+
+
+def test_sigterm_exits_even_when_a_c_call_holds_the_interpreter_lock(
+    tmp_path,
+):
+    script = tmp_path / "held.py"
+    script.write_text(HELD_LOCK_SCRIPT)
+    child = script_runner.popen(
+        [script], env={"PYTHONPATH": str(REPO)}, stdout=None
+    )
+    try:
+        for line in child.stderr:
+            if line.strip() == "ready":
+                break
+        child.send_signal(signal.SIGTERM)
+        started = time.time()
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    # Ended by the backstop's SIGTERM (status 143 in a shell), after
+    # printing where every thread was.
+    assert child.returncode == -signal.SIGTERM, stderr
+    assert time.time() - started < 1 + signals.BACKSTOP_SECS + 1 + 5
+    assert "SIGTERM: still running" not in stderr
+    assert "Timeout (" in stderr and 'held.py", line 14' in stderr
 
 
 DEFERRAL_SCRIPT = """

@@ -1,6 +1,6 @@
 """Long runs: progress lines during training, the time-based safety
-checkpoint, SIGTERM while the input is stuck, no endless loop on an empty
-input.
+checkpoint, SIGTERM while the input is stuck or while the exit holds the
+interpreter lock, no endless loop on an empty input.
 
 Everything runs the golden tiny config; the scripts run in subprocesses.
 """
@@ -18,6 +18,7 @@ import training_helpers as helpers
 
 from modeling import config as config_lib
 from modeling import errors
+from modeling import signals
 from modeling.data import input_pipeline
 from modeling.tasks import common
 from modeling.tasks import pretraining
@@ -191,6 +192,53 @@ def test_sigterm_ends_a_run_whose_input_is_stuck(data, tmp_path):
     print(f"SIGTERM to exit with the input stuck: {waited:.2f} s")
     assert "input pipeline has given no batch" in stderr
     assert _checkpoint_steps(out) == [3]
+
+
+def test_sigterm_ends_a_run_whose_exit_holds_the_interpreter_lock(
+    data, tmp_path
+):
+    """After SIGTERM's checkpoint the process blocks for good in a C call
+    holding the interpreter lock, where no Python thread (the SIGTERM
+    watchdog included) can run: the backstop the Trainer armed after
+    saving (modeling/signals.py) prints the stacks and ends the process
+    with SIGTERM 1 + BACKSTOP_SECS + 1 s later."""
+    config, records = data
+    out = tmp_path / "out"
+    child = script_runner.popen(
+        [
+            TESTDATA / "stuck_input_worker.py",
+            config,
+            records,
+            str(out),
+            "2",
+            "hold_lock",
+        ],
+        env=_env(),
+    )
+    lines = []
+    try:
+        for line in child.stderr:
+            lines.append(line)
+            if "input flowing" in line:
+                break
+        child.send_signal(signal.SIGTERM)
+        for line in child.stderr:
+            lines.append(line)
+            if "holding the interpreter lock" in line:
+                break
+        held = time.time()
+        child.wait(timeout=60)
+        waited = time.time() - held
+        lines += child.stderr.readlines()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    stderr = "".join(lines)
+    assert child.returncode == -signal.SIGTERM, stderr[-3000:]
+    assert waited < 1 + signals.BACKSTOP_SECS + 1 + 5, waited
+    assert "Timeout (" in stderr and "stuck_input_worker.py" in stderr
+    assert "SIGTERM: still running" not in stderr  # The watchdog never ran.
+    assert len(_checkpoint_steps(out)) == 1
 
 
 def _run_pretraining(config, input_file, output_dir, *flags):

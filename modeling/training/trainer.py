@@ -44,6 +44,7 @@ from modeling import checkpoints
 from modeling import encoder
 from modeling import errors
 from modeling import progress
+from modeling import signals
 from modeling.data import input_pipeline
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
@@ -282,13 +283,20 @@ class Trainer:
         if start:
             dataset = dataset_fn(start)
         iterator = self._batches(dataset)
-        with self.stop_signal.installed(cfg.handle_sigterm):
-            try:
-                return self._train_loop(iterator, start)
-            finally:
-                # The model holds the trained weights (JAX: they were on
-                # the devices).
-                self._steps.sync()
+        try:
+            with self.stop_signal.installed(cfg.handle_sigterm):
+                try:
+                    return self._train_loop(iterator, start)
+                finally:
+                    # The model holds the trained weights (JAX: they were
+                    # on the devices).
+                    self._steps.sync()
+        except TrainingInterrupted:
+            # Saved: a script now only exits, and must even if freeing the
+            # input pipeline on the way out waits holding the interpreter
+            # lock (modeling/signals.py; a no-op outside the scripts).
+            signals.arm_exit_backstop()
+            raise
 
     def run_steps(self, iterator, num_steps):
         """Runs `num_steps` training steps in one call: no checkpoints, no

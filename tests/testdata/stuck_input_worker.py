@@ -5,8 +5,17 @@ Used by tests/long_runs_test.py in a subprocess, which sends SIGTERM once
 training has stopped making progress:
 
     python stuck_input_worker.py CONFIG RECORDS OUT GOOD_BATCHES
+
+With a fifth argument, `hold_lock`, the input never blocks ("input flowing"
+after GOOD_BATCHES); the worker handles SIGTERM as the scripts do
+(modeling/signals.py, a 1 s grace) and, once the Trainer has saved and
+stopped, blocks for good in a C call that holds the interpreter lock, as a
+C++ destructor on the way out can:
+
+    python stuck_input_worker.py CONFIG RECORDS OUT GOOD_BATCHES hold_lock
 """
 
+import ctypes
 import os
 import sys
 import time
@@ -18,6 +27,7 @@ from absl import logging
 
 from modeling import config as config_lib
 from modeling import errors
+from modeling import signals
 from modeling.data import input_pipeline
 from modeling.tasks import pretraining
 from modeling.training import trainer as trainer_lib
@@ -30,9 +40,16 @@ def _block_forever(value):
     return value
 
 
-def main(config, records, output_dir, good_batches):
+def _announce_flowing(value):
+    print("input flowing", file=sys.stderr, flush=True)
+    return value
+
+
+def main(config, records, output_dir, good_batches, hold_lock=""):
     logging.set_verbosity(logging.INFO)
     bert_config = config_lib.BertConfig.from_json_file(config)
+    if hold_lock:
+        signals.install_sigterm_exit(grace_secs=1.0)
 
     def dataset_fn(start):
         good = input_pipeline.pretraining_dataset(
@@ -41,12 +58,16 @@ def main(config, records, output_dir, good_batches):
 
         def block(features):
             ids = tf.py_function(
-                _block_forever, [features["input_ids"]], tf.int32
+                _announce_flowing if hold_lock else _block_forever,
+                [features["input_ids"]],
+                tf.int32,
             )
             ids.set_shape(features["input_ids"].shape)
             return {**features, "input_ids": ids}
 
         stuck = good.take(1).map(block)
+        if hold_lock:
+            stuck = stuck.concatenate(good)  # The training input repeats.
         return good.take(int(good_batches)).concatenate(stuck)
 
     run_config = trainer_lib.RunConfig(
@@ -62,6 +83,9 @@ def main(config, records, output_dir, good_batches):
     try:
         trainer.train(dataset_fn)
     except errors.Interrupted:
+        if hold_lock:
+            print("holding the interpreter lock", file=sys.stderr, flush=True)
+            ctypes.PyDLL(None).sleep(3600)  # PyDLL: the lock stays held.
         sys.exit(errors.EXIT_INTERRUPTED)
 
 
