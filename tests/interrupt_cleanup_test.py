@@ -106,7 +106,7 @@ def test_a_rerun_removes_what_a_sigkill_left(tmp_path, mode, watch):
 
 
 BLOCKED_SCRIPT = """
-import sys, threading, time
+import ctypes, sys, threading, time
 from modeling import flags
 from modeling import signals
 
@@ -115,19 +115,27 @@ def main(_):
         print("ready", file=sys.stderr, flush=True)
         time.sleep(100)
     finally:
-        # Cleanup that never ends (a stuck read): the watchdog exits.
-        lock = threading.Lock()
-        lock.acquire()
-        lock.acquire()
+        BLOCK
 
 signals.SIGTERM_GRACE_SECS = 1.0
 flags.run_script(main)
 """
+# Cleanup that never ends.
+BLOCKS = {
+    # A stuck read (the interpreter lock released): the watchdog exits.
+    "read": "lock = threading.Lock(); lock.acquire(); lock.acquire()",
+    # A C call that holds the interpreter lock, as a C++ destructor can
+    # (PyDLL does not release it): no Python thread runs, the watchdog's
+    # neither; the backstop ends the process with SIGTERM (status 143 in a
+    # shell) after printing where every thread was.
+    "held_lock": "ctypes.PyDLL(None).sleep(100)",
+}
 
 
-def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path):
+@pytest.mark.parametrize("block", sorted(BLOCKS))
+def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path, block):
     script = tmp_path / "blocked.py"
-    script.write_text(BLOCKED_SCRIPT)
+    script.write_text(BLOCKED_SCRIPT.replace("BLOCK", BLOCKS[block]))
     child = script_runner.popen(
         [script], env={"PYTHONPATH": str(REPO)}, stdout=None
     )
@@ -138,59 +146,20 @@ def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path):
                 break
         child.send_signal(signal.SIGTERM)
         started = time.time()
-        _, stderr = child.communicate(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-    assert child.returncode == common.EXIT_INTERRUPTED, stderr
-    assert time.time() - started < 10
-    assert "SIGTERM: still running 1 s later" in stderr
-
-
-HELD_LOCK_SCRIPT = """
-import ctypes, sys, time
-from modeling import flags
-from modeling import signals
-
-def main(_):
-    try:
-        print("ready", file=sys.stderr, flush=True)
-        time.sleep(100)
-    finally:
-        # Cleanup blocked in a C call that holds the interpreter lock (as a
-        # C++ destructor can; PyDLL does not release it): no Python thread
-        # runs, the watchdog's neither.
-        ctypes.PyDLL(None).sleep(100)
-
-signals.SIGTERM_GRACE_SECS = 1.0
-flags.run_script(main)
-"""
-
-
-def test_sigterm_exits_even_when_a_c_call_holds_the_interpreter_lock(
-    tmp_path,
-):
-    script = tmp_path / "held.py"
-    script.write_text(HELD_LOCK_SCRIPT)
-    child = script_runner.popen(
-        [script], env={"PYTHONPATH": str(REPO)}, stdout=None
-    )
-    try:
-        for line in child.stderr:
-            if line.strip() == "ready":
-                break
-        child.send_signal(signal.SIGTERM)
-        started = time.time()
         _, stderr = child.communicate(timeout=60)
     finally:
         if child.poll() is None:
             child.kill()
-    # Ended by the backstop's SIGTERM (status 143 in a shell), after
-    # printing where every thread was.
-    assert child.returncode == -signal.SIGTERM, stderr
-    assert time.time() - started < 1 + signals.BACKSTOP_SECS + 1 + 5
-    assert "SIGTERM: still running" not in stderr
-    assert "Timeout (" in stderr and 'held.py", line 14' in stderr
+    waited = time.time() - started
+    if block == "read":
+        assert child.returncode == common.EXIT_INTERRUPTED, stderr
+        assert waited < 10
+        assert "SIGTERM: still running 1 s later" in stderr
+    else:
+        assert child.returncode == -signal.SIGTERM, stderr
+        assert waited < 1 + signals.BACKSTOP_SECS + 1 + 5
+        assert "SIGTERM: still running" not in stderr
+        assert "Timeout (" in stderr and 'blocked.py", line 11' in stderr
 
 
 DEFERRAL_SCRIPT = """

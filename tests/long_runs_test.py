@@ -153,18 +153,18 @@ def test_time_based_checkpoint_appears_and_resume_uses_it(
     assert _checkpoint_steps(tmp_path) == [3, 5]
 
 
-def test_sigterm_ends_a_run_whose_input_is_stuck(data, tmp_path):
-    """The input blocks for good after 3 batches; SIGTERM still ends the
-    run within seconds, with a checkpoint of step 3 and status 143."""
+def _sigterm_worker(data, out, worker_args, send_after, clock_from=None):
+    """Runs tests/testdata/stuck_input_worker.py, sends SIGTERM once it
+    prints `send_after`; returns its status, its stderr and the seconds
+    from the SIGTERM (or from its line `clock_from`) to its end."""
     config, records = data
-    out = tmp_path / "out"
     child = script_runner.popen(
         [
             TESTDATA / "stuck_input_worker.py",
             config,
             records,
             str(out),
-            "3",
+            *worker_args,
         ],
         env=_env(),
     )
@@ -173,20 +173,32 @@ def test_sigterm_ends_a_run_whose_input_is_stuck(data, tmp_path):
         deadline = time.time() + 240
         for line in child.stderr:
             lines.append(line)
-            if "input blocked" in line:
+            if send_after in line:
                 break
-            assert time.time() < deadline, "the input never blocked"
+            assert time.time() < deadline, f"no {send_after!r} line"
         time.sleep(1)
         child.send_signal(signal.SIGTERM)
-        sent = time.time()
+        started = time.time()
+        for line in child.stderr if clock_from else ():
+            lines.append(line)
+            if clock_from in line:
+                started = time.time()
+                break
         child.wait(timeout=60)
-        waited = time.time() - sent
+        waited = time.time() - started
         lines += child.stderr.readlines()
     finally:
         if child.poll() is None:
             child.kill()
-    stderr = "".join(lines)
-    assert child.returncode == common.EXIT_INTERRUPTED, stderr[-3000:]
+    return child.returncode, "".join(lines), waited
+
+
+def test_sigterm_ends_a_run_whose_input_is_stuck(data, tmp_path):
+    """The input blocks for good after 3 batches; SIGTERM still ends the
+    run within seconds, with a checkpoint of step 3 and status 143."""
+    out = tmp_path / "out"
+    status, stderr, waited = _sigterm_worker(data, out, ["3"], "input blocked")
+    assert status == common.EXIT_INTERRUPTED, stderr[-3000:]
     # 1-2 s to see the input stuck (steps.StopSignal), the save, the exit.
     assert waited < 10, waited
     print(f"SIGTERM to exit with the input stuck: {waited:.2f} s")
@@ -202,39 +214,15 @@ def test_sigterm_ends_a_run_whose_exit_holds_the_interpreter_lock(
     watchdog included) can run: the backstop the Trainer armed after
     saving (modeling/signals.py) prints the stacks and ends the process
     with SIGTERM 1 + BACKSTOP_SECS + 1 s later."""
-    config, records = data
     out = tmp_path / "out"
-    child = script_runner.popen(
-        [
-            TESTDATA / "stuck_input_worker.py",
-            config,
-            records,
-            str(out),
-            "2",
-            "hold_lock",
-        ],
-        env=_env(),
+    status, stderr, waited = _sigterm_worker(
+        data,
+        out,
+        ["2", "hold_lock"],
+        "input flowing",
+        clock_from="holding the interpreter lock",
     )
-    lines = []
-    try:
-        for line in child.stderr:
-            lines.append(line)
-            if "input flowing" in line:
-                break
-        child.send_signal(signal.SIGTERM)
-        for line in child.stderr:
-            lines.append(line)
-            if "holding the interpreter lock" in line:
-                break
-        held = time.time()
-        child.wait(timeout=60)
-        waited = time.time() - held
-        lines += child.stderr.readlines()
-    finally:
-        if child.poll() is None:
-            child.kill()
-    stderr = "".join(lines)
-    assert child.returncode == -signal.SIGTERM, stderr[-3000:]
+    assert status == -signal.SIGTERM, stderr[-3000:]
     assert waited < 1 + signals.BACKSTOP_SECS + 1 + 5, waited
     assert "Timeout (" in stderr and "stuck_input_worker.py" in stderr
     assert "SIGTERM: still running" not in stderr  # The watchdog never ran.
