@@ -16,9 +16,9 @@ interpreter lock (a C++ destructor that waits, as tf.data's autotuner once
 made iterators do). So once a script is only exiting (this module's
 handler has raised, or the Trainer has saved its checkpoint after
 SIGTERM), `arm_exit_backstop` arms what needs no lock: faulthandler's
-thread prints every thread's stack after BACKSTOP_SECS more than the
-grace, and a kernel timer ends the process with SIGTERM's default action
-a second later (status 143, as a kill would give)."""
+thread prints every thread's Python stack after BACKSTOP_SECS more than
+the grace, and a kernel timer ends the process with SIGTERM's default
+action a second later (status 143, as a kill would give)."""
 
 import ctypes
 import faulthandler
@@ -86,8 +86,15 @@ def _after_fork_in_parent():
         _TERMINATION["fork_pending"] = False
         # Delivered again from another thread once this hook has returned
         # (the handler then runs in the main thread's own code).
-        threading.Timer(0.05, signal.raise_signal, (signal.SIGTERM,)).start()
+        threading.Timer(0.05, _deliver_pending).start()
     _TERMINATION["forking"] -= 1
+
+
+def _deliver_pending():
+    # Unless a later SIGTERM has been handled meanwhile (then SIGTERM may
+    # have its default action back: arm_exit_backstop).
+    if not _TERMINATION["received"]:
+        signal.raise_signal(signal.SIGTERM)
 
 
 def _reset_sigterm_in_child():
@@ -139,35 +146,44 @@ def _sigterm_watchdog(reader, grace):
 
 def arm_exit_backstop():
     """Ends this script's process even if a C call holds the interpreter
-    lock (see above): prints every thread's stack the grace plus
+    lock (see above): prints every thread's Python stack the grace plus
     BACKSTOP_SECS from now, and ends the process a second later; for a
-    script that has nothing left to do but exit. A no-op outside the scripts (no
-    install_sigterm_exit in this process: a notebook, a test), when armed
-    already, and where the C library has no timer_create (then the
-    watcher thread alone bounds the exit).
+    script that has nothing left to do but exit, so the bound holds for a
+    slow but healthy exit too. A no-op outside the scripts (no
+    install_sigterm_exit in this process: a notebook, a test) and when
+    armed already.
 
-    From the main thread, SIGTERM gets its default action back, so the
-    timer's SIGTERM (or a second one sent by hand) ends the process at
-    once; from another thread, the timer sends SIGKILL instead.
+    The timer sends SIGTERM with its default action back (a second SIGTERM
+    by hand then also ends the process at once), or SIGKILL when armed off
+    the main thread, where the handler cannot be changed. Where there is no
+    timer (off Linux) or its signal would be dropped (the process is a
+    container's PID 1: the kernel drops the signals whose action is the
+    default, SIGKILL included, sent to a namespace's init from within),
+    faulthandler's thread ends the process after its dump instead, with
+    the one exit it has: status 1.
     """
     if _TERMINATION["pid"] != os.getpid() or _TERMINATION["backstop"]:
         return
+    _TERMINATION["backstop"] = True
     secs = _TERMINATION["grace"] + BACKSTOP_SECS
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signum = signal.SIGTERM
-    else:
-        signum = signal.SIGKILL
-    timer = _kernel_timer(signum, secs + 1.0)
-    if timer is None:
-        logging.debug("No timer_create here: the SIGTERM backstop is off.")
+    main = threading.current_thread() is threading.main_thread()
+    try:
+        timed = False
+        if os.getpid() != 1:
+            timed = _kernel_timer(
+                signal.SIGTERM if main else signal.SIGKILL, secs + 1.0
+            )
+        if timed and main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        faulthandler.dump_traceback_later(secs, exit=not timed, file=sys.stderr)
+    except Exception as e:  # Never in place of the exception on its way.
+        # stderr closed or without a file descriptor: no stack dump.
+        logging.debug("SIGTERM backstop: %s", e)
         return
-    _TERMINATION["backstop"] = timer
-    faulthandler.dump_traceback_later(secs, file=sys.stderr)
     logging.info(
         "SIGTERM: exiting; should the exit hang, the process is ended in "
-        "%.0f s (every thread's stack is printed first).",
-        secs + 1.0,
+        "%.0f s (every thread's Python stack is printed first).",
+        secs + 1.0 if timed else secs,
     )
 
 
@@ -195,10 +211,10 @@ _SIGEV_SIGNAL = 0
 
 
 def _kernel_timer(signum, secs):
-    """A one-shot POSIX timer that sends `signum` to this process after
-    `secs` (it goes with the process); None where there is none."""
+    """Arms a one-shot POSIX timer that sends `signum` to this process
+    after `secs` (it goes with the process); whether it could."""
     if not sys.platform.startswith("linux"):
-        return None
+        return False
     libc = None
     for name in (None, "librt.so.1"):  # glibc 2.34 merged librt into libc.
         try:
@@ -209,18 +225,17 @@ def _kernel_timer(signum, secs):
             libc = lib
             break
     if libc is None:
-        return None
+        return False
     event = _SigEvent(signo=signum, notify=_SIGEV_SIGNAL)
     timer = ctypes.c_void_p()
     if libc.timer_create(
         _CLOCK_MONOTONIC, ctypes.byref(event), ctypes.byref(timer)
     ):
-        return None
+        return False
     whole = int(secs)
     when = _ITimerSpec(value=_TimeSpec(whole, int((secs - whole) * 1e9)))
-    if libc.timer_settime(timer, 0, ctypes.byref(when), None):
-        return None
-    return timer
+    # (The first timer's id is 0: `timer` may read as None, and is valid.)
+    return not libc.timer_settime(timer, 0, ctypes.byref(when), None)
 
 
 def terminated():

@@ -129,22 +129,55 @@ BLOCKS = {
     # neither; the backstop ends the process with SIGTERM (status 143 in a
     # shell) after printing where every thread was.
     "held_lock": "ctypes.PyDLL(None).sleep(100)",
+    # The same in a container's PID 1, to which the kernel drops the
+    # timer's signal: faulthandler's thread exits instead (status 1).
+    "held_lock_pid_1": "ctypes.PyDLL(None).sleep(100)",
 }
+
+
+def _as_pid_1(script):
+    """Starts `script` as PID 1 of new user and PID namespaces; returns
+    (the unshare process, the script's process id here)."""
+    command = ["unshare", "--user", "--map-root-user", "--pid", "--fork"]
+    probe = subprocess.run([*command, "true"], capture_output=True)
+    if probe.returncode:
+        pytest.skip(f"no user namespaces here: {probe.stderr.strip()}")
+    child = subprocess.Popen(
+        [*command, sys.executable, str(script)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # unshare ignores SIGTERM and waits for its child, the script.
+    children = pathlib.Path(f"/proc/{child.pid}/task/{child.pid}/children")
+    if not children.exists():
+        child.kill()
+        pytest.skip(f"{children} is missing: the script's id is unknown")
+    deadline = time.time() + 10
+    while not children.read_text().split():
+        assert time.time() < deadline, "unshare started no process"
+        time.sleep(0.01)
+    return child, int(children.read_text().split()[0])
 
 
 @pytest.mark.parametrize("block", sorted(BLOCKS))
 def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path, block):
     script = tmp_path / "blocked.py"
     script.write_text(BLOCKED_SCRIPT.replace("BLOCK", BLOCKS[block]))
-    child = script_runner.popen(
-        [script], env={"PYTHONPATH": str(REPO)}, stdout=None
-    )
+    if block.endswith("pid_1"):
+        child, pid = _as_pid_1(script)
+    else:
+        child = script_runner.popen(
+            [script], env={"PYTHONPATH": str(REPO)}, stdout=None
+        )
+        pid = child.pid
     try:
         # TensorFlow's own log lines (a missing CUDA driver) may come first.
         for line in child.stderr:
             if line.strip() == "ready":
                 break
-        child.send_signal(signal.SIGTERM)
+        os.kill(pid, signal.SIGTERM)
         started = time.time()
         _, stderr = child.communicate(timeout=60)
     finally:
@@ -155,11 +188,43 @@ def test_sigterm_exits_even_when_the_main_thread_stays_blocked(tmp_path, block):
         assert child.returncode == common.EXIT_INTERRUPTED, stderr
         assert waited < 10
         assert "SIGTERM: still running 1 s later" in stderr
-    else:
-        assert child.returncode == -signal.SIGTERM, stderr
-        assert waited < 1 + signals.BACKSTOP_SECS + 1 + 5
-        assert "SIGTERM: still running" not in stderr
-        assert "Timeout (" in stderr and 'blocked.py", line 11' in stderr
+        return
+    expected = 1 if block.endswith("pid_1") else -signal.SIGTERM
+    assert child.returncode == expected, stderr
+    assert waited < 1 + signals.BACKSTOP_SECS + 1 + 5
+    assert "SIGTERM: still running" not in stderr
+    assert "Timeout (" in stderr and 'blocked.py", line 11' in stderr
+
+
+STDERR_GONE_SCRIPT = """
+import os, signal, sys
+from modeling import errors
+from modeling import signals
+signals.install_sigterm_exit()
+sys.stderr = None  # As when started with it closed: no stack dump.
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(1000):  # Bytecodes where a handler could run.
+        pass
+except errors.Terminated:
+    print("terminated", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+"""
+
+
+def test_the_exit_backstop_never_replaces_the_sigterm_exception():
+    """Arming the backstop (the kernel timer; faulthandler, which fails
+    without stderr) inside the handler still raises Terminated."""
+    out = subprocess.run(
+        [sys.executable, "-c", STDERR_GONE_SCRIPT],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    # The timer is armed: SIGTERM has its default action back.
+    assert out.stdout.strip() == "terminated True"
 
 
 DEFERRAL_SCRIPT = """
