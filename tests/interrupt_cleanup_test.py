@@ -208,19 +208,15 @@ try:
         pass
 except errors.Terminated:
     print("terminated", signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)
+sys.stderr = sys.__stderr__
 """
 
 
 def test_the_exit_backstop_never_replaces_the_sigterm_exception():
     """Arming the backstop (the kernel timer; faulthandler, which fails
     without stderr) inside the handler still raises Terminated."""
-    out = subprocess.run(
-        [sys.executable, "-c", STDERR_GONE_SCRIPT],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    out = script_runner.python(
+        ["-c", STDERR_GONE_SCRIPT], env={"PYTHONPATH": str(REPO)}, timeout=60
     )
     assert out.returncode == 0, out.stderr[-2000:]
     # The timer is armed: SIGTERM has its default action back.
@@ -253,13 +249,8 @@ print(steps)
 
 
 def test_sigterm_waits_for_a_deferred_step_and_for_a_fork():
-    out = subprocess.run(
-        [sys.executable, "-c", DEFERRAL_SCRIPT],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=60,
+    out = script_runner.python(
+        ["-c", DEFERRAL_SCRIPT], env={"PYTHONPATH": str(REPO)}, timeout=60
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "['inside', 'terminated', True]"
