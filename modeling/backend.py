@@ -105,6 +105,12 @@ def join_processes():
     return True
 
 
+def several_processes():
+    """Whether this process runs with others (join_processes joined them)."""
+    jax = sys.modules.get("jax")
+    return jax is not None and jax.distributed.is_initialized()
+
+
 def _keep_tensorflow_off_accelerators():
     """TensorFlow (reading records) sees the CPU only: the GPUs and TPUs
     belong to JAX. A no-op without TensorFlow, or once TensorFlow has

@@ -57,6 +57,13 @@ def sigterm_deferred():
             signal.raise_signal(signal.SIGTERM)
 
 
+class LostProcessError(RuntimeError):
+    """A step of a multi-process run failed in its exchange with the other
+    processes: one of them has stopped (a crashed or killed host). Nothing
+    was saved after the last checkpoint; every process exits at once
+    (modeling/flags.py run_script) rather than wait for the lost one."""
+
+
 class UserError(ValueError):
     """A mistake the user can fix (a flag, an input file); its message says
     what and where. Any ValueError raised by this repository's own code is

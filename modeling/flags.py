@@ -13,6 +13,7 @@ The original's flags keep their names and defaults; the rest are new.
 import dataclasses
 import os
 import sys
+import traceback
 
 from absl import app
 from absl import flags
@@ -191,13 +192,27 @@ def _guarded(main):
                 message = errors.disk_full_message(
                     errors.disk_full(e), _output_flags()
                 )
+            elif backend.several_processes():
+                traceback.print_exc()
+                _exit(errors.EXIT_USER_ERROR)
             else:
                 raise
             logging.debug("The error below came from:", exc_info=True)
             print(f"error: {message}", file=sys.stderr, flush=True)
-            sys.exit(errors.EXIT_USER_ERROR)
+            _exit(errors.EXIT_USER_ERROR)
 
     return guarded
+
+
+def _exit(status):
+    """sys.exit, or at once in a process of a multi-process JAX run that
+    failed alone: at a normal exit JAX's distributed client waits for every
+    process of the run (minutes, then an abort), while the others wait in
+    their next step's exchange with this one, which ends when this process
+    does (errors.LostProcessError there)."""
+    if backend.several_processes():
+        signals.exit_now(status)
+    sys.exit(status)
 
 
 # The flags that name what a script writes, for the full-disk message.

@@ -137,11 +137,22 @@ def _sigterm_watchdog(reader, grace):
         "computation); exiting now.",
         grace,
     )
+    exit_now(errors.EXIT_INTERRUPTED)
+
+
+def exit_now(status):
+    """Ends the process with `status` at once: no clean-up but the atomic
+    writers' temporary files (os._exit skips their `with` blocks; nothing
+    was published from them) and the logs' flush, and no wait at exit (JAX's
+    distributed client waits there for every process of a run)."""
     logging.flush()
-    # os._exit skips the atomic writers' clean-up: their temporary files
-    # go first (nothing was published from them).
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (AttributeError, OSError, ValueError):  # None or closed
+            pass
     file_io.remove_open_temporaries()
-    os._exit(errors.EXIT_INTERRUPTED)
+    os._exit(status)
 
 
 def arm_exit_backstop():

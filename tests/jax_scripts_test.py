@@ -289,6 +289,35 @@ def test_two_processes_train_as_one_and_stop_together(runs, tmp_path):
     )
 
 
+def test_a_lost_process_ends_the_others_at_once(runs, tmp_path):
+    """Process 1 is killed (SIGKILL: a crashed host) mid-training. Process 0
+    fails in its next step's exchange with it and exits at once with the
+    error and the checkpoint to resume from, instead of waiting at exit for
+    JAX's distributed client to give up on process 1 (about 90 s here, then
+    an abort)."""
+    out = tmp_path / "lost"
+    procs = _two_processes(
+        out, "--save_checkpoints_steps=2", "--num_train_steps=100000"
+    )
+    try:
+        deadline = time.time() + 300
+        while procs[0].poll() is None and time.time() < deadline:
+            if os.path.isdir(out) and (_steps_written(out) or [0])[-1] >= 4:
+                break
+            time.sleep(0.005)
+        procs[1].kill()
+        killed = time.time()
+        _, err = procs[0].communicate(timeout=60)
+        waited = time.time() - killed
+    finally:
+        _finish(procs, timeout=5)
+    assert procs[0].returncode == 1, err[-3000:]
+    assert waited < 30, waited
+    assert "LostProcessError: Process 0 of 2: a training step failed" in err
+    newest = _steps_written(out)[-1]
+    assert f"resume from the last checkpoint, {out}/model.ckpt-{newest}" in err
+
+
 class _OtherProcess:
     """A TrainStep stand-in for one of two processes: each step returns
     the larger of this process's vote and the other's (`votes`, by step),

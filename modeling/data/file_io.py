@@ -159,8 +159,8 @@ def atomic_path(final):
 
 
 # The temporary files of the atomic writes under way in this process: what
-# an exit that skips the writers' own clean-up (the SIGTERM watchdog's
-# os._exit, modeling/flags.py) removes first.
+# an exit that skips the writers' own clean-up (os._exit in
+# modeling/signals.py exit_now) removes first.
 _OPEN_TEMPORARIES = set()
 
 

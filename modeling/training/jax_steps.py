@@ -46,6 +46,7 @@ differed by 0.6% after two steps.
 This module imports no TensorFlow: it runs where only JAX is installed.
 """
 
+import contextlib
 import time
 
 import jax
@@ -55,6 +56,7 @@ import numpy as np
 from absl import logging
 
 from modeling import checkpoints
+from modeling import errors
 from modeling import row_gradients
 from modeling.training import update_rules
 
@@ -400,19 +402,43 @@ class TrainerSteps:
             finally:
                 stop_signal.set_waiting(False)
             examples = float(np.shape(next(iter(batch.values())))[0])
-            self.state, logs = self.step(self.state, batch, vote)
-            logs = dict(logs)
-            logs[EXAMPLES_KEY] = examples
-            if pending is not None:
-                read(*pending)
+            with self._exchange(several):
+                self.state, logs = self.step(self.state, batch, vote)
+                logs = dict(logs)
+                logs[EXAMPLES_KEY] = examples
+                if pending is not None:
+                    read(*pending)
             pending = (done, logs)
             done += 1
         if pending is not None:
-            read(*pending)
+            with self._exchange(several):
+                read(*pending)
         if several:
             stop_signal.agreed = agreed == STOP
         self.optimizer.global_step.assign(self.step.global_step(self.state))
         return done, sums, bad
+
+    @contextlib.contextmanager
+    def _exchange(self, several):
+        """Runs a step, or reads its outputs; with several processes, a
+        failure of the step's exchange with the others (a lost process:
+        Gloo's connection reset, or the distributed service's error) is a
+        LostProcessError naming it."""
+        try:
+            yield
+        except jax.errors.JaxRuntimeError as e:
+            if not several:
+                raise
+            # The failed step's state (its inputs were donated) is lost:
+            # the variables keep the last synced values.
+            self.state = None
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise errors.LostProcessError(
+                f"Process {jax.process_index()} of {jax.process_count()}: "
+                f"a training step failed in its exchange with the other "
+                f"processes ({first}); another process has probably stopped "
+                "(see its log)."
+            ) from e
 
     def sync(self):
         """Copies the devices' state into the model's and optimizer's

@@ -30,7 +30,6 @@ share the loop's state.
 """
 
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -351,9 +350,19 @@ class Trainer:
         while step < cfg.num_train_steps:
             num_steps = self._next_chunk(step)
             start_time = time.time()
-            done, sums, bad = self._steps.train_chunk(
-                iterator, num_steps, self.stop_signal, self._chunk_seconds()
-            )
+            try:
+                done, sums, bad = self._steps.train_chunk(
+                    iterator, num_steps, self.stop_signal, self._chunk_seconds()
+                )
+            except errors.LostProcessError as e:
+                latest = self.manager.candidates()
+                raise errors.LostProcessError(
+                    f"{e} Re-run every process to resume from the last "
+                    f"checkpoint, {latest[0]}."
+                    if latest
+                    else f"{e} No checkpoint was written yet: re-run every "
+                    "process to start again."
+                ) from e.__cause__
             elapsed = time.time() - start_time
             done, bad = int(done), int(bad)
             if bad >= 0:
@@ -445,8 +454,7 @@ class Trainer:
                     self.config.output_dir,
                 )
             finally:
-                logging.flush()
-                os._exit(errors.EXIT_INTERRUPTED)
+                signals.exit_now(errors.EXIT_INTERRUPTED)
 
     def _log(self, step, logs, done, elapsed, batch_size, eta=None):
         lr = float(self.optimizer.rate_at(max(step - 1, 0)))
