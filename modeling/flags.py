@@ -149,7 +149,8 @@ def run_script(main, required=()):
     a warning says how to resume); errors.EXIT_USER_ERROR with one line
     `error: <message>` on stderr and no traceback (it is logged at debug
     verbosity, --verbosity=1) for a user error (`errors.is_user_error`); any other
-    exception keeps its traceback.
+    exception keeps its traceback. In a process of a multi-process JAX run
+    both end the process at once (`_exit`).
     """
     for name in required:
         flags.mark_flag_as_required(name)

@@ -315,7 +315,7 @@ def test_a_lost_process_ends_the_others_at_once(runs, tmp_path):
     assert waited < 30, waited
     assert "LostProcessError: Process 0 of 2: a training step failed" in err
     newest = _steps_written(out)[-1]
-    assert f"resume from the last checkpoint, {out}/model.ckpt-{newest}" in err
+    assert f"checkpoint in {out} (model.ckpt-{newest})." in err
 
 
 class _OtherProcess:
@@ -325,8 +325,10 @@ class _OtherProcess:
 
     processes = 2
 
-    def __init__(self, votes):
+    def __init__(self, votes, error_at=None, error=""):
         self.votes, self.mine = votes, []
+        # A step whose run fails with a JaxRuntimeError saying `error`.
+        self.error_at, self.error = error_at, error
 
     def initial_state(self):
         return 0
@@ -335,8 +337,12 @@ class _OtherProcess:
         return state
 
     def __call__(self, state, batch, vote):
+        import jax
+
         from modeling.training import jax_steps
 
+        if len(self.mine) == self.error_at:
+            raise jax.errors.JaxRuntimeError(self.error)
         other = self.votes.get(len(self.mine), jax_steps.GO_ON)
         self.mine.append(vote)
         logs = {"loss": np.float32(1.0), jax_steps.VOTE_KEY: max(vote, other)}
@@ -356,17 +362,10 @@ def test_processes_end_a_chunk_after_the_same_step(other_votes, steps, stop):
     carried by step i is read after step i + 1 is dispatched, so every
     process runs the same steps and stops after step i + 1; a STOP vote is
     what the Trainer's stop check answers, on this process too."""
-    import types
-
     from modeling.training import jax_steps
     from modeling.training import steps as steps_lib
 
-    loop = jax_steps.TrainerSteps.__new__(jax_steps.TrainerSteps)
-    loop.step = _OtherProcess(other_votes)
-    loop.state, loop.trained = None, False
-    loop.optimizer = types.SimpleNamespace(
-        global_step=types.SimpleNamespace(assign=lambda value: None)
-    )
+    loop = _loop(_OtherProcess(other_votes))
     signal_ = steps_lib.StopSignal()
     done, sums, bad = loop.train_chunk(
         iter([{"x": np.zeros(2)}] * 20), 10, signal_
@@ -376,6 +375,53 @@ def test_processes_end_a_chunk_after_the_same_step(other_votes, steps, stop):
     assert set(loop.step.mine) == {jax_steps.GO_ON}
     assert signal_.agreed is stop
     assert signal_.requested(None) is stop
+
+
+def _loop(step):
+    """jax_steps.TrainerSteps around a TrainStep stand-in."""
+    import types
+
+    from modeling.training import jax_steps
+
+    loop = jax_steps.TrainerSteps.__new__(jax_steps.TrainerSteps)
+    loop.step = step
+    loop.state, loop.trained = None, False
+    loop.optimizer = types.SimpleNamespace(
+        global_step=types.SimpleNamespace(assign=lambda value: None)
+    )
+    return loop
+
+
+@pytest.mark.parametrize(
+    "error, lost",
+    [
+        # What process 0's step said when process 1 was killed (gloo).
+        (
+            "UNKNOWN: Gloo all-reduce failed: [pair.cc:538] Read error "
+            "[127.0.0.1]:16779: Connection reset by peer",
+            True,
+        ),
+        ("UNAVAILABLE: Failed to send RPC to coordination service", True),
+        # This process's own failure: no other process to blame.
+        ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate", False),
+    ],
+)
+def test_a_failed_exchange_with_the_others_is_a_lost_process(error, lost):
+    import jax
+
+    from modeling import errors
+    from modeling.training import steps as steps_lib
+
+    loop = _loop(_OtherProcess({}, error_at=3, error=error))
+    raised = errors.LostProcessError if lost else jax.errors.JaxRuntimeError
+    with pytest.raises(raised) as info:
+        loop.train_chunk(
+            iter([{"x": np.zeros(2)}] * 20), 10, steps_lib.StopSignal()
+        )
+    if lost:
+        assert str(info.value).startswith("Process 0 of 1: a training step")
+        assert error.splitlines()[0] in str(info.value)
+    assert loop.state is None  # Donated to the failed step: gone.
 
 
 def test_backend_cannot_switch_once_keras_runs():

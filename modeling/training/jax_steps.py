@@ -66,6 +66,21 @@ EXAMPLES_KEY = "_examples"
 # largest vote wins): go on, end the chunk (its time is up), stop (SIGTERM).
 VOTE_KEY = "_vote"
 GO_ON, TIME_UP, STOP = 0, 1, 2
+# What the error of a step whose exchange with a lost process failed says
+# (lower case): the collectives' libraries (Gloo on CPUs, NCCL on GPUs),
+# their sockets, and the distributed service's status codes.
+_LOST_PROCESS_SIGNS = (
+    "gloo",
+    "nccl",
+    "connection reset",
+    "connection closed",
+    "socket closed",
+    "broken pipe",
+    "unavailable:",
+    "deadline_exceeded:",
+    "coordination service",
+    "heartbeat",
+)
 
 
 class TrainStep:
@@ -422,8 +437,9 @@ class TrainerSteps:
     def _exchange(self, several):
         """Runs a step, or reads its outputs; with several processes, a
         failure of the step's exchange with the others (a lost process:
-        Gloo's connection reset, or the distributed service's error) is a
-        LostProcessError naming it."""
+        the collectives' or the distributed service's error) is a
+        LostProcessError naming it. Other errors (out of memory, a bug)
+        stay as they are."""
         try:
             yield
         except jax.errors.JaxRuntimeError as e:
@@ -432,7 +448,10 @@ class TrainerSteps:
             # The failed step's state (its inputs were donated) is lost:
             # the variables keep the last synced values.
             self.state = None
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            text = str(e).strip()
+            if not any(sign in text.lower() for sign in _LOST_PROCESS_SIGNS):
+                raise
+            first = text.splitlines()[0] if text else ""
             raise errors.LostProcessError(
                 f"Process {jax.process_index()} of {jax.process_count()}: "
                 f"a training step failed in its exchange with the other "

@@ -30,6 +30,7 @@ share the loop's state.
 """
 
 import dataclasses
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -357,11 +358,9 @@ class Trainer:
             except errors.LostProcessError as e:
                 latest = self.manager.candidates()
                 raise errors.LostProcessError(
-                    f"{e} Re-run every process to resume from the last "
-                    f"checkpoint, {latest[0]}."
-                    if latest
-                    else f"{e} No checkpoint was written yet: re-run every "
-                    "process to start again."
+                    f"{e} Re-run every process to resume from the newest "
+                    f"checkpoint in {cfg.output_dir} "
+                    f"({os.path.basename(latest[0]) if latest else 'none yet'})."
                 ) from e.__cause__
             elapsed = time.time() - start_time
             done, bad = int(done), int(bad)
