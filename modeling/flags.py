@@ -195,7 +195,7 @@ def _guarded(main):
                 )
             elif backend.several_processes():
                 traceback.print_exc()
-                _exit(errors.EXIT_USER_ERROR)
+                signals.exit_now(1)  # An uncaught exception's status.
             else:
                 raise
             logging.debug("The error below came from:", exc_info=True)

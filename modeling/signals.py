@@ -40,7 +40,7 @@ BACKSTOP_SECS = 5.0
 _TERMINATION = {
     "pid": None,
     "grace": SIGTERM_GRACE_SECS,
-    "backstop": None,
+    "backstop": False,
     "received": False,
     "forking": 0,
     "fork_pending": False,

@@ -392,27 +392,39 @@ def _loop(step):
     return loop
 
 
+# What process 0's step said when process 1 was killed (gloo).
+GLOO_RESET = (
+    "UNKNOWN: Gloo all-reduce failed: [pair.cc:538] Read error "
+    "[127.0.0.1]:16779: Connection reset by peer"
+)
+
+
 @pytest.mark.parametrize(
-    "error, lost",
+    "error, processes, lost",
     [
-        # What process 0's step said when process 1 was killed (gloo).
-        (
-            "UNKNOWN: Gloo all-reduce failed: [pair.cc:538] Read error "
-            "[127.0.0.1]:16779: Connection reset by peer",
-            True,
-        ),
-        ("UNAVAILABLE: Failed to send RPC to coordination service", True),
+        (GLOO_RESET, 2, True),
+        ("UNAVAILABLE: Failed to send RPC to coordination service", 2, True),
         # This process's own failure: no other process to blame.
-        ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate", False),
+        (
+            "RESOURCE_EXHAUSTED: Out of memory while trying to allocate",
+            2,
+            False,
+        ),
+        # One process: there are no others.
+        (GLOO_RESET, 1, False),
     ],
 )
-def test_a_failed_exchange_with_the_others_is_a_lost_process(error, lost):
+def test_a_failed_exchange_with_the_others_is_a_lost_process(
+    error, processes, lost
+):
     import jax
 
     from modeling import errors
     from modeling.training import steps as steps_lib
 
-    loop = _loop(_OtherProcess({}, error_at=3, error=error))
+    step = _OtherProcess({}, error_at=3, error=error)
+    step.processes = processes
+    loop = _loop(step)
     raised = errors.LostProcessError if lost else jax.errors.JaxRuntimeError
     with pytest.raises(raised) as info:
         loop.train_chunk(

@@ -443,13 +443,13 @@ class TrainerSteps:
         try:
             yield
         except jax.errors.JaxRuntimeError as e:
-            if not several:
-                raise
             # The failed step's state (its inputs were donated) is lost:
-            # the variables keep the last synced values.
+            # the variables keep the last synced values, and the Trainer's
+            # final sync raises nothing in place of this error.
             self.state = None
             text = str(e).strip()
-            if not any(sign in text.lower() for sign in _LOST_PROCESS_SIGNS):
+            lost = any(sign in text.lower() for sign in _LOST_PROCESS_SIGNS)
+            if not (several and lost):
                 raise
             first = text.splitlines()[0] if text else ""
             raise errors.LostProcessError(
