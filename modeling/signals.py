@@ -20,6 +20,7 @@ thread prints every thread's Python stack after BACKSTOP_SECS more than
 the grace, and a kernel timer ends the process with SIGTERM's default
 action a second later (status 143, as a kill would give)."""
 
+import contextlib
 import ctypes
 import faulthandler
 import os
@@ -45,6 +46,8 @@ _TERMINATION = {
     "forking": 0,
     "fork_pending": False,
 }
+# What the handler stops first (on_sigterm).
+_STOPS = []
 
 
 def install_sigterm_exit(grace_secs=None):
@@ -117,11 +120,29 @@ def _raise_terminated(signum, frame):
         return
     _TERMINATION["received"] = True
     arm_exit_backstop()
+    for stop in list(_STOPS):
+        try:
+            stop()
+        except Exception as e:  # Never in place of Terminated.
+            logging.warning("SIGTERM: could not stop %s: %s", stop, e)
     raise errors.Terminated(
         "SIGTERM: stopped; no partial output was left behind. Re-run the "
         "same command to start again (training resumes from its newest "
         "checkpoint)."
     )
+
+
+@contextlib.contextmanager
+def on_sigterm(stop):
+    """Within this block, this module's handler calls `stop()` before it
+    raises errors.Terminated: for work running beside the main thread that
+    must end at once, before the clean-up on the way out (Beam's local
+    worker processes)."""
+    _STOPS.append(stop)
+    try:
+        yield
+    finally:
+        _STOPS.remove(stop)
 
 
 def _sigterm_watchdog(reader, grace):

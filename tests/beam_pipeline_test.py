@@ -318,6 +318,10 @@ def test_sigterm_stops_the_pipeline_and_leaves_nothing(tmp_path, beam_workers):
     assert child.returncode == 143, stderr[-3000:]
     assert stopped_after < 30, stopped_after
     assert "Traceback" not in stderr, stderr[-3000:]
+    # The workers were killed at once: Beam's harness never shut down
+    # around a bundle in flight (its own KeyError traceback, now and then).
+    assert "Beam worker processes" in stderr, stderr[-3000:]
+    assert "sdk harness exiting" not in stderr, stderr[-3000:]
     assert os.listdir(out) == []
     deadline = time.time() + 10  # workers may take a moment to go
     while _processes_with(marker) and time.time() < deadline:

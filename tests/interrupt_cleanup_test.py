@@ -223,6 +223,40 @@ def test_the_exit_backstop_never_replaces_the_sigterm_exception():
     assert out.stdout.strip() == "terminated True"
 
 
+ON_SIGTERM_SCRIPT = """
+import os, signal
+from modeling import errors
+from modeling import signals
+signals.install_sigterm_exit()
+steps = []
+def broken():
+    raise OSError("cannot")
+try:
+    with signals.on_sigterm(lambda: steps.append("stopped")):
+        with signals.on_sigterm(broken):
+            os.kill(os.getpid(), signal.SIGTERM)
+            for _ in range(1000):  # Bytecodes where a handler could run.
+                pass
+except errors.Terminated:
+    steps.append("terminated")
+steps.append(len(signals._STOPS))
+print(steps)
+"""
+
+
+def test_sigterm_stops_what_runs_beside_the_main_thread_first():
+    """on_sigterm: the handler calls each stop before raising Terminated; a
+    stop that fails is logged and never replaces Terminated; the block's end
+    removes it."""
+    out = script_runner.python(
+        ["-c", ON_SIGTERM_SCRIPT], env={"PYTHONPATH": str(REPO)}, timeout=60
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "['stopped', 'terminated', 0]"
+    assert "SIGTERM: could not stop" in out.stderr
+    assert "cannot" in out.stderr
+
+
 DEFERRAL_SCRIPT = """
 import os, signal, sys
 from modeling import errors

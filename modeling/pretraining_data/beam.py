@@ -40,6 +40,11 @@ one record), logged with the rate when the run ends and every
 Beam's local runner returns only when done, so meanwhile each worker logs
 one line per shard.
 
+SIGTERM ends the local worker processes at once (`_stop_local_workers`),
+before the hidden folder is removed: left alone, they finish the bundles in
+flight into a folder about to go, and Beam's harness, shut down around
+them, sometimes prints a KeyError traceback of its own.
+
 `--runner=DirectRunner` (the default) runs on Beam's local FnApiRunner, the
 engine the DirectRunner itself falls back to: Beam 2.77's DirectRunner first
 tries to download its Prism runner, which would make this script reach the
@@ -54,13 +59,16 @@ paths (gs://...) make a process load TensorFlow, for tf.io.
 import dataclasses
 import json
 import logging as py_logging
+import os
 import shlex
+import signal
 import threading
 import time
 
 from absl import logging
 
 from modeling import errors
+from modeling import signals
 from modeling.data import file_io
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
@@ -305,6 +313,68 @@ def _first_error(work_dir):
     return _read_text(failed[0]) if failed else None
 
 
+# In the command line of Beam's local workers (and of the shells that start
+# them): what _stop_local_workers looks for.
+_LOCAL_WORKER = b"apache_beam.runners.worker.sdk_worker_main"
+
+
+def _local_worker_pids():
+    """This process's descendants that are Beam's local workers (Linux's
+    /proc; none found elsewhere)."""
+    parents = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                # "pid (name) state ppid ...": the name may hold spaces.
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # Gone meanwhile.
+        parents.setdefault(ppid, []).append(int(entry))
+    found = []
+    todo = [os.getpid()]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as f:
+                    if _LOCAL_WORKER in f.read():
+                        found.append(child)
+            except OSError:
+                continue
+    return found
+
+
+def _stop_local_workers():
+    """SIGTERM: kills Beam's local workers (their shards are discarded).
+
+    Beam's threads here then report the workers' end as failures (a worker
+    thread's RuntimeError, the data plane's read errors): the run is being
+    abandoned, so from then on those reports are not printed."""
+    pids = _local_worker_pids()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if not pids:
+        return
+    py_logging.getLogger("apache_beam").setLevel(py_logging.CRITICAL + 1)
+    report = threading.excepthook
+
+    def quiet(args):
+        if args.thread is threading.main_thread():
+            report(args)
+
+    threading.excepthook = quiet
+    logging.info("SIGTERM: stopped %d Beam worker processes.", len(pids))
+
+
 def _run(pipeline, work_dir, total_bytes):
     """Runs the pipeline to its end, logging progress.
 
@@ -322,11 +392,12 @@ def _run(pipeline, work_dir, total_bytes):
     if not logging.level_debug():
         beam_logger.setLevel(py_logging.WARNING)
     try:
-        result = pipeline.run()
-        while not PipelineState.is_terminal(result.state):
-            result.wait_until_finish(duration=int(_PROGRESS_SECS * 1000))
-            _log_counters(_counters(result, False), total_bytes, start)
-        state = result.wait_until_finish() or result.state
+        with signals.on_sigterm(_stop_local_workers):
+            result = pipeline.run()
+            while not PipelineState.is_terminal(result.state):
+                result.wait_until_finish(duration=int(_PROGRESS_SECS * 1000))
+                _log_counters(_counters(result, False), total_bytes, start)
+            state = result.wait_until_finish() or result.state
     except errors.Interrupted:
         raise
     except Exception:
@@ -335,7 +406,8 @@ def _run(pipeline, work_dir, total_bytes):
             raise ValueError(message) from None
         raise
     finally:
-        beam_logger.setLevel(level)
+        if not signals.terminated():  # Else _stop_local_workers' level stays.
+            beam_logger.setLevel(level)
     if state != PipelineState.DONE:
         message = _first_error(work_dir)
         if message is not None:
