@@ -43,6 +43,7 @@ _TERMINATION = {
     "grace": SIGTERM_GRACE_SECS,
     "backstop": False,
     "received": False,
+    "arrived": False,
     "forking": 0,
     "fork_pending": False,
 }
@@ -152,6 +153,7 @@ def _sigterm_watchdog(reader, grace):
             return
         if signal.SIGTERM in data:
             break
+    _TERMINATION["arrived"] = True
     time.sleep(grace)
     logging.warning(
         "SIGTERM: still running %.0f s later (blocked in a read or a "
@@ -273,3 +275,11 @@ def _kernel_timer(signum, secs):
 def terminated():
     """Whether this process's SIGTERM handler has raised errors.Terminated."""
     return _TERMINATION["received"]
+
+
+def sigterm_arrived():
+    """Whether a SIGTERM has reached this process (install_sigterm_exit),
+    known within milliseconds from the watchdog's thread even while the
+    main thread, where the handler runs, waits in a call: the kernel may
+    hand a process's signal to any of its threads."""
+    return _TERMINATION["arrived"] or _TERMINATION["received"]

@@ -267,9 +267,15 @@ def _processes_with(marker):
     return pids
 
 
-def test_sigterm_stops_the_pipeline_and_leaves_nothing(tmp_path, beam_workers):
+@pytest.mark.parametrize("sent_to", ["process", "group"])
+def test_sigterm_stops_the_pipeline_and_leaves_nothing(
+    tmp_path, beam_workers, sent_to
+):
     """SIGTERM while Beam's workers write shards: exit 143 within seconds,
-    no worker process left, nothing published and no hidden folder."""
+    no worker process left, nothing published and no hidden folder, and no
+    traceback. Sent to the script alone, or to its whole process group as a
+    batch scheduler does (the workers then end by it too, and Beam's threads
+    report their end as failures)."""
     import signal
     import subprocess
     import sys
@@ -298,6 +304,7 @@ def test_sigterm_stops_the_pipeline_and_leaves_nothing(tmp_path, beam_workers):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=sent_to == "group",
     )
     try:
         deadline = time.time() + 120
@@ -308,7 +315,10 @@ def test_sigterm_stops_the_pipeline_and_leaves_nothing(tmp_path, beam_workers):
             time.sleep(0.05)
         # The launcher and its worker processes carry the marker.
         assert len(_processes_with(marker)) >= 2
-        child.send_signal(signal.SIGTERM)
+        if sent_to == "group":
+            os.killpg(child.pid, signal.SIGTERM)
+        else:
+            child.send_signal(signal.SIGTERM)
         start = time.time()
         _, stderr = child.communicate(timeout=60)
         stopped_after = time.time() - start
@@ -320,7 +330,8 @@ def test_sigterm_stops_the_pipeline_and_leaves_nothing(tmp_path, beam_workers):
     assert "Traceback" not in stderr, stderr[-3000:]
     # The workers were killed at once: Beam's harness never shut down
     # around a bundle in flight (its own KeyError traceback, now and then).
-    assert "Beam worker processes" in stderr, stderr[-3000:]
+    if sent_to == "process":
+        assert "Beam worker processes" in stderr, stderr[-3000:]
     assert "sdk harness exiting" not in stderr, stderr[-3000:]
     assert os.listdir(out) == []
     deadline = time.time() + 10  # workers may take a moment to go

@@ -257,6 +257,46 @@ def test_sigterm_stops_what_runs_beside_the_main_thread_first():
     assert "cannot" in out.stderr
 
 
+ARRIVED_SCRIPT = """
+import os, signal, threading, time
+from modeling import errors
+from modeling import signals
+signals.install_sigterm_exit()
+steps = [signals.sigterm_arrived()]
+held = threading.Lock()
+held.acquire()
+def other():
+    # The main thread blocks SIGTERM, so the kernel hands it to another
+    # thread and the main thread's wait below is not interrupted: the
+    # handler cannot run yet, but the arrival is known. (Sent once the main
+    # thread has had time to reach that wait.)
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while not signals.sigterm_arrived() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    steps.extend([signals.sigterm_arrived(), signals.terminated()])
+    held.release()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+threading.Thread(target=other).start()
+try:
+    held.acquire()
+    for _ in range(1000):
+        pass
+except errors.Terminated:
+    steps.append("terminated")
+print(steps)
+"""
+
+
+def test_a_sigterm_is_known_to_have_arrived_before_its_handler_runs():
+    out = script_runner.python(
+        ["-c", ARRIVED_SCRIPT], env={"PYTHONPATH": str(REPO)}, timeout=60
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[False, True, False, 'terminated']"
+
+
 DEFERRAL_SCRIPT = """
 import os, signal, sys
 from modeling import errors

@@ -43,7 +43,9 @@ one line per shard.
 SIGTERM ends the local worker processes at once (`_stop_local_workers`),
 before the hidden folder is removed: left alone, they finish the bundles in
 flight into a folder about to go, and Beam's harness, shut down around
-them, sometimes prints a KeyError traceback of its own.
+them, sometimes prints a KeyError traceback of its own. Beam's threads here
+then report the workers' end as failures; those reports are not printed
+(`_QuietAfterSigterm`).
 
 `--runner=DirectRunner` (the default) runs on Beam's local FnApiRunner, the
 engine the DirectRunner itself falls back to: Beam 2.77's DirectRunner first
@@ -351,28 +353,68 @@ def _local_worker_pids():
 
 
 def _stop_local_workers():
-    """SIGTERM: kills Beam's local workers (their shards are discarded).
-
-    Beam's threads here then report the workers' end as failures (a worker
-    thread's RuntimeError, the data plane's read errors): the run is being
-    abandoned, so from then on those reports are not printed."""
+    """SIGTERM: kills Beam's local workers (their shards are discarded)."""
     pids = _local_worker_pids()
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    if not pids:
-        return
-    py_logging.getLogger("apache_beam").setLevel(py_logging.CRITICAL + 1)
-    report = threading.excepthook
+    if pids:
+        logging.info("SIGTERM: stopped %d Beam worker processes.", len(pids))
 
-    def quiet(args):
-        if args.thread is threading.main_thread():
-            report(args)
 
-    threading.excepthook = quiet
-    logging.info("SIGTERM: stopped %d Beam worker processes.", len(pids))
+# How long a report of Beam's own threads waits for a SIGTERM to be known
+# (_QuietAfterSigterm).
+_REPORT_WAIT_SECS = 0.5
+
+
+class _QuietAfterSigterm(py_logging.Filter):
+    """While a pipeline runs, what Beam's threads report (an uncaught
+    exception; a log record of Beam's) is dropped once a SIGTERM has reached
+    this process: the workers' end is then the run's own stop
+    (_stop_local_workers, or the same SIGTERM sent to the whole process
+    group, as a batch scheduler does), not a failure. A report from another
+    thread waits up to _REPORT_WAIT_SECS for the SIGTERM to be known first,
+    since a worker ended by a group's SIGTERM may be seen before."""
+
+    def __init__(self):
+        super().__init__()
+        self._report = threading.excepthook
+        self._handlers = py_logging.getLogger().handlers
+
+    def __enter__(self):
+        threading.excepthook = self._hook
+        for handler in self._handlers:
+            handler.addFilter(self)
+        return self
+
+    def __exit__(self, *exc):
+        if signals.sigterm_arrived():
+            return  # The process is on its way out: Beam stays quiet.
+        threading.excepthook = self._report
+        for handler in self._handlers:
+            handler.removeFilter(self)
+
+    @staticmethod
+    def _after_sigterm():
+        if threading.current_thread() is threading.main_thread():
+            return signals.sigterm_arrived()
+        deadline = time.monotonic() + _REPORT_WAIT_SECS
+        while not signals.sigterm_arrived():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def _hook(self, args):
+        if args.thread is threading.main_thread() or not self._after_sigterm():
+            self._report(args)
+
+    def filter(self, record):
+        return not (
+            record.name.startswith("apache_beam") and self._after_sigterm()
+        )
 
 
 def _run(pipeline, work_dir, total_bytes):
@@ -392,7 +434,7 @@ def _run(pipeline, work_dir, total_bytes):
     if not logging.level_debug():
         beam_logger.setLevel(py_logging.WARNING)
     try:
-        with signals.on_sigterm(_stop_local_workers):
+        with _QuietAfterSigterm(), signals.on_sigterm(_stop_local_workers):
             result = pipeline.run()
             while not PipelineState.is_terminal(result.state):
                 result.wait_until_finish(duration=int(_PROGRESS_SECS * 1000))
@@ -406,8 +448,7 @@ def _run(pipeline, work_dir, total_bytes):
             raise ValueError(message) from None
         raise
     finally:
-        if not signals.terminated():  # Else _stop_local_workers' level stays.
-            beam_logger.setLevel(level)
+        beam_logger.setLevel(level)
     if state != PipelineState.DONE:
         message = _first_error(work_dir)
         if message is not None:
