@@ -40,12 +40,8 @@ one record), logged with the rate when the run ends and every
 Beam's local runner returns only when done, so meanwhile each worker logs
 one line per shard.
 
-SIGTERM ends the local worker processes at once (`_stop_local_workers`),
-before the hidden folder is removed: left alone, they finish the bundles in
-flight into a folder about to go, and Beam's harness, shut down around
-them, sometimes prints a KeyError traceback of its own. Beam's threads here
-then report the workers' end as failures; those reports are not printed
-(`_QuietAfterSigterm`).
+SIGTERM ends the local worker processes at once, before the hidden folder
+is removed (beam_local.py).
 
 `--runner=DirectRunner` (the default) runs on Beam's local FnApiRunner, the
 engine the DirectRunner itself falls back to: Beam 2.77's DirectRunner first
@@ -61,17 +57,15 @@ paths (gs://...) make a process load TensorFlow, for tf.io.
 import dataclasses
 import json
 import logging as py_logging
-import os
 import shlex
-import signal
 import threading
 import time
 
 from absl import logging
 
 from modeling import errors
-from modeling import signals
 from modeling.data import file_io
+from modeling.pretraining_data import beam_local
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
 from modeling.pretraining_data import records
@@ -315,108 +309,6 @@ def _first_error(work_dir):
     return _read_text(failed[0]) if failed else None
 
 
-# In the command line of Beam's local workers (and of the shells that start
-# them): what _stop_local_workers looks for.
-_LOCAL_WORKER = b"apache_beam.runners.worker.sdk_worker_main"
-
-
-def _local_worker_pids():
-    """This process's descendants that are Beam's local workers (Linux's
-    /proc; none found elsewhere)."""
-    parents = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                # "pid (name) state ppid ...": the name may hold spaces.
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue  # Gone meanwhile.
-        parents.setdefault(ppid, []).append(int(entry))
-    found = []
-    todo = [os.getpid()]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            todo.append(child)
-            try:
-                with open(f"/proc/{child}/cmdline", "rb") as f:
-                    if _LOCAL_WORKER in f.read():
-                        found.append(child)
-            except OSError:
-                continue
-    return found
-
-
-def _stop_local_workers():
-    """SIGTERM: kills Beam's local workers (their shards are discarded)."""
-    pids = _local_worker_pids()
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if pids:
-        logging.info("SIGTERM: stopped %d Beam worker processes.", len(pids))
-
-
-# How long a report of Beam's own threads waits for a SIGTERM to be known
-# (_QuietAfterSigterm).
-_REPORT_WAIT_SECS = 0.5
-
-
-class _QuietAfterSigterm(py_logging.Filter):
-    """While a pipeline runs, what Beam's threads report (an uncaught
-    exception; a log record of Beam's) is dropped once a SIGTERM has reached
-    this process: the workers' end is then the run's own stop
-    (_stop_local_workers, or the same SIGTERM sent to the whole process
-    group, as a batch scheduler does), not a failure. A report from another
-    thread waits up to _REPORT_WAIT_SECS for the SIGTERM to be known first,
-    since a worker ended by a group's SIGTERM may be seen before."""
-
-    def __init__(self):
-        super().__init__()
-        self._report = threading.excepthook
-        self._handlers = py_logging.getLogger().handlers
-
-    def __enter__(self):
-        threading.excepthook = self._hook
-        for handler in self._handlers:
-            handler.addFilter(self)
-        return self
-
-    def __exit__(self, *exc):
-        if signals.sigterm_arrived():
-            return  # The process is on its way out: Beam stays quiet.
-        threading.excepthook = self._report
-        for handler in self._handlers:
-            handler.removeFilter(self)
-
-    @staticmethod
-    def _after_sigterm():
-        if threading.current_thread() is threading.main_thread():
-            return signals.sigterm_arrived()
-        deadline = time.monotonic() + _REPORT_WAIT_SECS
-        while not signals.sigterm_arrived():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.02)
-        return True
-
-    def _hook(self, args):
-        if args.thread is threading.main_thread() or not self._after_sigterm():
-            self._report(args)
-
-    def filter(self, record):
-        return not (
-            record.name.startswith("apache_beam") and self._after_sigterm()
-        )
-
-
 def _run(pipeline, work_dir, total_bytes):
     """Runs the pipeline to its end, logging progress.
 
@@ -434,7 +326,7 @@ def _run(pipeline, work_dir, total_bytes):
     if not logging.level_debug():
         beam_logger.setLevel(py_logging.WARNING)
     try:
-        with _QuietAfterSigterm(), signals.on_sigterm(_stop_local_workers):
+        with beam_local.stopped_by_sigterm():
             result = pipeline.run()
             while not PipelineState.is_terminal(result.state):
                 result.wait_until_finish(duration=int(_PROGRESS_SECS * 1000))
