@@ -130,6 +130,29 @@ def _weights(step, state):
     return {f"w{i}": np.asarray(w) for i, w in enumerate(state["trainable"])}
 
 
+def _trained(step, batch, steps=3):
+    """After `steps` updates on `batch`: the weights (w<i>), the optimizer's
+    step counter (step) and slots (m<i>: adam_m, v<i>: adam_v), and the
+    first weights (init<i>): the first update has learning rate 0 (2 warmup
+    steps)."""
+    out = {
+        f"init{i}": np.array(v.value)
+        for i, v in enumerate(step.model.trainable_variables)
+    }
+    state = step.initial_state()
+    logs = None
+    for _ in range(steps):
+        state, logs = step(state, batch)
+    out.update(_weights(step, state))
+    arrays = step.checkpoint_arrays(state)
+    out["step"] = arrays["global_step"]
+    for i, name in enumerate(sorted(arrays)):
+        slot = name.rsplit("/", 1)[-1]
+        if slot in ("adam_m", "adam_v"):
+            out[f"{slot[-1]}{i}"] = arrays[name]
+    return out, logs
+
+
 def golden_outputs(golden):
     from modeling import losses
 
@@ -189,20 +212,36 @@ def remat(_):
         _, _, encoder, *_ = _modules()
         step, batch = _small_step()
         encoder.set_gradient_checkpointing(step.model, enabled)
-        state = step.initial_state()
-        state, logs = step(state, batch)
-        out.update({f"{k}_{name}": v for k, v in _weights(step, state).items()})
+        trained, logs = _trained(step, batch)
+        out.update({f"{k}_{name}": v for k, v in trained.items()})
         out[f"loss_{name}"] = np.asarray(logs["loss"])
     return out
 
 
 def accumulation(_):
+    """1 and 2 micro-batches on one device, 2 over 2 devices (`2x2`); with
+    2, the compiled step's FLOPs per device (XLA's count)."""
+    import jax
+
     out = {}
-    for n in (1, 2):
-        step, batch = _small_step(NO_DROPOUT, gradient_accumulation_steps=n)
-        state = step.initial_state()
-        state, _ = step(state, batch)
-        out.update({f"{k}_{n}": v for k, v in _weights(step, state).items()})
+    for name, n, devices in (("1", 1, 1), ("2", 2, 1), ("2x2", 2, 2)):
+        step, batch = _small_step(
+            NO_DROPOUT,
+            gradient_accumulation_steps=n,
+            devices=jax.devices()[:devices],
+        )
+        if n > 1:  # Before training: the steps free the first state.
+            cost = (
+                step._step.lower(
+                    step.initial_state(), step.place_batch(batch), None
+                )
+                .compile()
+                .cost_analysis()
+            )
+            cost = cost[0] if isinstance(cost, list) else cost
+            out[f"flops_{name}"] = np.float64(cost["flops"])
+        trained, _ = _trained(step, batch)
+        out.update({f"{k}_{name}": v for k, v in trained.items()})
     return out
 
 

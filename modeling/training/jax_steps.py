@@ -146,12 +146,22 @@ class TrainStep:
         """The state from the current values of the model's and the
         optimizer's variables (zeros, or what a checkpoint restored)."""
         model = self.model
+        counter = self.optimizer.global_step
         state = {
             "trainable": [var.value for var in model.trainable_variables],
             "non_trainable": [
                 var.value for var in model.non_trainable_variables
             ],
-            "optimizer": [var.value for var in self.optimizer.variables],
+            # The state shares the variables' buffers, which the first step
+            # frees (donated): until `sync`, the variables are not to be
+            # read. The step counter is copied, so that it stays readable
+            # (the chunk's first value) by the Trainer's stuck-input
+            # watcher; the rest is not, so that a step still holds one copy
+            # of the weights and slots.
+            "optimizer": [
+                jnp.array(var.value, copy=True) if var is counter else var.value
+                for var in self.optimizer.variables
+            ],
         }
         return self._place(state, replicate=True)
 
@@ -267,9 +277,26 @@ class TrainStep:
                 squares = {self._sparse_index: rows}
             return logs, grads, non_trainable, squares
         n = self.accumulation
-        micro = jax.tree.map(
-            lambda x: x.reshape((n, x.shape[0] // n) + x.shape[1:]), batch
-        )
+        d = len(self.devices) if self._mesh is not None else 1
+
+        def split(x):
+            # Micro-batch i is every device's i-th block of its own rows
+            # (as each TensorFlow replica accumulates its own): then each
+            # device computes its share of each micro-batch. Blocks of the
+            # whole batch would lie on some devices only, and XLA would
+            # gather every micro-batch onto every device.
+            rest = x.shape[1:]
+            x = x.reshape((d, n, x.shape[0] // (d * n)) + rest)
+            return x.swapaxes(0, 1).reshape((n, x.shape[0] * x.shape[2]) + rest)
+
+        micro = jax.tree.map(split, batch)
+        if self._mesh is not None:
+            micro = jax.lax.with_sharding_constraint(
+                micro,
+                jax.sharding.NamedSharding(
+                    self._mesh, jax.sharding.PartitionSpec(None, "batch")
+                ),
+            )
 
         def body(carry, features):
             grad_sum, nt = carry

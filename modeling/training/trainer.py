@@ -439,14 +439,15 @@ class Trainer:
         with self._save_lock:
             if self.stop_signal.acknowledged.is_set():
                 return  # The loop stopped after all; it saves itself.
-            logging.warning(
-                "SIGTERM: the input pipeline has given no batch for %.0f s; "
-                "saving a checkpoint at global_step %d and exiting.",
-                self.stop_signal.stuck_after_secs,
-                self.global_step,
-            )
             try:
+                # First: on JAX the step counter moves only at a sync.
                 self._steps.sync()
+                logging.warning(
+                    "SIGTERM: the input pipeline has given no batch for %.0f "
+                    "s; saving a checkpoint at global_step %d and exiting.",
+                    self.stop_signal.stuck_after_secs,
+                    self.global_step,
+                )
                 self.manager.save()
                 logging.warning(
                     "Saved; re-run the same command to resume from %s.",
