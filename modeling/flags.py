@@ -124,7 +124,53 @@ def settings_from_flags(settings_cls, **overrides):
         if inner:
             inner["output_dir"] = values.get("output_dir")
             values[field.name] = nested(**inner)
-    return settings_cls(**values)
+    settings = settings_cls(**values)
+    check_outputs_are_not_inputs(settings)
+    return settings
+
+
+def _local_paths(value):
+    """The local files a file flag's value names (a comma-separated list of
+    paths or globs); nothing for remote ones."""
+    out = []
+    for part in str(value).split(","):
+        part = part.strip()
+        if not part or file_io.is_remote(part):
+            continue
+        matched = (
+            file_io.glob_files(part) if any(c in part for c in "*?[") else []
+        )
+        out.extend(matched or [part])
+    return out
+
+
+def check_outputs_are_not_inputs(settings):
+    """Refuses an --output_file that is also a file the run reads (a field
+    named `*_file` or `*_files`): writing it would replace that input (an
+    extract_features.py or predict_lite.py run given its own --input_file).
+
+    Raises:
+      errors.UserError: naming both flags.
+    """
+    output = getattr(settings, "output_file", None)
+    if not output:
+        return
+    outputs = {os.path.realpath(p): p for p in _local_paths(output)}
+    for field in dataclasses.fields(settings):
+        name = field.name
+        value = getattr(settings, name, None)
+        if (
+            name == "output_file"
+            or not name.endswith(("_file", "_files"))
+            or not isinstance(value, str)
+        ):
+            continue
+        for path in _local_paths(value):
+            if os.path.realpath(path) in outputs:
+                raise errors.UserError(
+                    f"--output_file={output} is also --{name}'s file {path}: "
+                    "writing it would replace it; name another output file"
+                )
 
 
 def _values(fields):

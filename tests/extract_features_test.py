@@ -148,3 +148,24 @@ def test_pair_regex_and_bad_layers(tmp_path):
         extract.parse_layers("-1,-7", 6)
     with pytest.raises(ValueError, match="comma-separated integers"):
         extract.parse_layers("last", 6)
+
+
+def test_an_output_file_that_is_the_input_is_refused(tmp_path):
+    """The input survives: a one-line error before the model is built."""
+    text = tmp_path / "input.txt"
+    text.write_text("The dog is hairy.\n", encoding="utf-8")
+    proc = script_runner.python(
+        [
+            str(REPO_ROOT / "extract_features.py"),
+            f"--input_file={text}",
+            f"--output_file={text}",
+            f"--vocab_file={tmp_path / 'vocab.txt'}",
+            f"--bert_config_file={tmp_path / 'bert_config.json'}",
+            f"--init_checkpoint={tmp_path / 'bert_model.ckpt'}",
+        ],
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "also --input_file's file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert text.read_text(encoding="utf-8") == "The dog is hairy.\n"

@@ -142,3 +142,38 @@ def test_settings_from_flags_fills_the_run_config(tmp_path):
     # do_lower_case unset: None (the model folder's casing); run_embeddings'
     # learning rate; --predict_runtime fills the Settings and the RunConfig.
     assert out == ["None", "tflite", "tflite", "2e-05", "lamb", "True", "0"]
+
+
+@dataclasses.dataclass
+class _FileSettings:
+    input_file: str
+    vocab_file: str
+    output_file: str
+    output_dir: str = ""
+
+
+def test_an_output_file_that_the_run_reads_is_refused(tmp_path):
+    """--output_file naming an input (itself, through a symlink, or matched
+    by an input glob) would replace it: refused before anything runs."""
+    from modeling import errors
+    from modeling import flags as shared_flags
+
+    text = tmp_path / "in.txt"
+    text.write_text("a\n")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[CLS]\n")
+    (tmp_path / "link.txt").symlink_to(text)
+    check = shared_flags.check_outputs_are_not_inputs
+    for output, flag in (
+        (text, "input_file"),
+        (tmp_path / "link.txt", "input_file"),
+        (vocab, "vocab_file"),
+    ):
+        with pytest.raises(errors.UserError, match=f"also --{flag}'s file"):
+            check(
+                _FileSettings(
+                    f"x.txt,{tmp_path}/[il]*.txt", str(vocab), str(output)
+                )
+            )
+    # Apart from the inputs: accepted.
+    check(_FileSettings(str(text), str(vocab), str(tmp_path / "out.jsonl")))
