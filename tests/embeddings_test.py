@@ -210,6 +210,38 @@ def test_search_equals_brute_force(tmp_path):
     )
     again = (out / "again" / embeddings.SEARCH_RESULTS_FILE).read_text()
     assert again == (out / embeddings.SEARCH_RESULTS_FILE).read_text()
+    # From the corpus_embeddings.npy --do_search wrote: its ids are
+    # corpus_ids.txt, not the ids.txt a --do_predict left beside it.
+    (out / embeddings.IDS_FILE).write_text("x\n" * len(corpus_vectors))
+    embeddings.run(
+        _settings(
+            tmp_path,
+            folder,
+            output_dir=str(out / "third"),
+            corpus_embeddings=str(out / embeddings.CORPUS_EMBEDDINGS_FILE),
+            **common,
+        )
+    )
+    third = (out / "third" / embeddings.SEARCH_RESULTS_FILE).read_text()
+    assert third == again
+    # The file a --do_predict of the same run would write first: refused,
+    # and left as it was.
+    before = (out / "reuse" / embeddings.EMBEDDINGS_FILE).read_bytes()
+    with pytest.raises(errors.UserError, match="this run's --do_predict"):
+        embeddings.run(
+            _settings(
+                tmp_path,
+                folder,
+                output_dir=str(out / "reuse"),
+                do_predict=True,
+                predict_file=common["query_file"],
+                corpus_embeddings=str(
+                    out / "reuse" / embeddings.EMBEDDINGS_FILE
+                ),
+                **common,
+            )
+        )
+    assert (out / "reuse" / embeddings.EMBEDDINGS_FILE).read_bytes() == before
     # Chunks of 3 corpus rows give the one-pass top-k.
     index, values = embedding_search.top_k(query_vectors, corpus_vectors, 5, 3)
     one_index, one_values = embedding_search.top_k(

@@ -14,6 +14,7 @@ from modeling.tasks import predictions
 from modeling.tasks.embedding_model import CHUNK_ROWS
 from modeling.tasks.embedding_model import CORPUS_EMBEDDINGS_FILE
 from modeling.tasks.embedding_model import CORPUS_IDS_FILE
+from modeling.tasks.embedding_model import EMBEDDINGS_FILE
 from modeling.tasks.embedding_model import IDS_FILE
 from modeling.tasks.embedding_model import SCORED_COLUMNS
 from modeling.tasks.embedding_model import SEARCH_CHUNK_ROWS
@@ -78,23 +79,41 @@ def top_k(queries, corpus, k, chunk_rows=SEARCH_CHUNK_ROWS):
     return best_index, best_scores
 
 
+def ids_path(path):
+    """The ids file written beside an embeddings file: ids.txt beside
+    embeddings.npy (--do_predict), corpus_ids.txt beside
+    corpus_embeddings.npy (--do_search); None for another name."""
+    folder, name = os.path.split(os.fspath(path))
+    suffix = EMBEDDINGS_FILE
+    if not name.endswith(suffix):
+        return None
+    return os.path.join(folder or ".", name[: -len(suffix)] + IDS_FILE)
+
+
 def saved_corpus(path, dim):
     """(embeddings, ids) of --corpus_embeddings: the memory-mapped .npy and
-    the ids.txt beside it (else the row numbers from 0).
+    the ids file written beside it (`ids_path`), else the row numbers from
+    0 (with a warning).
 
     Raises:
       ValueError: not this model's vectors; another number of ids.
     """
     corpus = load_embeddings(path, dim)
-    ids_path = os.path.join(os.path.dirname(path) or ".", IDS_FILE)
-    corpus_ids = (
-        file_io.read_text(ids_path).splitlines()
-        if os.path.exists(ids_path)
-        else [str(i) for i in range(len(corpus))]
-    )
+    ids_file = ids_path(path)
+    if ids_file and os.path.exists(ids_file):
+        corpus_ids = file_io.read_text(ids_file).splitlines()
+    else:
+        logging.warning(
+            "%s has no ids file beside it (%s): the results name corpus "
+            "rows by their numbers from 0.",
+            path,
+            os.path.basename(ids_file) if ids_file else "none for its name",
+        )
+        ids_file = path
+        corpus_ids = [str(i) for i in range(len(corpus))]
     if len(corpus_ids) != len(corpus):
         raise ValueError(
-            f"{ids_path}: {len(corpus_ids)} ids for {len(corpus)} "
+            f"{ids_file}: {len(corpus_ids)} ids for {len(corpus)} "
             f"embeddings in {path}"
         )
     return corpus, corpus_ids

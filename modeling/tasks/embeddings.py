@@ -47,6 +47,7 @@ import os
 
 from absl import logging
 
+from modeling import errors
 from modeling.data import file_io
 from modeling.data import table_files
 from modeling.tasks import common
@@ -168,6 +169,18 @@ def check_inputs(settings, dim):
             table_files.TextFile(path, s.text_column, s.id_column).count()
     if s.do_search:
         if s.corpus_embeddings:
+            written = os.path.join(
+                s.output_dir, embedding_model.EMBEDDINGS_FILE
+            )
+            if s.do_predict and os.path.realpath(
+                s.corpus_embeddings
+            ) == os.path.realpath(written):
+                raise errors.UserError(
+                    f"--corpus_embeddings={s.corpus_embeddings} is the file "
+                    "this run's --do_predict writes (before the search "
+                    "reads it): search a copy, or predict into another "
+                    "--output_dir"
+                )
             embedding_search.saved_corpus(s.corpus_embeddings, dim)
         queries = table_files.TextFile(s.query_file, s.text_column, s.id_column)
         for _ in queries.rows():

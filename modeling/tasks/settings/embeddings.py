@@ -84,8 +84,9 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
     query_file: str | None = option(None, "The queries (as --predict_file).")
     corpus_embeddings: str | None = option(
         None,
-        "Instead of --corpus_file: an embeddings.npy of this model (its "
-        "ids.txt beside it), memory-mapped.",
+        "Instead of --corpus_file: an embeddings.npy (its ids.txt beside "
+        "it) or corpus_embeddings.npy (its corpus_ids.txt) of this model, "
+        "memory-mapped.",
     )
     top_k: int = option(10, "Results per query.")
     predict_batch_size: int = option(32, "Texts per batch.")
