@@ -157,6 +157,50 @@ def test_a_file_added_during_the_export_is_refused_at_publish(tmp_path):
     assert _no_temporaries(tmp_path)
 
 
+def _leftovers(folder):
+    return [p.name for p in folder.iterdir() if p.name.startswith(".")]
+
+
+def test_the_earlier_export_goes_only_once_the_new_one_is_in_place(
+    tmp_path, monkeypatch
+):
+    """A failed rename of the new export puts the earlier one back; a
+    SIGTERM while the earlier one is removed (after the new one took its
+    name) leaves the new one whole. (The earlier export was removed first:
+    a SIGTERM then lost both.)"""
+    out = tmp_path / "export"
+    _export(out, {"task": "old"})
+    publish = file_io.publish
+
+    def failing(temp, final):  # The new export's rename into place.
+        if os.fspath(final) == str(out) and ".tmp-" in os.fspath(temp):
+            raise OSError("rename failed")
+        publish(temp, final)
+
+    monkeypatch.setattr(file_io, "publish", failing)
+    with pytest.raises(OSError, match="rename failed"):
+        _export(out, {"task": "new"})
+    assert _info(out) == {"task": "old"}
+    assert _leftovers(tmp_path) == []
+    monkeypatch.setattr(file_io, "publish", publish)
+
+    remove = file_io.remove_if_exists
+
+    def terminated(path):
+        if ".replaced-" in os.path.basename(os.fspath(path)):
+            raise errors.Terminated("SIGTERM")
+        remove(path)
+
+    monkeypatch.setattr(file_io, "remove_if_exists", terminated)
+    with pytest.raises(errors.Terminated):
+        _export(out, {"task": "new"})
+    assert _info(out) == {"task": "new"}
+    # The earlier export, under its hidden name: never a temporary's.
+    assert [n.split(".replaced-")[0] for n in _leftovers(tmp_path)] == [
+        ".export"
+    ]
+
+
 def _files(root, names):
     for name in names:
         (root / name).parent.mkdir(parents=True, exist_ok=True)

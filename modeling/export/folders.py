@@ -194,15 +194,39 @@ def publishing(export_dir):
     link) to write an export into; when the block succeeds, publishes it
     in place of the earlier export there. Refuses (check_replaceable)
     before anything is written and again just before the earlier export is
-    removed; on any error the temporary folder is removed and the folder
-    left as it was."""
+    replaced; on any error the temporary folder is removed and the folder
+    left as it was.
+
+    A folder is renamed only onto an absent one, so the earlier export is
+    first renamed aside (`.<name>.replaced-...`), the new one renamed into
+    place, and only then the earlier one removed; a SIGTERM is held over
+    the two renames. Killed (SIGKILL) between them, the earlier export is
+    left under that hidden name, not swept as a stale temporary is."""
     check_replaceable(export_dir)
     final = target(export_dir)
-    with file_io.atomic_path(final) as tmp:
+    tmp = file_io.temp_name(final)
+    aside = None
+    try:
         yield tmp
         check_replaceable(export_dir)
-        if file_io.exists(final) and file_io.list_dir(final):
-            logging.info("Replacing the earlier export in %s", final)
-        # A folder is renamed only onto an absent one: the old export goes
-        # just before the complete new one takes its name.
-        file_io.remove_if_exists(final)
+        with errors.sigterm_deferred():
+            if file_io.exists(final):
+                if file_io.list_dir(final):
+                    logging.info("Replacing the earlier export in %s", final)
+                folder, name = os.path.split(file_io.temp_name(final))
+                aside = os.path.join(
+                    folder, name.replace(".tmp-", ".replaced-", 1)
+                )
+                file_io.publish(final, aside)
+            try:
+                file_io.publish(tmp, final)
+            except BaseException:
+                if aside is not None:  # The earlier export back in place.
+                    file_io.publish(aside, final)
+                    aside = None
+                raise
+    except BaseException:
+        file_io.remove_if_exists(tmp)
+        raise
+    if aside is not None:
+        file_io.remove_if_exists(aside)
