@@ -3,6 +3,7 @@ training, eval during training, eval_results.txt against the prediction
 file, the prediction file word for word against its input (with a sentence
 longer than max_seq_length), SIGTERM and resume, bad input."""
 
+import dataclasses
 import json
 import pathlib
 import random
@@ -272,6 +273,44 @@ def test_no_label_list_for_eval_only(tiny_files, tmp_path):
     )
     with pytest.raises(ValueError, match="No label list"):
         ner.run(settings)
+
+
+def test_a_label_list_without_checkpoints_gives_way(tiny_files, tmp_path):
+    """label_list.txt left in a folder without checkpoints (a predict-only
+    run, or a training run killed before its first checkpoint) is not held
+    against --label_list nor against a training run's tags: their list
+    replaces it. (It blocked training, naming checkpoints that were not
+    there.) A run that does not train still reads it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "label_list.txt").write_text("O\nB-PER\n")
+    settings = ner.Settings(
+        data_dir=str(tiny_files / "data"),
+        vocab_file=str(tiny_files / "vocab.txt"),
+        bert_config_file=str(tiny_files / "bert_config.json"),
+        output_dir=str(out),
+        max_seq_length=SEQ,
+        do_predict=True,
+    )
+    for given, train, want in (
+        (None, False, ["O", "B-PER"]),
+        ("O,B-LOC,I-LOC", False, ["O", "B-LOC", "I-LOC"]),
+        (None, True, None),
+    ):
+        task = ner.prepare(dataclasses.replace(settings, label_list=given))
+        train_data = None
+        if train:
+            train_data = task.read(
+                task.data_path("train_file", ner.TRAIN_FILES, "training")
+            )
+            want = conll.labels_from_sentences(train_data.sentences)
+            assert want != ["O", "B-PER"]
+        ner.resolve_labels(task, train_data)
+        assert task.label_list == want
+        pending = task.pending_label_list
+        assert pending == (
+            str(out / "label_list.txt") if given or train else None
+        )
 
 
 def test_loss_is_the_mean_over_labelled_pieces():

@@ -35,6 +35,7 @@ from modeling.tasks import conlleval
 from modeling.tasks import fine_tuning
 from modeling.tasks import predictions
 from modeling.tasks.settings import ner as ner_settings
+from modeling.training import checkpoint_manager
 
 # The script's flags (modeling/tasks/settings/ner.py).
 Settings = ner_settings.Settings
@@ -110,14 +111,22 @@ def resolve_labels(task, train_data=None):
     saved = None
     if tf.io.gfile.exists(saved_path):
         saved = conll.read_label_list(saved_path)
+    # Only a folder holding checkpoints binds the run to its list, as the
+    # classifier's labels.json. One without (left by a predict-only run, or
+    # by a training run killed before its first checkpoint) is what a run
+    # that does not train reads, but gives way to --label_list and to the
+    # labels of a training run, which replace it.
+    binding = saved is not None and bool(
+        checkpoint_manager.find_checkpoints(s.output_dir)
+    )
     if s.label_list:
         labels = [x.strip() for x in s.label_list.split(",") if x.strip()]
-        if saved is not None and saved != labels:
+        if binding and saved != labels:
             raise ValueError(
                 f"--label_list {labels} differs from {saved_path} {saved} "
                 "that this output_dir's checkpoints were trained with"
             )
-    elif saved is not None:
+    elif saved is not None and (binding or train_data is None):
         labels = saved
     elif train_data is not None:
         labels = conll.labels_from_sentences(train_data.sentences)
@@ -129,7 +138,7 @@ def resolve_labels(task, train_data=None):
     conll.tag_scheme(labels)  # A mixed list fails here, before training.
     if train_data is not None:
         conll.check_tags(train_data, labels)
-    if saved is None and (train_data is not None or s.label_list):
+    if not binding and (train_data is not None or s.label_list):
         task.pending_label_list = saved_path
     task.label_list = labels
     logging.info("Labels (%d): %s", len(labels), " ".join(labels))
