@@ -409,3 +409,11 @@ def test_json_lines_with_a_list_of_endings(tmp_path):
     path.write_text('{"sent1": "a", "endings": ["b", "c"], "label": 5}\n')
     with pytest.raises(ValueError, match=f"{path} line 1: label '5'"):
         swag.read_swag(path)
+    # Numbered endings: a row without one of them (JSON Lines rows each
+    # have their own keys) is a one-line error, not a KeyError.
+    path.write_text(
+        '{"sent1": "a", "ending0": "b", "ending1": "c", "label": 0}\n'
+        '{"sent1": "a", "ending0": "b", "label": 0}\n'
+    )
+    with pytest.raises(ValueError, match=f"{path} line 2: no field 'ending1'"):
+        swag.read_swag(path)

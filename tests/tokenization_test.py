@@ -5,6 +5,7 @@ import logging
 
 import pytest
 
+from modeling import errors
 from modeling.text import tokenization
 from modeling.text import vocabulary
 
@@ -234,6 +235,15 @@ def test_missing_special_tokens_warn_and_require_raises(tmp_path, caplog):
         vocabulary.require_special_tokens(
             tokenizer.vocab, ["[CLS]", "[MASK]"], "MLM"
         )
+    # Converting a special token the vocabulary lacks: one line naming the
+    # file (it was a KeyError traceback from every script's features).
+    assert tokenizer.convert_tokens_to_ids(["[CLS]"]) == [
+        TEST_VOCAB.index("[CLS]")
+    ]
+    with pytest.raises(errors.UserError, match=r"vocab.txt lacks \[MASK\]"):
+        tokenizer.convert_tokens_to_ids(["[CLS]", "[MASK]"])
+    with pytest.raises(KeyError):  # Any other token: as the original.
+        tokenizer.convert_tokens_to_ids(["absent"])
 
 
 def test_casing_mismatch_warns(tmp_path, caplog):

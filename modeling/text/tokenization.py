@@ -21,6 +21,7 @@ import os
 import re
 import unicodedata
 
+from modeling import errors
 from modeling.text import vocabulary
 
 # Re-exported: the original's module defines load_vocab, and users import it
@@ -433,6 +434,7 @@ class FullTokenizer:
 
     def __init__(self, vocab_file, do_lower_case=True):
         self.vocab = load_vocab(vocab_file)
+        self.vocab_file = vocab_file
         self.inv_vocab = {v: k for k, v in self.vocab.items()}
         self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
@@ -470,7 +472,19 @@ class FullTokenizer:
         return pieces
 
     def convert_tokens_to_ids(self, tokens):
-        return convert_by_vocab(self.vocab, tokens)
+        try:
+            return convert_by_vocab(self.vocab, tokens)
+        except KeyError as e:
+            # The special tokens every input has ([CLS], [SEP], and [UNK]
+            # for a word out of the vocabulary): a vocabulary without them
+            # is not a BERT vocabulary (its load only warned).
+            if e.args and e.args[0] in vocabulary.SPECIAL_TOKENS:
+                raise errors.UserError(
+                    f"{vocabulary.describe(self.vocab_file)} lacks "
+                    f"{e.args[0]}, which BERT's inputs need. Use a BERT "
+                    "vocabulary (see vocab/README.md)."
+                ) from None
+            raise
 
     def convert_ids_to_tokens(self, ids):
         return convert_by_vocab(self.inv_vocab, ids)
