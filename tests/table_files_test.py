@@ -136,6 +136,27 @@ def test_bad_rows_name_file_and_line(tmp_path, name, text, message):
     assert len(rows) == 1
 
 
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("a.jsonl", "not json\n{bad\n", "line 1: not a JSON object"),
+        ("a.json", "[1, 2]", "item 1: expected a JSON object"),
+    ],
+)
+def test_a_file_of_bad_rows_only_is_not_called_empty(
+    tmp_path, name, text, message
+):
+    """Its columns (the first object's keys) say why there is none: the
+    first bad row's error, not "an empty file"."""
+    path = _write(tmp_path, name, text)
+    with pytest.raises(ValueError, match=_literal(f"{path} {message}")):
+        table_files.TableFile(path).columns
+    # Skipping bad rows: no columns, the rows counted.
+    skipping = table_files.BadRows(skip=True, quiet=True)
+    assert table_files.TableFile(path, skipping).columns == []
+    assert skipping.count == 2
+
+
 def test_not_utf8_names_the_line(tmp_path):
     path = _write(tmp_path, "a.csv", b"text\nok\nr\xe9sum\xe9\n")
     with pytest.raises(ValueError, match=_literal(f"{path} line 3: not UTF-8")):

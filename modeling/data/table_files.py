@@ -144,12 +144,18 @@ class TableFile:
             return header or []
         # The first object's keys; bad rows before it are reported once,
         # when the rows are read.
-        bad_rows, self.bad_rows = self.bad_rows, BadRows(skip=True, quiet=True)
+        checking = BadRows(skip=True, quiet=True)
+        bad_rows, self.bad_rows = self.bad_rows, checking
         try:
             for _, values in self.rows():
                 return list(values)
         finally:
             self.bad_rows = bad_rows
+        if checking.count:
+            # No row is an object: the first bad row's error (unless bad
+            # rows are skipped), rather than "an empty file".
+            for _ in self.rows():
+                pass
         return []
 
     def rows(self):
