@@ -185,6 +185,12 @@ def _qa(qid="q1", text="the mat", start=15, answers=None):
             True,
             "field 'answer_start' is str, expected int",
         ),
+        # Predictions are keyed by id: two questions would merge.
+        (
+            _squad([_qa(), _qa("q2"), _qa()]),
+            False,
+            "question id 'q1': this question id is used twice",
+        ),
     ],
 )
 def test_bad_input_is_one_error_naming_the_place(

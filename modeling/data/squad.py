@@ -232,6 +232,7 @@ def read_squad_examples(
     where = _Where(input_file)
     examples = []
     stats = ReadStats()
+    seen_ids = set()
     for article_index, entry in enumerate(articles):
         where.article, where.qas_id = f"#{article_index}", None
         title = entry.get("title") if isinstance(entry, dict) else None
@@ -247,6 +248,12 @@ def read_squad_examples(
                 where.qas_id = None
                 qas_id = where.field(qa, "id", str, "a question")
                 where.qas_id = qas_id
+                # Predictions are keyed by id: a repeated one would merge
+                # two questions' answers (and score one of them).
+                if not is_training:
+                    if qas_id in seen_ids:
+                        raise where.error("this question id is used twice")
+                    seen_ids.add(qas_id)
                 question_text = where.field(qa, "question", str, "question")
                 if not doc_tokens:
                     raise where.error("the paragraph's context is empty")

@@ -493,7 +493,9 @@ def predict(task, answers, global_step, write=True):
     if not write:
         return predictions, results
     squad_postprocess.write_predictions(predictions, s.output_dir)
-    if results is not None:
+    if results is None:  # A file without answers: nothing scored.
+        squad_postprocess.remove_stale(task.path(common.EVAL_RESULTS_FILE))
+    else:
         if s.version_2_with_negative:
             results["null_score_diff_threshold"] = threshold
         results["global_step"] = int(global_step)

@@ -36,6 +36,7 @@ import math
 import os
 
 import numpy as np
+from absl import logging
 
 from modeling.data import feature_names
 from modeling.data import file_io
@@ -337,6 +338,8 @@ def write_predictions(predictions, output_dir):
     ]
     if predictions.null_odds is not None:
         files.append((NULL_ODDS_FILE, predictions.null_odds))
+    else:  # An earlier SQuAD 2.0 run's must not sit beside these.
+        remove_stale(os.path.join(output_dir, NULL_ODDS_FILE))
     paths = []
     for name, obj in files:
         path = os.path.join(output_dir, name)
@@ -345,6 +348,14 @@ def write_predictions(predictions, output_dir):
     path = os.path.join(output_dir, predictions_jsonl.FILE)
     file_io.write_text(path, json_lines(predictions))
     return paths + [path]
+
+
+def remove_stale(path):
+    """Removes an earlier run's output this run does not write, so that
+    nothing in output_dir is from another run than its neighbours."""
+    if file_io.exists(path):
+        logging.info("Removing %s: an earlier run's, not this one's", path)
+        file_io.remove_if_exists(path)
 
 
 def json_lines(predictions):
