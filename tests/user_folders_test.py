@@ -296,6 +296,25 @@ def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
     shards = records.ShardRecordFiles(str(tmp_path / "out.tfrecord"))
     assert shards.stale_files(3) == [str(old)]
     assert (user / "notes.txt").exists()
+    # A single-file run's output of the prefix's name is stale too; a folder
+    # of that name is not.
+    single = tmp_path / "out.tfrecord"
+    single.write_bytes(b"")
+    assert shards.stale_files(3) == [str(old), str(single)]
+
+
+def test_a_single_file_run_removes_an_earlier_runs_shards(tmp_path):
+    """The reverse: out.tfrecord written once the shards of an earlier
+    --per_shard_output run under that name were there; only out.tfrecord
+    is left (`--input_file=out.tfrecord*` read both)."""
+    old = [tmp_path / f"out.tfrecord-0000{i}-of-00002" for i in range(2)]
+    for path in old:
+        path.write_bytes(b"")
+    final = tmp_path / "out.tfrecord"
+    with records.AtomicRecordWriters([str(final)], replaces_shards=True) as out:
+        out.write(b"x")
+        out.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.tfrecord"]
 
 
 # === Every script's settings check, in every combination ===

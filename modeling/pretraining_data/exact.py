@@ -149,7 +149,9 @@ def write_records(records, output_files, inv_vocab, num_logged=20, total=None):
     counter = progress.Progress(
         "Writing records", total=total, unit="instances"
     )
-    with records_lib.AtomicRecordWriters(output_files) as out:
+    with records_lib.AtomicRecordWriters(
+        output_files, replaces_shards=True
+    ) as out:
         for record in records:
             if out.num_written < num_logged:
                 records_lib.log_instance(record, inv_vocab)

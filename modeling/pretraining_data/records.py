@@ -274,11 +274,14 @@ class AtomicRecordWriters:
 
     Records go to temporary files beside the outputs; `commit` renames them
     into place, and any exception inside the `with` block removes them, so
-    an output file is either complete or absent.
+    an output file is either complete or absent. With `replaces_shards`
+    (a run's output files), `commit` then removes the shard files of an
+    earlier --per_shard_output run under those names (`stale_shards`).
     """
 
-    def __init__(self, output_files):
+    def __init__(self, output_files, replaces_shards=False):
         self.output_files = list(output_files)
+        self._replaces_shards = replaces_shards
         self._temps = [file_io.temp_name(f) for f in self.output_files]
         self._writers = []
         self._next = 0
@@ -320,6 +323,13 @@ class AtomicRecordWriters:
         for temp, final in zip(self._temps, self.output_files):
             file_io.publish(temp, final)
         self._temps = []
+        if self._replaces_shards:
+            # An earlier --per_shard_output run's files of these names:
+            # `--input_file=<output>*` would read them too.
+            for final in self.output_files:
+                for stale in stale_shards(final):
+                    logging.warning("Removing %s, from an earlier run", stale)
+                    file_io.remove_if_exists(stale)
 
     def __exit__(self, exc_type, exc, tb):
         try:
@@ -416,17 +426,14 @@ class ShardRecordFiles:
         file_io.remove_if_exists(self.work_dir)
 
     def stale_files(self, count):
-        """Published files of this prefix whose shard count is not `count`
-        (a folder of such a name is not one: it stays)."""
-        shape = re.compile(re.escape(self.prefix) + r"-\d{5,}-of-(\d{5,})")
-        matches = file_io.glob_files(glob.escape(self.prefix) + "-*-of-*")
-        return [
-            path
-            for path in matches
-            if (m := shape.fullmatch(path))
-            and int(m.group(1)) != count
-            and not file_io.is_dir(path)
-        ]
+        """Published files of this prefix whose shard count is not `count`,
+        and a single file of the prefix's own name (an earlier run without
+        --per_shard_output): `--input_file=<prefix>*` would read them
+        too."""
+        stale = stale_shards(self.prefix, count)
+        if file_io.exists(self.prefix) and not file_io.is_dir(self.prefix):
+            stale.append(self.prefix)
+        return stale
 
     def first_records(self, count, limit):
         """Up to `limit` published records, from shard 0 on."""
@@ -459,3 +466,18 @@ def log_instance(record, inv_vocab):
     for name in names:
         values = feature[name]
         logging.info("%s: %s", name, " ".join(str(x) for x in values))
+
+
+def stale_shards(prefix, count=None):
+    """Shard files `<prefix>-NNNNN-of-MMMMM` of an earlier run, whose shard
+    count is not `count` (None: any count); a folder of such a name is not
+    one: it stays."""
+    shape = re.compile(re.escape(prefix) + r"-\d{5,}-of-(\d{5,})")
+    matches = file_io.glob_files(glob.escape(prefix) + "-*-of-*")
+    return [
+        path
+        for path in matches
+        if (m := shape.fullmatch(path))
+        and int(m.group(1)) != count
+        and not file_io.is_dir(path)
+    ]

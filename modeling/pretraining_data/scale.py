@@ -296,7 +296,7 @@ def create_scaled(
         check_per_shard_output(output_files)
         output = records.ShardRecordFiles(output_files[0])
     else:
-        output = records.AtomicRecordWriters(output_files)
+        output = records.AtomicRecordWriters(output_files, replaces_shards=True)
     state = worker_state(tokenizer, options, decode_errors)
     stats = text.ReadStats()
     progress = _Progress(sum(shards_lib.file_size(f) for f in input_files))
