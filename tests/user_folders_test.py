@@ -122,6 +122,21 @@ def test_a_folder_of_user_files_or_a_file_is_refused(tmp_path, kind):
     assert _no_temporaries(tmp_path)
 
 
+def test_the_current_folder_is_refused_before_the_export(tmp_path, monkeypatch):
+    """--export_dir=. (or a folder holding the working directory): refused
+    before anything is written, naming the flag (it failed after the
+    export, naming its own temporary folder)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for given in (".", str(work), str(tmp_path), "./"):
+        with pytest.raises(errors.UserError, match="is the current folder"):
+            folders.check_replaceable(given, "export_dir")
+    _export(work / "export", {"task": "t"})  # A folder inside it is fine.
+    assert _info(work / "export") == {"task": "t"}
+    assert sorted(p.name for p in work.iterdir()) == ["export"]
+
+
 def test_a_link_is_published_into_its_target(tmp_path):
     """The link stays a link: the export replaces the folder it names."""
     target = tmp_path / "real"

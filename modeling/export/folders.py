@@ -167,6 +167,12 @@ def check_replaceable(export_dir, flag=None):
     name = f"--{flag}={export_dir}" if flag else str(export_dir)
     if path != os.fspath(export_dir).rstrip("/"):
         name += f" (a link to {path})"
+    if not file_io.is_remote(path) and _holds(path, os.getcwd()):
+        raise errors.UserError(
+            f"{name} is the current folder or holds it: an export replaces "
+            "its whole folder, so it must be a folder of its own (name a new "
+            "one, e.g. ./export)"
+        )
     if not file_io.exists(path):
         return
     file_io.check_folder_path(path, name)
@@ -186,6 +192,12 @@ def check_replaceable(export_dir, flag=None):
         "empty folder, and nothing was changed (choose a new or empty "
         "folder, or move those files)"
     )
+
+
+def _holds(folder, path):
+    """Whether the local `path` is `folder` or inside it (resolved)."""
+    folder = os.path.join(os.path.realpath(folder), "")
+    return os.path.join(os.path.realpath(path), "").startswith(folder)
 
 
 @contextlib.contextmanager
