@@ -186,6 +186,33 @@ def test_sigterm_right_after_a_save_writes_it_once(data, tmp_path, monkeypatch):
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
 
 
+def test_sigterm_after_the_last_step_still_stops(data, tmp_path, monkeypatch):
+    """SIGTERM after the loop's last check (on JAX with several processes,
+    after their last vote): training is complete and saved, and train()
+    raises TrainingInterrupted, so the script stops before its evaluation
+    or prediction instead of running on."""
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path, num_train_steps=2)
+    loop = trainer._train_loop
+
+    def late_sigterm(*args):
+        step = loop(*args)
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.time() + 10
+        while not trainer.stop_signal.is_requested():
+            assert time.time() < deadline
+            time.sleep(0.01)
+        return step
+
+    monkeypatch.setattr(trainer, "_train_loop", late_sigterm)
+    with pytest.raises(
+        trainer_lib.TrainingInterrupted, match="after the last training step"
+    ):
+        trainer.train(_dataset_fn(records))
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
 def test_nan_loss_stops_with_the_step_and_keeps_good_checkpoints(
     data, tmp_path
 ):

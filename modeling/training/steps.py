@@ -305,6 +305,12 @@ class StopSignal:
             reader.close()
             writer.close()
 
+    def unanswered(self):
+        """Whether a SIGTERM came that the loop did not stop for (it came
+        after the last step's check, or several JAX processes did not
+        vote to stop before their last step)."""
+        return self._requested and not self.acknowledged.is_set()
+
     def is_requested(self):
         """Whether SIGTERM came (a loop outside the graph checks this
         between steps; the in-graph loop reads `flag`)."""

@@ -286,11 +286,23 @@ class Trainer:
         try:
             with self.stop_signal.installed(cfg.handle_sigterm):
                 try:
-                    return self._train_loop(iterator, start)
+                    step = self._train_loop(iterator, start)
                 finally:
                     # The model holds the trained weights (JAX: they were
                     # on the devices).
                     self._steps.sync()
+                if self.stop_signal.unanswered():
+                    # After the last step's check (or, several JAX
+                    # processes, after the last vote): the run is complete,
+                    # but what follows it (evaluation, prediction) must not
+                    # run on after SIGTERM.
+                    raise TrainingInterrupted(
+                        f"SIGTERM after the last training step: global_step "
+                        f"{step} is saved in {cfg.output_dir}; stopped before "
+                        "what follows training (re-run the same command for "
+                        "it)."
+                    )
+                return step
         except TrainingInterrupted:
             # Saved: a script now only exits, and must even if freeing the
             # input pipeline on the way out waits holding the interpreter
