@@ -150,7 +150,7 @@ def test_pooling_modes_against_numpy(tmp_path, pooling, normalize):
     tolerance.assert_float32_close(got, np.array(want))
 
 
-def test_search_equals_brute_force(tmp_path):
+def test_search_equals_brute_force(tmp_path, caplog):
     """--do_search: each query's top_k by cosine over the whole corpus, as
     a brute-force sort gives it; again from the saved corpus embeddings;
     the running top-k over chunks equals one pass."""
@@ -224,6 +224,24 @@ def test_search_equals_brute_force(tmp_path):
     )
     third = (out / "third" / embeddings.SEARCH_RESULTS_FILE).read_text()
     assert third == again
+    # Made by this model (out/embedding_config.json says so): no warning;
+    # described as another model's: a warning naming what differs.
+    assert "made by another model" not in caplog.text
+    described = json.loads((out / "embedding_config.json").read_text())
+    (out / "reuse" / "embedding_config.json").write_text(
+        json.dumps({**described, "pooling": "cls"})
+    )
+    embeddings.run(
+        _settings(
+            tmp_path,
+            folder,
+            output_dir=str(out / "fourth"),
+            corpus_embeddings=str(out / "reuse" / embeddings.EMBEDDINGS_FILE),
+            **common,
+        )
+    )
+    assert "made by another model" in caplog.text
+    assert "pooling 'cls' there" in caplog.text
     # The file a --do_predict of the same run would write first: refused,
     # and left as it was.
     before = (out / "reuse" / embeddings.EMBEDDINGS_FILE).read_bytes()

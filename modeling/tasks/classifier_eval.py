@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from modeling import errors
 from modeling import task_kinds
 from modeling.data import classifier_data
 from modeling.data import custom
@@ -179,6 +180,11 @@ def predict(task, model, write=True):
                 f"The test file gave {count} examples, then "
                 f"{num_records} (did it change during the run?)"
             )
+        # The files are renamed into place one after another: a SIGTERM
+        # waits until all are (else some would be this run's, some an
+        # earlier run's).
+        with errors.sigterm_deferred():
+            files.close()
     logging.info("Predicted %d examples", count)
 
 

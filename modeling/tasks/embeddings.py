@@ -48,6 +48,7 @@ import os
 from absl import logging
 
 from modeling import errors
+from modeling import sentence_models
 from modeling.data import file_io
 from modeling.data import table_files
 from modeling.tasks import common
@@ -122,7 +123,7 @@ def run(settings):
     logging.info("Embedding model: %s", source.describe())
     # Everything that can be checked is, before anything is written to
     # output_dir (a failed run leaves it as it was, and no new folder).
-    check_inputs(s, source.config.hidden_size)
+    check_inputs(s, source)
     model = None
     if s.do_train:
         tokenizer = tokenization.FullTokenizer(
@@ -155,12 +156,52 @@ def run(settings):
     return results
 
 
-def check_inputs(settings, dim):
+# What makes two runs' vectors comparable (EMBEDDING_CONFIG_FILE's keys).
+_SAME_VECTORS = (
+    "init_checkpoint",
+    "source",
+    "pooling",
+    "normalize",
+    "hidden_act",
+    "do_lower_case",
+)
+
+
+def _warn_of_another_model(settings, source):
+    """Warns when the description beside --corpus_embeddings (the run that
+    wrote it) names another model than this run's: a search would score
+    one model's query vectors against another's corpus vectors. A warning,
+    not an error: a folder's description is its training's, whose weights
+    are no longer the init checkpoint it names."""
+    folder = os.path.dirname(settings.corpus_embeddings) or "."
+    path = embedding_model.description_path(folder)
+    if not file_io.exists(path):
+        return
+    saved = sentence_models.read_json(path)
+    given = embedding_model.description(source, settings.init_checkpoint)
+    differ = [
+        f"{key} {saved[key]!r} there, {given[key]!r} here"
+        for key in _SAME_VECTORS
+        if isinstance(saved, dict) and key in saved and saved[key] != given[key]
+    ]
+    if differ:
+        logging.warning(
+            "--corpus_embeddings=%s was made by another model than this "
+            "run's (%s: %s); its vectors and this run's queries may not be "
+            "comparable.",
+            settings.corpus_embeddings,
+            path,
+            "; ".join(differ),
+        )
+
+
+def check_inputs(settings, source):
     """Reads the input files of the modes before training or writing: a
     missing column, an empty text, a file without texts or another model's
     --corpus_embeddings fails at once, with nothing written (the training
     file is read first thing in `train`)."""
     s = settings
+    dim = source.config.hidden_size
     for needed, path in (
         (s.do_predict, s.predict_file),
         (s.do_search and not s.corpus_embeddings, s.corpus_file),
@@ -182,6 +223,7 @@ def check_inputs(settings, dim):
                     "--output_dir"
                 )
             embedding_search.saved_corpus(s.corpus_embeddings, dim)
+            _warn_of_another_model(s, source)
         queries = table_files.TextFile(s.query_file, s.text_column, s.id_column)
         for _ in queries.rows():
             pass

@@ -44,6 +44,10 @@ TensorFlow's within float32 accumulation; without the count its Adam slots
 differed by 0.6% after two steps.
 
 This module imports no TensorFlow: it runs where only JAX is installed.
+
+One module, over 500 lines: the compiled step (state layout, accumulation,
+the clip norm's row count) and the Trainer's loop over it (chunks, votes,
+the exchange with other processes) share the state and its donation.
 """
 
 import contextlib
