@@ -129,18 +129,21 @@ def settings_from_flags(settings_cls, **overrides):
     return settings
 
 
-def _local_paths(value):
-    """The local files a file flag's value names (a comma-separated list of
-    paths or globs); nothing for remote ones."""
-    out = []
+def _paths(value):
+    """{key: path} of the files a file flag's value names (a
+    comma-separated list of paths or globs): local ones resolved (links
+    followed, globs expanded), remote ones as written."""
+    out = {}
     for part in str(value).split(","):
         part = part.strip()
-        if not part or file_io.is_remote(part):
+        if not part:
             continue
-        matched = (
-            file_io.glob_files(part) if any(c in part for c in "*?[") else []
-        )
-        out.extend(matched or [part])
+        if file_io.is_remote(part):
+            out[part.rstrip("/")] = part
+            continue
+        globbed = any(c in part for c in "*?[")
+        for path in (file_io.glob_files(part) if globbed else []) or [part]:
+            out[os.path.realpath(path)] = path
     return out
 
 
@@ -155,7 +158,7 @@ def check_outputs_are_not_inputs(settings):
     output = getattr(settings, "output_file", None)
     if not output:
         return
-    outputs = {os.path.realpath(p): p for p in _local_paths(output)}
+    outputs = _paths(output)
     for field in dataclasses.fields(settings):
         name = field.name
         value = getattr(settings, name, None)
@@ -165,8 +168,8 @@ def check_outputs_are_not_inputs(settings):
             or not isinstance(value, str)
         ):
             continue
-        for path in _local_paths(value):
-            if os.path.realpath(path) in outputs:
+        for key, path in _paths(value).items():
+            if key in outputs:
                 raise errors.UserError(
                     f"--output_file={output} is also --{name}'s file {path}: "
                     "writing it would replace it; name another output file"

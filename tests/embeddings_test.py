@@ -199,31 +199,29 @@ def test_search_equals_brute_force(tmp_path, caplog):
     (out / "reuse" / embeddings.IDS_FILE).write_text(
         (out / embeddings.CORPUS_IDS_FILE).read_text()
     )
-    embeddings.run(
-        _settings(
-            tmp_path,
-            folder,
-            output_dir=str(out / "again"),
-            corpus_embeddings=str(out / "reuse" / embeddings.EMBEDDINGS_FILE),
-            **common,
+
+    def search_from(saved, name):
+        """search_results.jsonl of a search from the saved `saved`."""
+        embeddings.run(
+            _settings(
+                tmp_path,
+                folder,
+                output_dir=str(out / name),
+                corpus_embeddings=str(saved),
+                **common,
+            )
         )
-    )
-    again = (out / "again" / embeddings.SEARCH_RESULTS_FILE).read_text()
+        return (out / name / embeddings.SEARCH_RESULTS_FILE).read_text()
+
+    reused = out / "reuse" / embeddings.EMBEDDINGS_FILE
+    again = search_from(reused, "again")
     assert again == (out / embeddings.SEARCH_RESULTS_FILE).read_text()
     # From the corpus_embeddings.npy --do_search wrote: its ids are
     # corpus_ids.txt, not the ids.txt a --do_predict left beside it.
     (out / embeddings.IDS_FILE).write_text("x\n" * len(corpus_vectors))
-    embeddings.run(
-        _settings(
-            tmp_path,
-            folder,
-            output_dir=str(out / "third"),
-            corpus_embeddings=str(out / embeddings.CORPUS_EMBEDDINGS_FILE),
-            **common,
-        )
+    assert (
+        search_from(out / embeddings.CORPUS_EMBEDDINGS_FILE, "third") == again
     )
-    third = (out / "third" / embeddings.SEARCH_RESULTS_FILE).read_text()
-    assert third == again
     # Made by this model (out/embedding_config.json says so): no warning;
     # described as another model's: a warning naming what differs.
     assert "made by another model" not in caplog.text
@@ -231,15 +229,7 @@ def test_search_equals_brute_force(tmp_path, caplog):
     (out / "reuse" / "embedding_config.json").write_text(
         json.dumps({**described, "pooling": "cls"})
     )
-    embeddings.run(
-        _settings(
-            tmp_path,
-            folder,
-            output_dir=str(out / "fourth"),
-            corpus_embeddings=str(out / "reuse" / embeddings.EMBEDDINGS_FILE),
-            **common,
-        )
-    )
+    search_from(reused, "fourth")
     assert "made by another model" in caplog.text
     assert "pooling 'cls' there" in caplog.text
     # The file a --do_predict of the same run would write first: refused,

@@ -415,5 +415,7 @@ def test_json_lines_with_a_list_of_endings(tmp_path):
         '{"sent1": "a", "ending0": "b", "ending1": "c", "label": 0}\n'
         '{"sent1": "a", "ending0": "b", "label": 0}\n'
     )
-    with pytest.raises(ValueError, match=f"{path} line 2: no field 'ending1'"):
+    with pytest.raises(
+        ValueError, match=f"{path} line 2: field 'ending1' is missing"
+    ):
         swag.read_swag(path)

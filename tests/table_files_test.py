@@ -151,9 +151,11 @@ def test_a_file_of_bad_rows_only_is_not_called_empty(
     path = _write(tmp_path, name, text)
     with pytest.raises(ValueError, match=_literal(f"{path} {message}")):
         table_files.TableFile(path).columns
-    # Skipping bad rows: no columns, the rows counted.
+    # Skipping bad rows: no columns; the rows counted once, when read.
     skipping = table_files.BadRows(skip=True, quiet=True)
-    assert table_files.TableFile(path, skipping).columns == []
+    table = table_files.TableFile(path, skipping)
+    assert table.columns == []
+    assert list(table.rows()) == []
     assert skipping.count == 2
 
 

@@ -7,6 +7,7 @@ byte-for-byte unchanged."""
 
 import json
 import os
+import subprocess
 
 import hub_helpers
 import pytest
@@ -16,6 +17,7 @@ import tensorflow as tf
 from modeling import convert
 from modeling import errors
 from modeling.data import file_io
+from modeling.data import tfrecord_io
 from modeling.export import base
 from modeling.export import folders
 from modeling.pretraining_data import records
@@ -209,11 +211,21 @@ def test_the_earlier_export_goes_only_once_the_new_one_is_in_place(
     monkeypatch.setattr(file_io, "remove_if_exists", terminated)
     with pytest.raises(errors.Terminated):
         _export(out, {"task": "new"})
+    monkeypatch.setattr(file_io, "remove_if_exists", remove)
     assert _info(out) == {"task": "new"}
     # The earlier export, under its hidden name: never a temporary's.
-    assert [n.split(".replaced-")[0] for n in _leftovers(tmp_path)] == [
-        ".export"
-    ]
+    (alive,) = _leftovers(tmp_path)
+    assert alive.startswith(".export.replaced-")
+    # A later export removes such leftovers of killed runs (their process
+    # gone from this host), not those of live ones.
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    tag = file_io.temp_name(out).rsplit("-", 1)[1]
+    killed = tmp_path / f".export.replaced-{gone.pid}-{tag}"
+    killed.mkdir()
+    _export(out, {"task": "third"})
+    assert _info(out) == {"task": "third"}
+    assert _leftovers(tmp_path) == [alive]
 
 
 def _files(root, names):
@@ -306,15 +318,19 @@ def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
     """create_pretraining_data's per-shard output removes the files of an
     earlier shard count, never a folder of such a name."""
     old = tmp_path / "out.tfrecord-00000-of-00002"
-    old.write_bytes(b"")
+    old.write_bytes(tfrecord_io.frame(b"record"))
     user = _user_folder(tmp_path / "out.tfrecord-00001-of-00002")
+    # A text file of a shard's name (a corpus split so) is not one.
+    (tmp_path / "out.tfrecord-00002-of-00004").write_text("a corpus\n")
     shards = records.ShardRecordFiles(str(tmp_path / "out.tfrecord"))
     assert shards.stale_files(3) == [str(old)]
     assert (user / "notes.txt").exists()
-    # A single-file run's output of the prefix's name is stale too; a folder
-    # of that name is not.
+    # A single-file run's output of the prefix's name is stale too; a text
+    # file of that name (an input) is not.
     single = tmp_path / "out.tfrecord"
-    single.write_bytes(b"")
+    single.write_text("the corpus itself\n")
+    assert shards.stale_files(3) == [str(old)]
+    single.write_bytes(tfrecord_io.frame(b"record"))
     assert shards.stale_files(3) == [str(old), str(single)]
 
 
@@ -324,7 +340,7 @@ def test_a_single_file_run_removes_an_earlier_runs_shards(tmp_path):
     is left (`--input_file=out.tfrecord*` read both)."""
     old = [tmp_path / f"out.tfrecord-0000{i}-of-00002" for i in range(2)]
     for path in old:
-        path.write_bytes(b"")
+        path.write_bytes(tfrecord_io.frame(b"record"))
     final = tmp_path / "out.tfrecord"
     with records.AtomicRecordWriters([str(final)], replaces_shards=True) as out:
         out.write(b"x")

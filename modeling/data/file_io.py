@@ -34,7 +34,9 @@ from absl import logging
 _HOST = f"{zlib.crc32(socket.gethostname().encode()) & 0xFFFF:04x}"
 # `.<name>.tmp-<pid>-<host><6 hex>`, then whatever suffix a writer adds to
 # the temporary name (a checkpoint's `.index`, `.data-00000-of-00001`).
-_TEMP_RE = re.compile(r"^\..+\.tmp-(\d+)-([0-9a-f]{4})[0-9a-f]{6}")
+# A temporary name's writer: its process id and host tag (temp_name).
+WRITER_TAG = r"(\d+)-([0-9a-f]{4})[0-9a-f]{6}"
+_TEMP_RE = re.compile(r"^\..+\.tmp-" + WRITER_TAG)
 _swept = set()
 
 
@@ -74,7 +76,10 @@ def _process_gone(pid):
     return False
 
 
-def _sweep(folder, pattern):
+def sweep(folder, pattern):
+    """Removes the entries of the local `folder` whose names match
+    `pattern` (its groups: a process id and a host tag, WRITER_TAG) and
+    whose process is gone from this host."""
     try:
         names = os.listdir(folder)
     except OSError:  # Not there yet: the writer's own error says so.
@@ -100,7 +105,7 @@ def sweep_stale_temps(folder):
     if key in _swept:
         return
     _swept.add(key)
-    _sweep(folder, _TEMP_RE)
+    sweep(folder, _TEMP_RE)
 
 
 def scratch_dir(prefix):
@@ -109,7 +114,7 @@ def scratch_dir(prefix):
     folder; scratch folders of the same prefix whose process is gone are
     deleted first."""
     pattern = re.compile(re.escape(prefix) + r"(\d+)-([0-9a-f]{4})_")
-    _sweep(tempfile.gettempdir(), pattern)
+    sweep(tempfile.gettempdir(), pattern)
     return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-{_HOST}_")
 
 

@@ -94,7 +94,8 @@ def read_swag(path, set_type="train", require_label=True):
         absent = [c for c in endings if row.get(c) is None]
         if not listed and absent:
             # JSON Lines rows each have their own keys.
-            raise ValueError(f"{where}: no field {absent[0]!r}")
+            what = "is null" if absent[0] in row else "is missing"
+            raise ValueError(f"{where}: field {absent[0]!r} {what}")
         texts = row.get(ENDINGS_FIELD) if listed else [row[c] for c in endings]
         if not isinstance(texts, list) or len(texts) < 2:
             raise ValueError(f"{where}: fewer than 2 endings")

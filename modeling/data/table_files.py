@@ -151,9 +151,9 @@ class TableFile:
                 return list(values)
         finally:
             self.bad_rows = bad_rows
-        if checking.count:
-            # No row is an object: the first bad row's error (unless bad
-            # rows are skipped), rather than "an empty file".
+        if checking.count and not self.bad_rows.skip:
+            # No row is an object: the first bad row's error, rather than
+            # "an empty file".
             for _ in self.rows():
                 pass
         return []

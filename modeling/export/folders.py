@@ -6,9 +6,10 @@ renamed onto it when complete (`publishing`): base.save_export
 (run_classifier, run_squad, run_ner, run_multiple_choice and
 run_embeddings' --export_dir, the Keras models' export_for_serving) and
 encoder.export (export_hub.py's --export_path). A folder can only be renamed
-onto an absent one, so an existing folder must go first. It goes only when
-it is empty or holds an export of this repository and nothing an export
-does not write (`check_replaceable`); anything else there (a user's
+onto an absent one, so an existing folder is renamed aside first, and
+removed once the new one is in place. It is replaced only when it is empty
+or holds an export of this repository and nothing an export does not write
+(`check_replaceable`); anything else there (a user's
 folder, a file put beside an earlier export, a run's --output_dir) is an
 error naming the folder, and nothing is changed. The scripts check this
 with their settings (tasks/common.py check_output_folders), before any
@@ -210,10 +211,12 @@ def publishing(export_dir):
     left as it was.
 
     A folder is renamed only onto an absent one, so the earlier export is
-    first renamed aside (`.<name>.replaced-...`), the new one renamed into
-    place, and only then the earlier one removed; a SIGTERM is held over
-    the two renames. Killed (SIGKILL) between them, the earlier export is
-    left under that hidden name, not swept as a stale temporary is."""
+    first renamed aside (`.<name>.replaced-<pid>-...`), the new one renamed
+    into place, and only then the earlier one removed; a SIGTERM waits
+    until all three are done (on local disks: a rename of a gs:// folder
+    copies it). Killed (SIGKILL) between the renames, the earlier export is
+    left under that hidden name; once a later export of the folder is in
+    place, such leftovers of killed runs go (`_sweep_replaced`)."""
     check_replaceable(export_dir)
     final = target(export_dir)
     tmp = file_io.temp_name(final)
@@ -227,7 +230,7 @@ def publishing(export_dir):
                     logging.info("Replacing the earlier export in %s", final)
                 folder, name = os.path.split(file_io.temp_name(final))
                 aside = os.path.join(
-                    folder, name.replace(".tmp-", ".replaced-", 1)
+                    folder, name.replace(".tmp-", _REPLACED, 1)
                 )
                 file_io.publish(final, aside)
             try:
@@ -237,8 +240,33 @@ def publishing(export_dir):
                     file_io.publish(aside, final)
                     aside = None
                 raise
+            if aside is not None:
+                try:
+                    file_io.remove_if_exists(aside)
+                except OSError as e:  # The new export is in place.
+                    logging.warning(
+                        "Could not remove the earlier export, renamed to "
+                        "%s: %s",
+                        aside,
+                        e,
+                    )
     except BaseException:
         file_io.remove_if_exists(tmp)
         raise
-    if aside is not None:
-        file_io.remove_if_exists(aside)
+    _sweep_replaced(final)
+
+
+# What the earlier export's hidden name has in place of ".tmp-".
+_REPLACED = ".replaced-"
+
+
+def _sweep_replaced(final):
+    """Removes earlier exports of `final` that a killed run renamed aside
+    (its process gone from this host), now that an export is in place."""
+    if file_io.is_remote(final):
+        return
+    folder, name = os.path.split(final)
+    pattern = re.compile(
+        r"^\." + re.escape(name) + re.escape(_REPLACED) + file_io.WRITER_TAG
+    )
+    file_io.sweep(folder or ".", pattern)

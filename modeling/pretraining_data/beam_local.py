@@ -92,9 +92,10 @@ class _QuietAfterSigterm(py_logging.Filter):
     exception; a log record of Beam's) is dropped once a SIGTERM has reached
     this process: the workers' end is then the run's own stop
     (_stop_local_workers, or the same SIGTERM sent to the whole process
-    group, as a batch scheduler does), not a failure. A report from another
-    thread waits up to _REPORT_WAIT_SECS for the SIGTERM to be known first,
-    since a worker ended by a group's SIGTERM may be seen before."""
+    group, as a batch scheduler does), not a failure. A failure report (an
+    uncaught exception, an error record) from another thread waits up to
+    _REPORT_WAIT_SECS for the SIGTERM to be known first, since a worker
+    ended by a group's SIGTERM may be seen before."""
 
     def __init__(self):
         super().__init__()
@@ -130,6 +131,10 @@ class _QuietAfterSigterm(py_logging.Filter):
             self._report(args)
 
     def filter(self, record):
-        return not (
-            record.name.startswith("apache_beam") and self._after_sigterm()
-        )
+        if not record.name.startswith("apache_beam"):
+            return True
+        if record.levelno < py_logging.ERROR and not record.exc_info:
+            # Not a failure report: never held up (Beam's threads log
+            # often at debug verbosity).
+            return not signals.sigterm_arrived()
+        return not self._after_sigterm()

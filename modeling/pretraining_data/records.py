@@ -404,8 +404,9 @@ class ShardRecordFiles:
 
     def publish(self, count):
         """Renames shards 0 .. count - 1 into place; then removes the files
-        of an earlier run under the same prefix with another shard count
-        (a reader globbing the prefix would mix the two), and the folder.
+        of an earlier run under the same prefix with another shard count,
+        or a single file of the prefix's name (a reader globbing the prefix
+        would mix the two: `stale_files`), and the folder.
 
         Raises:
           RuntimeError: a shard file is missing (a runner lost work).
@@ -431,7 +432,7 @@ class ShardRecordFiles:
         --per_shard_output): `--input_file=<prefix>*` would read them
         too."""
         stale = stale_shards(self.prefix, count)
-        if file_io.exists(self.prefix) and not file_io.is_dir(self.prefix):
+        if file_io.exists(self.prefix) and _written_here(self.prefix):
             stale.append(self.prefix)
         return stale
 
@@ -470,8 +471,9 @@ def log_instance(record, inv_vocab):
 
 def stale_shards(prefix, count=None):
     """Shard files `<prefix>-NNNNN-of-MMMMM` of an earlier run, whose shard
-    count is not `count` (None: any count); a folder of such a name is not
-    one: it stays."""
+    count is not `count` (None: any count). Only files that read as this
+    script's records are: a folder of such a name, or a text file (a corpus
+    split under such names), stays."""
     shape = re.compile(re.escape(prefix) + r"-\d{5,}-of-(\d{5,})")
     matches = file_io.glob_files(glob.escape(prefix) + "-*-of-*")
     return [
@@ -479,5 +481,17 @@ def stale_shards(prefix, count=None):
         for path in matches
         if (m := shape.fullmatch(path))
         and int(m.group(1)) != count
-        and not file_io.is_dir(path)
+        and _written_here(path)
     ]
+
+
+def _written_here(path):
+    """Whether `path` is a file whose first record is a TFRecord frame with
+    a good CRC (what a run of this script wrote; an empty file is not
+    known to be one)."""
+    if file_io.is_dir(path):
+        return False
+    try:
+        return bool(list(tfrecord_io.read_records(path, 1)))
+    except (OSError, ValueError):
+        return False

@@ -82,12 +82,12 @@ def top_k(queries, corpus, k, chunk_rows=SEARCH_CHUNK_ROWS):
 def ids_path(path):
     """The ids file written beside an embeddings file: ids.txt beside
     embeddings.npy (--do_predict), corpus_ids.txt beside
-    corpus_embeddings.npy (--do_search); None for another name."""
+    corpus_embeddings.npy (--do_search); ids.txt beside a file of another
+    name (a renamed embeddings.npy)."""
     folder, name = os.path.split(os.fspath(path))
     suffix = EMBEDDINGS_FILE
-    if not name.endswith(suffix):
-        return None
-    return os.path.join(folder or ".", name[: -len(suffix)] + IDS_FILE)
+    stem = name[: -len(suffix)] if name.endswith(suffix) else ""
+    return os.path.join(folder or ".", stem + IDS_FILE)
 
 
 def saved_corpus(path, dim):
@@ -100,14 +100,14 @@ def saved_corpus(path, dim):
     """
     corpus = load_embeddings(path, dim)
     ids_file = ids_path(path)
-    if ids_file and os.path.exists(ids_file):
+    if os.path.exists(ids_file):
         corpus_ids = file_io.read_text(ids_file).splitlines()
     else:
         logging.warning(
             "%s has no ids file beside it (%s): the results name corpus "
             "rows by their numbers from 0.",
             path,
-            os.path.basename(ids_file) if ids_file else "none for its name",
+            os.path.basename(ids_file),
         )
         ids_file = path
         corpus_ids = [str(i) for i in range(len(corpus))]

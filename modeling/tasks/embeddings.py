@@ -177,12 +177,23 @@ def _warn_of_another_model(settings, source):
     path = embedding_model.description_path(folder)
     if not file_io.exists(path):
         return
-    saved = sentence_models.read_json(path)
+    try:
+        saved = sentence_models.read_json(path)
+    except ValueError as e:
+        logging.warning("%s: unreadable, not compared (%s)", path, e)
+        return
     given = embedding_model.description(source, settings.init_checkpoint)
+
+    def same(key):
+        a, b = saved[key], given[key]
+        if key == "init_checkpoint" and not file_io.is_remote(str(a)):
+            return os.path.realpath(str(a)) == os.path.realpath(str(b))
+        return a == b
+
     differ = [
         f"{key} {saved[key]!r} there, {given[key]!r} here"
         for key in _SAME_VECTORS
-        if isinstance(saved, dict) and key in saved and saved[key] != given[key]
+        if isinstance(saved, dict) and key in saved and not same(key)
     ]
     if differ:
         logging.warning(

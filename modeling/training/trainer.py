@@ -291,11 +291,15 @@ class Trainer:
                     # The model holds the trained weights (JAX: they were
                     # on the devices).
                     self._steps.sync()
-                if self.stop_signal.unanswered():
+                if self.stop_signal.unanswered() and not isinstance(
+                    self.strategy, tf.distribute.MultiWorkerMirroredStrategy
+                ):
                     # After the last step's check (or, several JAX
                     # processes, after the last vote): the run is complete,
                     # but what follows it (evaluation, prediction) must not
-                    # run on after SIGTERM.
+                    # run on after SIGTERM. (Not with TensorFlow's workers:
+                    # the others' evaluation would wait on this one in
+                    # their collectives; JAX evaluates in each process.)
                     raise TrainingInterrupted(
                         f"SIGTERM after the last training step: global_step "
                         f"{step} is saved in {cfg.output_dir}; stopped before "
@@ -451,20 +455,24 @@ class Trainer:
         with self._save_lock:
             if self.stop_signal.acknowledged.is_set():
                 return  # The loop stopped after all; it saves itself.
+            logging.warning(
+                "SIGTERM: the input pipeline has given no batch for %.0f s; "
+                "saving a checkpoint and exiting.",
+                self.stop_signal.stuck_after_secs,
+            )
             try:
-                # First: on JAX the step counter moves only at a sync.
+                # On JAX the step counter moves only at a sync.
                 self._steps.sync()
                 logging.warning(
-                    "SIGTERM: the input pipeline has given no batch for %.0f "
-                    "s; saving a checkpoint at global_step %d and exiting.",
-                    self.stop_signal.stuck_after_secs,
-                    self.global_step,
+                    "SIGTERM: saving global_step %d.", self.global_step
                 )
                 self.manager.save()
                 logging.warning(
                     "Saved; re-run the same command to resume from %s.",
                     self.config.output_dir,
                 )
+            except BaseException as e:  # exit_now below drops it.
+                logging.error("SIGTERM: no checkpoint could be saved: %s", e)
             finally:
                 signals.exit_now(errors.EXIT_INTERRUPTED)
 
