@@ -11,6 +11,7 @@ The original's flags keep their names and defaults; the rest are new.
 """
 
 import dataclasses
+import fnmatch
 import os
 import sys
 import traceback
@@ -139,12 +140,20 @@ def _paths(value):
         if not part:
             continue
         if file_io.is_remote(part):
-            out[part.rstrip("/")] = part
+            out[part.rstrip("/")] = part  # A remote glob: `_names`.
             continue
         globbed = any(c in part for c in "*?[")
         for path in (file_io.glob_files(part) if globbed else []) or [part]:
             out[os.path.realpath(path)] = path
     return out
+
+
+def _names(pattern, path):
+    """Whether a remote input `pattern` (a glob: not expanded here, which
+    would need the network) names the remote `path`."""
+    if not (file_io.is_remote(pattern) and any(c in pattern for c in "*?[")):
+        return False
+    return fnmatch.fnmatchcase(path, pattern)
 
 
 def check_outputs_are_not_inputs(settings):
@@ -169,7 +178,7 @@ def check_outputs_are_not_inputs(settings):
         ):
             continue
         for key, path in _paths(value).items():
-            if key in outputs:
+            if key in outputs or any(_names(key, out) for out in outputs):
                 raise errors.UserError(
                     f"--output_file={output} is also --{name}'s file {path}: "
                     "writing it would replace it; name another output file"

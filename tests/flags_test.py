@@ -175,9 +175,10 @@ def test_an_output_file_that_the_run_reads_is_refused(tmp_path):
                     f"x.txt,{tmp_path}/[il]*.txt", str(vocab), str(output)
                 )
             )
-    # Remote paths, as written.
-    with pytest.raises(errors.UserError, match="also --input_file's file"):
-        check(_FileSettings("gs://b/x.txt", str(vocab), "gs://b/x.txt"))
+    # Remote paths, as written, and remote globs.
+    for given in ("gs://b/x.txt", "gs://b/*.txt"):
+        with pytest.raises(errors.UserError, match="also --input_file's"):
+            check(_FileSettings(given, str(vocab), "gs://b/x.txt"))
     # Apart from the inputs: accepted.
     check(_FileSettings(str(text), str(vocab), str(tmp_path / "out.jsonl")))
     check(_FileSettings("gs://b/x.txt", str(vocab), "gs://b/y.jsonl"))

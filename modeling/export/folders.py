@@ -229,9 +229,10 @@ def publishing(export_dir):
                 if file_io.list_dir(final):
                     logging.info("Replacing the earlier export in %s", final)
                 folder, name = os.path.split(file_io.temp_name(final))
-                aside = os.path.join(
-                    folder, name.replace(".tmp-", _REPLACED, 1)
-                )
+                # The writer's tag follows the last ".tmp-" (the folder's
+                # own name may hold one).
+                head, _, tag = name.rpartition(".tmp-")
+                aside = os.path.join(folder, head + _REPLACED + tag)
                 file_io.publish(final, aside)
             try:
                 file_io.publish(tmp, final)
@@ -243,7 +244,7 @@ def publishing(export_dir):
             if aside is not None:
                 try:
                     file_io.remove_if_exists(aside)
-                except OSError as e:  # The new export is in place.
+                except Exception as e:  # noqa: BLE001 (the new export is in place; gfile's errors are not OSErrors)
                     logging.warning(
                         "Could not remove the earlier export, renamed to "
                         "%s: %s",

@@ -487,11 +487,13 @@ def stale_shards(prefix, count=None):
 
 def _written_here(path):
     """Whether `path` is a file whose first record is a TFRecord frame with
-    a good CRC (what a run of this script wrote; an empty file is not
-    known to be one)."""
-    if file_io.is_dir(path):
-        return False
+    a good CRC (what a run of this script wrote), or an empty file (a
+    shard without instances; removing it loses nothing)."""
     try:
-        return bool(list(tfrecord_io.read_records(path, 1)))
-    except (OSError, ValueError):
+        if file_io.is_dir(path):
+            return False
+        return file_io.size(path) == 0 or bool(
+            list(tfrecord_io.read_records(path, 1))
+        )
+    except Exception:  # noqa: BLE001 (not a TFRecord, gone meanwhile, or gfile's errors)
         return False

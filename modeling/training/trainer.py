@@ -291,9 +291,17 @@ class Trainer:
                     # The model holds the trained weights (JAX: they were
                     # on the devices).
                     self._steps.sync()
-                if self.stop_signal.unanswered() and not isinstance(
+                workers = isinstance(
                     self.strategy, tf.distribute.MultiWorkerMirroredStrategy
-                ):
+                )
+                if self.stop_signal.unanswered() and workers:
+                    logging.warning(
+                        "SIGTERM after the last training step: global_step "
+                        "%d is saved; going on with the other workers (they "
+                        "did not stop).",
+                        step,
+                    )
+                elif self.stop_signal.unanswered():
                     # After the last step's check (or, several JAX
                     # processes, after the last vote): the run is complete,
                     # but what follows it (evaluation, prediction) must not
