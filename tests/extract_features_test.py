@@ -30,14 +30,11 @@ def minilm_original(minilm_dir, tmp_path_factory):
     return out
 
 
-def _run_script(model_dir, tmp_path, *args):
+def _script(model_dir, input_file, output_file, *args):
     """Runs extract_features.py in a subprocess: its flags (vocab_file,
     max_seq_length, ...) are also defined by the other scripts, which must
     not share a process with it."""
-    input_file = tmp_path / "input.txt"
-    input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
-    output_file = tmp_path / "output.jsonl"
-    proc = script_runner.python(
+    return script_runner.python(
         [
             str(REPO_ROOT / "extract_features.py"),
             f"--input_file={input_file}",
@@ -49,6 +46,13 @@ def _run_script(model_dir, tmp_path, *args):
         ],
         timeout=300,
     )
+
+
+def _run_script(model_dir, tmp_path, *args):
+    input_file = tmp_path / "input.txt"
+    input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    output_file = tmp_path / "output.jsonl"
+    proc = _script(model_dir, input_file, output_file, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(line) for line in output_file.read_text().splitlines()]
 
@@ -154,17 +158,7 @@ def test_an_output_file_that_is_the_input_is_refused(tmp_path):
     """The input survives: a one-line error before the model is built."""
     text = tmp_path / "input.txt"
     text.write_text("The dog is hairy.\n", encoding="utf-8")
-    proc = script_runner.python(
-        [
-            str(REPO_ROOT / "extract_features.py"),
-            f"--input_file={text}",
-            f"--output_file={text}",
-            f"--vocab_file={tmp_path / 'vocab.txt'}",
-            f"--bert_config_file={tmp_path / 'bert_config.json'}",
-            f"--init_checkpoint={tmp_path / 'bert_model.ckpt'}",
-        ],
-        timeout=120,
-    )
+    proc = _script(tmp_path, text, text)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "also --input_file's file" in proc.stderr
     assert "Traceback" not in proc.stderr
