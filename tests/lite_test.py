@@ -304,6 +304,21 @@ def _one_error_line(proc):
     return errors[0]
 
 
+def test_a_folder_that_is_not_an_export_is_named_so(tmp_path):
+    """predict_lite.py on a folder without bert_export.json (a run's
+    output_dir, a Hub export): one line saying it is not an export (it
+    named a missing data file)."""
+    folder = tmp_path / "output_dir"
+    folder.mkdir()
+    data = tmp_path / "new.txt"
+    data.write_text("a good film\n")
+    line = _one_error_line(
+        _predict_lite(folder, data, tmp_path / "predictions.jsonl")
+    )
+    assert "is not an export of this repository" in line, line
+    assert not (tmp_path / "predictions.jsonl").exists()
+
+
 def test_a_header_only_file_is_refused_as_run_classifier_refuses_it(
     export, tmp_path
 ):

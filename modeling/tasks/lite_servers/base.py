@@ -89,6 +89,14 @@ def read_export_info(export_dir):
       ValueError: naming the file: not a JSON object.
     """
     path = os.path.join(export_dir, INFO_FILE)
+    if not file_io.exists(path):
+        what = "folder" if file_io.is_dir(export_dir) else "path"
+        raise FileNotFoundError(
+            f"--export_dir={export_dir} is not an export of this repository "
+            f"(this {what} has no {INFO_FILE}): give the --export_dir of "
+            "run_classifier.py, run_ner.py, run_multiple_choice.py or "
+            "run_squad.py"
+        )
     try:
         info = json.loads(file_io.read_text(path))
     except json.JSONDecodeError as e:
