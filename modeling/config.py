@@ -255,6 +255,10 @@ def vocab_size_of(vocab_file):
     return len(file_io.read_lines(vocab_file))
 
 
+# The special tokens of every BERT input (modeling/text/vocabulary.py).
+_INPUT_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
+
+
 def check_vocab_size(vocab_file_or_size, config):
     """Fails when the vocabulary has more ids than `word_embeddings` rows.
 
@@ -263,12 +267,14 @@ def check_vocab_size(vocab_file_or_size, config):
         config: BertConfig.
 
     Raises:
-        ValueError: the vocabulary is larger than config.vocab_size.
+        ValueError: the vocabulary is larger than config.vocab_size, or (a
+          file) lacks a special token every input has.
     """
     if isinstance(vocab_file_or_size, int):
         size, source = vocab_file_or_size, "the vocabulary"
     else:
-        size = vocab_size_of(vocab_file_or_size)
+        lines = file_io.read_lines(vocab_file_or_size)
+        size = len(lines)
         source = f"vocab_file {vocab_file_or_size}"
     if size > config.vocab_size:
         raise ValueError(
@@ -276,6 +282,16 @@ def check_vocab_size(vocab_file_or_size, config):
             f"{config.vocab_size}: ids >= {config.vocab_size} have no "
             "embedding. Use the vocab.txt that came with the checkpoint."
         )
+    if not isinstance(vocab_file_or_size, int):
+        # Every BERT input has them (and [UNK] stands for a word out of the
+        # vocabulary): checked here, before a script writes anything.
+        tokens = {line.strip() for line in lines}
+        missing = [t for t in _INPUT_TOKENS if t not in tokens]
+        if missing:
+            raise ValueError(
+                f"{source} lacks {' '.join(missing)}, which BERT's inputs "
+                "need. Use a BERT vocabulary (see vocab/README.md)."
+            )
 
 
 def check_max_seq_length(max_seq_length, config):

@@ -127,6 +127,13 @@ def test_vocab_and_sequence_length_checks(tiny_config_dict, tmp_path):
         "is 99"
     )
     config_lib.check_vocab_size(99, tiny_config)
+    # A vocabulary without the special tokens of every input: refused before
+    # a script writes anything (it was a KeyError in the features).
+    vocab.write_text("".join(f"tok{i}\n" for i in range(50)) + "[SEP]\n")
+    with pytest.raises(ValueError, match=r"lacks \[CLS\] \[UNK\], which"):
+        config_lib.check_vocab_size(str(vocab), tiny_config)
+    vocab.write_text("[UNK]\n[CLS]\n[SEP]\n" + "tok\n" * 50)
+    config_lib.check_vocab_size(str(vocab), tiny_config)
     with pytest.raises(ValueError, match="Cannot use sequence length 65 "):
         config_lib.check_max_seq_length(65, tiny_config)
     config_lib.check_max_seq_length(64, tiny_config)
