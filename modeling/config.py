@@ -259,12 +259,14 @@ def vocab_size_of(vocab_file):
 _INPUT_TOKENS = ("[CLS]", "[SEP]", "[UNK]")
 
 
-def check_vocab_size(vocab_file_or_size, config):
+def check_vocab_size(vocab_file_or_size, config, input_tokens=True):
     """Fails when the vocabulary has more ids than `word_embeddings` rows.
 
     Args:
         vocab_file_or_size: path of vocab.txt, or its size as an int.
         config: BertConfig.
+        input_tokens: also require [CLS], [SEP] and [UNK] in a file (what
+          makes inputs; False where only weights are converted).
 
     Raises:
         ValueError: the vocabulary is larger than config.vocab_size, or (a
@@ -282,7 +284,7 @@ def check_vocab_size(vocab_file_or_size, config):
             f"{config.vocab_size}: ids >= {config.vocab_size} have no "
             "embedding. Use the vocab.txt that came with the checkpoint."
         )
-    if not isinstance(vocab_file_or_size, int):
+    if input_tokens and not isinstance(vocab_file_or_size, int):
         # Every BERT input has them (and [UNK] stands for a word out of the
         # vocabulary): checked here, before a script writes anything.
         tokens = {line.strip() for line in lines}
