@@ -98,6 +98,18 @@ def _args(files, out, *extra):
     ]
 
 
+def _settings(files, output_dir, **kw):
+    """ner.Settings over the tiny files (as `_args` for the script)."""
+    return ner.Settings(
+        data_dir=str(files / "data"),
+        vocab_file=str(files / "vocab.txt"),
+        bert_config_file=str(files / "bert_config.json"),
+        output_dir=output_dir,
+        max_seq_length=SEQ,
+        **kw,
+    )
+
+
 def _script(*args):
     return script_runner.python(
         [str(REPO / "run_ner.py"), *args],
@@ -222,12 +234,9 @@ def test_predict_only_run_reuses_the_label_list(ner_run, tiny_files, tmp_path):
     """A later predict-only run (no --do_train) reads label_list.txt and
     the newest checkpoint, and writes the same predictions."""
     before = (ner_run / "test_predictions.txt").read_text()
-    settings = ner.Settings(
-        data_dir=str(tiny_files / "data"),
-        vocab_file=str(tiny_files / "vocab.txt"),
-        bert_config_file=str(tiny_files / "bert_config.json"),
-        output_dir=str(ner_run),
-        max_seq_length=SEQ,
+    settings = _settings(
+        tiny_files,
+        str(ner_run),
         do_predict=True,
         predict_batch_size=3,
     )
@@ -263,12 +272,9 @@ def test_wrong_columns_in_the_training_file(tiny_files, tmp_path):
 
 
 def test_no_label_list_for_eval_only(tiny_files, tmp_path):
-    settings = ner.Settings(
-        data_dir=str(tiny_files / "data"),
-        vocab_file=str(tiny_files / "vocab.txt"),
-        bert_config_file=str(tiny_files / "bert_config.json"),
-        output_dir=str(tmp_path / "empty"),
-        max_seq_length=SEQ,
+    settings = _settings(
+        tiny_files,
+        str(tmp_path / "empty"),
         do_eval=True,
     )
     with pytest.raises(ValueError, match="No label list"):
@@ -284,12 +290,9 @@ def test_a_label_list_without_checkpoints_gives_way(tiny_files, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "label_list.txt").write_text("O\nB-PER\n")
-    settings = ner.Settings(
-        data_dir=str(tiny_files / "data"),
-        vocab_file=str(tiny_files / "vocab.txt"),
-        bert_config_file=str(tiny_files / "bert_config.json"),
-        output_dir=str(out),
-        max_seq_length=SEQ,
+    settings = _settings(
+        tiny_files,
+        str(out),
         do_predict=True,
     )
     for given, train, want in (
@@ -438,12 +441,9 @@ def test_export_tags_raw_text_like_the_prediction_file(ner_run, tiny_files):
 
 
 def test_label_list_flag_must_match_the_saved_list(ner_run, tiny_files):
-    settings = ner.Settings(
-        data_dir=str(tiny_files / "data"),
-        vocab_file=str(tiny_files / "vocab.txt"),
-        bert_config_file=str(tiny_files / "bert_config.json"),
-        output_dir=str(ner_run),
-        max_seq_length=SEQ,
+    settings = _settings(
+        tiny_files,
+        str(ner_run),
         do_predict=True,
         label_list="O,B-PER,I-PER",
     )
