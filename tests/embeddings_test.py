@@ -232,6 +232,13 @@ def test_search_equals_brute_force(tmp_path, caplog):
     search_from(reused, "fourth")
     assert "made by another model" in caplog.text
     assert "pooling 'cls' there" in caplog.text
+    # Without an ids file: rows named by number, and one warning (the
+    # checks before the run read the file too).
+    (out / "bare").mkdir()
+    np.save(out / "bare" / embeddings.EMBEDDINGS_FILE, corpus_vectors)
+    by_number = search_from(out / "bare" / embeddings.EMBEDDINGS_FILE, "5th")
+    assert by_number != again
+    assert caplog.text.count("has no ids file beside it") == 1
     # The file a --do_predict of the same run would write first: refused,
     # and left as it was.
     before = (out / "reuse" / embeddings.EMBEDDINGS_FILE).read_bytes()

@@ -90,10 +90,11 @@ def ids_path(path):
     return os.path.join(folder or ".", stem + IDS_FILE)
 
 
-def saved_corpus(path, dim):
+def saved_corpus(path, dim, warn=True):
     """(embeddings, ids) of --corpus_embeddings: the memory-mapped .npy and
     the ids file written beside it (`ids_path`), else the row numbers from
-    0 (with a warning).
+    0 (with a warning, unless `warn` is False: the checks before a run
+    read it once more).
 
     Raises:
       ValueError: not this model's vectors; another number of ids.
@@ -103,12 +104,13 @@ def saved_corpus(path, dim):
     if os.path.exists(ids_file):
         corpus_ids = file_io.read_text(ids_file).splitlines()
     else:
-        logging.warning(
-            "%s has no ids file beside it (%s): the results name corpus "
-            "rows by their numbers from 0.",
-            path,
-            os.path.basename(ids_file),
-        )
+        if warn:
+            logging.warning(
+                "%s has no ids file beside it (%s): the results name corpus "
+                "rows by their numbers from 0.",
+                path,
+                os.path.basename(ids_file),
+            )
         ids_file = path
         corpus_ids = [str(i) for i in range(len(corpus))]
     if len(corpus_ids) != len(corpus):

@@ -233,7 +233,7 @@ def check_inputs(settings, source):
                     "reads it): search a copy, or predict into another "
                     "--output_dir"
                 )
-            embedding_search.saved_corpus(s.corpus_embeddings, dim)
+            embedding_search.saved_corpus(s.corpus_embeddings, dim, warn=False)
             _warn_of_another_model(s, source)
         queries = table_files.TextFile(s.query_file, s.text_column, s.id_column)
         for _ in queries.rows():
