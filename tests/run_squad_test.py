@@ -358,7 +358,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(
     "case, message",
     [
         ("several", "question id 'q00': 2 answers"),
-        ("start", "question id 'q01': answer_start 3 does not point"),
+        ("start", "question id 'q01': answer_start 100000 puts the answer"),
         ("missing", "question id 'q02': question has no field 'question'"),
         ("empty", "question id 'q10': the paragraph's context is empty"),
     ],
@@ -374,7 +374,7 @@ def test_bad_training_files(
             for qa in a["paragraphs"][0]["qas"]:
                 del qa["answers"][1:]
     if case == "start":
-        qas[1]["answers"][0]["answer_start"] = 3
+        qas[1]["answers"][0]["answer_start"] = 100000
     elif case == "missing":
         del qas[2]["question"]
         del qas[0:2]
@@ -432,6 +432,24 @@ def test_settings_checks(tiny_model, uncased_vocab_file, tmp_path):
             "--version_2_with_negative",
         ),
     ]
+    for flag, value in (
+        ("doc_stride", 0),
+        ("n_best_size", 0),
+        ("max_answer_length", 0),
+        ("max_query_length", -1),
+    ):
+        cases.append(
+            (
+                {
+                    "do_predict": True,
+                    "predict_file": "x",
+                    "max_seq_length": 64,
+                    "max_query_length": 8,
+                    flag: value,
+                },
+                f"--{flag} must be at least {value + 1}, got {value}",
+            )
+        )
     for extra, message in cases:
         with pytest.raises(ValueError, match=message):
             squad_lib.run(squad_lib.Settings(**base, **extra))

@@ -164,10 +164,15 @@ def _qa(qid="q1", text="the mat", start=15, answers=None):
             "'question'",
         ),
         (
-            _squad([_qa(start=4)]),
+            _squad([_qa(start=18)]),
             True,
-            "question id 'q1': answer_start 4 does not point at the answer "
-            "text 'the mat' in the context (it points at 'cat sat')",
+            "question id 'q1': answer_start 18 puts the answer text 'the mat' "
+            "outside the context (23 characters)",
+        ),
+        (
+            _squad([_qa(text="")]),
+            True,
+            "question id 'q1': the answer text is empty",
         ),
         (
             _squad([_qa(answers=[{"text": "mat", "answer_start": 19}] * 2)]),
@@ -230,6 +235,32 @@ def test_unrecoverable_answers_are_skipped_then_an_error(tmp_path):
     assert len(examples) == 19 and stats.num_skipped == 1
     with pytest.raises(ValueError, match="1 of 20 training questions"):
         squad.read_squad_examples(str(path), True, max_skipped_fraction=0.01)
+
+
+def test_inexact_answer_starts_train_as_in_the_original(tmp_path):
+    # A start a character or two off: the words it covers contain the
+    # answer, so it trains on them (counted); a start at other words:
+    # skipped, as the original does.
+    qas = [_qa("exact"), _qa("late", start=16), _qa("early", start=14)]
+    qas.append(_qa("elsewhere", start=4))
+    path = _write(tmp_path, _squad(qas))
+    examples, stats = squad.read_squad_examples(
+        str(path), True, max_skipped_fraction=0.25
+    )
+    assert [e.qas_id for e in examples] == ["exact", "late", "early"]
+    assert [(e.start_position, e.end_position) for e in examples] == [
+        (4, 5),
+        (4, 5),
+        (3, 5),
+    ]
+    assert stats.num_inexact_starts == 2 and stats.num_skipped == 1
+
+
+def test_a_byte_order_mark_is_not_json(tmp_path):
+    path = _write(tmp_path, _squad([_qa()]))
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    (example,), _ = squad.read_squad_examples(str(path), True)
+    assert example.orig_answer_text == "the mat"
 
 
 def test_long_questions_are_cut_and_counted(tmp_path, tokenizer):

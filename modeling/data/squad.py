@@ -20,12 +20,18 @@ What differs from the original is the handling of bad input. The original
 fails with a KeyError or IndexError (or silently trains on a wrong span);
 here each problem is a ValueError naming the file, the article and the
 question id: a field missing or of the wrong type, an empty context, more
-than one answer to a training question, an `answer_start` that does not
-point at its answer text. A training answer that the paragraph's words
-do not contain once its whitespace is normalized (the answer holds a
-no-break or thin space, which splits the answer but not the paragraph) is
-skipped as the original does, counted and logged; more than `max_skipped_fraction` of the
-questions skipped is an error (the data or the settings are wrong).
+than one answer to a training question, an empty answer text or one whose
+`answer_start` puts it outside the context.
+
+A training answer is the words its `answer_start` and length cover, as in
+the original, when those words contain its text: an `answer_start` a
+character or two off (common in SQuAD-format data) still trains on the
+answer, and such answers are counted and logged. When the words do not
+contain the text (a start pointing elsewhere, or an answer holding a
+no-break or thin space, which splits the answer but not the paragraph),
+the question is skipped as the original does, counted and logged; more
+than `max_skipped_fraction` of the questions skipped is an error (the data
+or the settings are wrong).
 Questions longer than `max_query_length` are cut, as the original does, and
 counted.
 
@@ -106,6 +112,8 @@ class ReadStats:
 
     num_questions: int = 0
     num_skipped: int = 0
+    # Kept answers whose answer_start does not point exactly at their text.
+    num_inexact_starts: int = 0
 
 
 # === Reading ===
@@ -188,7 +196,7 @@ def load_squad_json(input_file):
         with open(input_file, "rb") as f:
             raw = f.read()
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # A BOM (Windows editors) is not JSON.
     except UnicodeDecodeError as e:
         raise ValueError(
             f"{input_file}: not UTF-8 (byte {e.start}): {e.reason}"
@@ -267,6 +275,7 @@ def read_squad_examples(
                     is_training,
                     version_2_with_negative,
                     verbose_logging,
+                    stats,
                 )
                 if example is None:
                     stats.num_skipped += 1
@@ -276,10 +285,18 @@ def read_squad_examples(
                 example.doc_tokens = doc_tokens
                 example.title = title if isinstance(title, str) else ""
                 examples.append(example)
+    if stats.num_inexact_starts:
+        logging.warning(
+            "%s: %d training answers' answer_start does not point exactly at "
+            "their text; each trains on the words it covers, which contain "
+            "the text (as in the original)",
+            input_file,
+            stats.num_inexact_starts,
+        )
     if stats.num_skipped:
         logging.warning(
             "%s: skipped %d of %d training questions whose answer text is "
-            "not made of whole words of the context",
+            "not in the words of the context its answer_start points at",
             input_file,
             stats.num_skipped,
             stats.num_questions,
@@ -356,6 +373,7 @@ def _read_answers(
     is_training,
     version_2_with_negative,
     verbose_logging,
+    stats,
 ):
     """A SquadExample with its answer fields (None: skip this question)."""
     example = SquadExample(qas_id="", question_text="", doc_tokens=[])
@@ -386,16 +404,12 @@ def _read_answers(
     answer = answers[0]
     text = where.field(answer, "text", str, "the answer")
     start = where.field(answer, "answer_start", int, "the answer")
-    if (
-        not text
-        or start < 0
-        or start + len(text) > len(context)
-        or context[start : start + len(text)] != text
-    ):
-        found = context[max(start, 0) : max(start, 0) + len(text)]
+    if not text:
+        raise where.error("the answer text is empty")
+    if start < 0 or start + len(text) > len(context):
         raise where.error(
-            f"answer_start {start} does not point at the answer text "
-            f"{text!r} in the context (it points at {found!r})"
+            f"answer_start {start} puts the answer text {text!r} outside "
+            f"the context ({len(context)} characters)"
         )
     example.orig_answer_text = text
     example.start_position = char_to_word_offset[start]
@@ -408,13 +422,16 @@ def _read_answers(
     if actual_text.find(cleaned_answer_text) == -1:
         logging.log_every_n(
             logging.WARNING,
-            "%s: could not find answer %r in %r; skipped",
+            "%s: could not find answer %r in %r (answer_start %d); skipped",
             1 if verbose_logging else 100,
             where.describe(),
             cleaned_answer_text,
             actual_text,
+            start,
         )
         return None
+    if context[start : start + len(text)] != text:
+        stats.num_inexact_starts += 1
     return example
 
 

@@ -117,8 +117,18 @@ def check_settings(s):
             f"The max_seq_length ({s.max_seq_length}) must be greater than "
             f"max_query_length ({s.max_query_length}) + 3"
         )
-    if s.doc_stride < 1:
-        raise ValueError("--doc_stride must be at least 1")
+    # 0 would answer every question "empty"; a negative query length
+    # would cut pieces off every question.
+    for flag, least in (
+        ("doc_stride", 1),
+        ("n_best_size", 1),
+        ("max_answer_length", 1),
+        ("max_query_length", 0),
+    ):
+        if getattr(s, flag) < least:
+            raise ValueError(
+                f"--{flag} must be at least {least}, got {getattr(s, flag)}"
+            )
     config_lib.check_vocab_size(s.vocab_file, bert_config)
     return bert_config
 
