@@ -267,6 +267,38 @@ def test_search_equals_brute_force(tmp_path, caplog):
     tolerance.assert_float32_close(values, one_values)
 
 
+@pytest.mark.parametrize(
+    "chunk_rows, scores_per_block", [(40, 1 << 24), (7, 9)]
+)
+def test_top_k_is_cosine_against_brute_force(
+    monkeypatch, chunk_rows, scores_per_block
+):
+    """Vectors of other lengths rank by cosine, not dot product; repeated
+    corpus rows (exact ties) come lower index first; a small score budget
+    (query slices) and corpus chunks give the one-pass answer."""
+    rng = np.random.default_rng(0)
+    corpus = rng.integers(-3, 4, size=(40, 6)).astype(np.float32)
+    corpus[20:] = corpus[:20] * 4  # The same directions, longer (exactly).
+    queries = rng.standard_normal((9, 6)).astype(np.float32)
+    monkeypatch.setattr(embedding_search, "SCORES_PER_BLOCK", scores_per_block)
+    index, scores = embedding_search.top_k(queries, corpus, 12, chunk_rows)
+    unit = corpus / np.linalg.norm(corpus, axis=1, keepdims=True)
+    want = queries.astype(np.float64) @ unit.T
+    want /= np.linalg.norm(queries, axis=1, keepdims=True)
+    assert index.shape == scores.shape == (9, 12)
+    for row, got, values in zip(want, index, scores, strict=True):
+        tolerance.assert_float32_close(values, row[got])
+        assert np.all(np.diff(row[got]) <= 1e-6)  # Best first.
+        left = np.setdiff1d(np.arange(40), got)
+        assert row[left].max() <= row[got].min() + 1e-6
+        for a, b in zip(got, got[1:]):
+            if a % 20 == b % 20:  # A row and its longer copy: a tie.
+                assert a < b
+    # A query of the corpus's first direction: that row and its copy.
+    index, _ = embedding_search.top_k(corpus[:1] * 5, corpus, 2, chunk_rows)
+    assert index.tolist() == [[0, 20]]
+
+
 def test_retrieval_scores_against_brute_force(tmp_path):
     """Query / positive pairs: MRR@10 and recall@1 / @10 from the ranks a
     full sort gives, with every distinct positive as the corpus."""
@@ -336,6 +368,35 @@ def test_export_serves_the_same_vectors(tmp_path):
     assert (export / info["tflite"]["file"]).exists()
     empty = serve(text=tf.zeros([0], tf.string))["embeddings"]
     assert empty.shape == (0, TINY_CONFIG["hidden_size"])
+
+
+def test_weights_come_from_init_checkpoint_unless_trained_here(tmp_path):
+    """A bert_model.ckpt left in output_dir is not this run's training; a
+    model.ckpt-N without embedding_config.json (another script's training)
+    is refused, before anything is written."""
+    from modeling import checkpoints
+
+    folder, _ = _tiny_model(tmp_path)
+    weights = checkpoints.read_checkpoint(str(folder / "bert_model.ckpt"))
+    other = {name: value + 0.5 for name, value in weights.items()}
+    predict_file = _write_lines(tmp_path / "t.txt", ["the cat", "a"])
+    common = dict(do_predict=True, predict_file=str(predict_file))
+    embeddings.run(_settings(tmp_path, folder, **common))
+    want = np.load(tmp_path / "out" / embeddings.EMBEDDINGS_FILE)
+    out = tmp_path / "left"
+    checkpoints.write_checkpoint(str(out / "bert_model.ckpt"), other)
+    embeddings.run(_settings(tmp_path, folder, output_dir=str(out), **common))
+    np.testing.assert_array_equal(
+        np.load(out / embeddings.EMBEDDINGS_FILE), want
+    )
+    foreign = tmp_path / "foreign"
+    checkpoints.write_checkpoint(str(foreign / "model.ckpt-7"), other, 7)
+    before = sorted(p.name for p in foreign.iterdir())
+    with pytest.raises(errors.UserError, match="not a run_embeddings training"):
+        embeddings.run(
+            _settings(tmp_path, folder, output_dir=str(foreign), **common)
+        )
+    assert sorted(p.name for p in foreign.iterdir()) == before
 
 
 def test_bad_inputs_name_the_file_and_line(tmp_path):

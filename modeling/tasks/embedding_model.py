@@ -11,6 +11,7 @@ import numpy as np
 from absl import logging
 
 from modeling import checkpoints
+from modeling import errors
 from modeling import progress
 from modeling import sentence_models
 from modeling.data import file_io
@@ -52,6 +53,14 @@ def read_settings_model(settings):
     """
     s = settings
     path = description_path(s.output_dir)
+    if _trained(s.output_dir) and not file_io.exists(path):
+        # Another script's training (run_classifier's model.ckpt-N): its
+        # weights would replace --init_checkpoint's.
+        raise errors.UserError(
+            f"--output_dir={s.output_dir} holds training checkpoints but no "
+            f"{EMBEDDING_CONFIG_FILE}: not a run_embeddings training; give "
+            "another --output_dir"
+        )
     saved = trained_description(s.output_dir) or {}
     for flag in _TRAINED_WITH:
         value = getattr(s, flag)
@@ -246,14 +255,13 @@ def make_embedder(settings, strategy=None, source=None, model=None):
 
 
 def _trained_checkpoint(output_dir):
-    """The newest checkpoint of an earlier --do_train in output_dir."""
+    """The newest checkpoint of an earlier --do_train in output_dir (not a
+    bert_model.ckpt someone left there)."""
 
-    if not output_dir:
-        return None
-    try:
-        return checkpoints.resolve_checkpoint(output_dir)
-    except FileNotFoundError:
-        return None
+    from modeling.training import checkpoint_manager  # TensorFlow.
+
+    found = checkpoint_manager.find_checkpoints(output_dir)
+    return found[0] if found else None
 
 
 def parse_score(value, where):

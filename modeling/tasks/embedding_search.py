@@ -41,9 +41,15 @@ def load_embeddings(path, dim):
     return array
 
 
+# Scores held at a time (queries x corpus rows, float32: 64 MiB): a large
+# query batch is scored against a corpus chunk a slice of queries at a time.
+SCORES_PER_BLOCK = 1 << 24
+
+
 def top_k(queries, corpus, k, chunk_rows=SEARCH_CHUNK_ROWS):
-    """The k best corpus rows of each query by dot product (cosine of
-    normalized vectors), scoring `chunk_rows` corpus rows at a time.
+    """The k best corpus rows of each query by cosine similarity, scoring
+    `chunk_rows` corpus rows at a time (and at most SCORES_PER_BLOCK
+    scores at once).
 
     Args:
       queries: float32 [Q, H]; corpus: float32 [N, H] (a memory map is
@@ -53,30 +59,48 @@ def top_k(queries, corpus, k, chunk_rows=SEARCH_CHUNK_ROWS):
       (indexes int64 [Q, k'], scores float32 [Q, k']), best first, k' =
       min(k, N); ties by the lower index.
     """
-    queries = np.asarray(queries, np.float32)
-    n = len(corpus)
-    k = min(k, n)
-    best_scores = np.full((len(queries), 0), -np.inf, np.float32)
+    queries = _unit(queries)
+    k = min(k, len(corpus))
     best_index = np.zeros((len(queries), 0), np.int64)
-    for start in range(0, n, chunk_rows):
-        block = np.asarray(corpus[start : start + chunk_rows], np.float32)
-        scores = queries @ block.T
-        scores = np.concatenate([best_scores, scores], axis=1)
-        index = np.concatenate(
-            [
-                best_index,
-                np.broadcast_to(
-                    np.arange(start, start + len(block)),
-                    (len(queries), len(block)),
-                ),
-            ],
-            axis=1,
-        )
-        # Highest score first, then the lower index: a stable order.
-        order = np.lexsort((index, -scores), axis=1)[:, :k]
-        best_scores = np.take_along_axis(scores, order, axis=1)
-        best_index = np.take_along_axis(index, order, axis=1)
+    best_scores = np.zeros((len(queries), 0), np.float32)
+    step = max(1, SCORES_PER_BLOCK // chunk_rows)
+    for start in range(0, len(corpus), chunk_rows):
+        block = _unit(corpus[start : start + chunk_rows])
+        width = min(k, best_index.shape[1] + len(block))
+        merged_index = np.empty((len(queries), width), np.int64)
+        merged_scores = np.empty((len(queries), width), np.float32)
+        for i in range(0, len(queries), step):
+            rows = slice(i, i + step)
+            index, scores = _block_top_k(queries[rows] @ block.T, k)
+            index = np.concatenate([best_index[rows], index + start], 1)
+            scores = np.concatenate([best_scores[rows], scores], 1)
+            # Highest score first, then the lower index: a stable order.
+            order = np.lexsort((index, -scores), axis=1)[:, :width]
+            merged_index[rows] = np.take_along_axis(index, order, 1)
+            merged_scores[rows] = np.take_along_axis(scores, order, 1)
+        best_index, best_scores = merged_index, merged_scores
     return best_index, best_scores
+
+
+def _block_top_k(scores, k):
+    """(column indexes, scores) [Q, min(k, B)] of the best k of each row of
+    `scores` [Q, B], best first, ties by the lower column: the rows'
+    candidates are those at or above their k-th best (a partition, not a
+    sort of every score)."""
+    scores = np.nan_to_num(scores, nan=-np.inf)
+    q, b = scores.shape
+    k = min(k, b)
+    if b > k:
+        kth = -np.partition(-scores, k - 1, axis=1)[:, k - 1 : k]
+        rows, cols = np.nonzero(scores >= kth)
+    else:
+        rows, cols = np.divmod(np.arange(q * b), b)
+    values = scores[rows, cols]
+    order = np.lexsort((cols, -values, rows))
+    rows, cols, values = rows[order], cols[order], values[order]
+    rank = np.arange(len(rows)) - np.searchsorted(rows, rows)
+    keep = rank < k
+    return cols[keep].reshape(q, k), values[keep].reshape(q, k)
 
 
 def ids_path(path):
@@ -182,7 +206,7 @@ def retrieval_scores(query_vectors, positive_vectors, positive_of):
       query_vectors: [Q, H]; positive_vectors: the corpus [N, H];
       positive_of: int [Q], each query's corpus row.
     """
-    index, _ = top_k(_unit(query_vectors), _unit(positive_vectors), 10)
+    index, _ = top_k(query_vectors, positive_vectors, 10)
     hits = index == np.asarray(positive_of)[:, None]
     first = np.where(hits.any(axis=1), hits.argmax(axis=1), -1)
     reciprocal = np.where(first >= 0, 1.0 / np.maximum(first + 1, 1), 0.0)
