@@ -248,15 +248,15 @@ def test_vocab_without_mask_is_an_error(tmp_path):
 @pytest.mark.parametrize(
     "outputs,message",
     [
-        (["missing_dir/out.tfrecord"], "Directory of output file"),
+        (["missing_dir/out.tfrecord"], "The folder of output file .* does not"),
         (["corpus.txt"], "is also an input file"),
         (["a.tfrecord", "a.tfrecord"], "Output files repeat"),
-        ([""], "is a directory"),
+        ([""], "is a folder, not a file"),
     ],
 )
 def test_bad_output_files(outputs, message, toy_tokenizer, tmp_path):
     corpus = _corpus(tmp_path, num_docs=2)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises((ValueError, OSError), match=message):
         exact.create_exact(
             [str(corpus)],
             [str(tmp_path / o) for o in outputs],

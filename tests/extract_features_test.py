@@ -30,7 +30,7 @@ def minilm_original(minilm_dir, tmp_path_factory):
     return out
 
 
-def _script(model_dir, input_file, output_file, *args):
+def _script(model_dir, input_file, output_file, *args, env=None):
     """Runs extract_features.py in a subprocess: its flags (vocab_file,
     max_seq_length, ...) are also defined by the other scripts, which must
     not share a process with it."""
@@ -45,14 +45,15 @@ def _script(model_dir, input_file, output_file, *args):
             *args,
         ],
         timeout=300,
+        env=env,
     )
 
 
-def _run_script(model_dir, tmp_path, *args):
+def _run_script(model_dir, tmp_path, *args, env=None):
     input_file = tmp_path / "input.txt"
     input_file.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     output_file = tmp_path / "output.jsonl"
-    proc = _script(model_dir, input_file, output_file, *args)
+    proc = _script(model_dir, input_file, output_file, *args, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return [json.loads(line) for line in output_file.read_text().splitlines()]
 
@@ -112,6 +113,29 @@ def test_main_writes_the_original_jsonl(minilm_original, tmp_path):
     assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
+def test_jax_backend_writes_the_same_lines(minilm_original, tmp_path):
+    """KERAS_BACKEND=jax: the same tokens and, within 6-decimal rounding
+    and float32 accumulation, the same values as TensorFlow's."""
+    pytest.importorskip("jax", reason="jax is not installed (the test extra)")
+    args = ("--layers=-1,0", "--max_seq_length=16", "--batch_size=2")
+    (tmp_path / "tf").mkdir()
+    want = _run_script(minilm_original, tmp_path / "tf", *args)
+    (tmp_path / "jax").mkdir()
+    got = _run_script(
+        minilm_original, tmp_path / "jax", *args, env={"KERAS_BACKEND": "jax"}
+    )
+    assert [[f["token"] for f in r["features"]] for r in got] == [
+        [f["token"] for f in r["features"]] for r in want
+    ]
+    for mine, theirs in zip(got, want, strict=True):
+        for a, b in zip(mine["features"], theirs["features"], strict=True):
+            for x, y in zip(a["layers"], b["layers"], strict=True):
+                assert x["index"] == y["index"]
+                tolerance.assert_float32_close(
+                    x["values"], y["values"], rounding=1e-6
+                )
+
+
 def test_truncation_as_the_original(uncased_vocab_file):
     tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
     pair = extract.InputExample(0, "a b c d e f", "g h i")
@@ -163,3 +187,26 @@ def test_an_output_file_that_is_the_input_is_refused(tmp_path):
     assert "also --input_file's file" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert text.read_text(encoding="utf-8") == "The dog is hairy.\n"
+
+
+@pytest.mark.parametrize("case", ["output_folder", "no_folder", "input_folder"])
+def test_bad_paths_are_refused_before_the_model_is_built(tmp_path, case):
+    """One line naming the flag, before any work (the output was checked at
+    the rename that published it, after the whole extraction)."""
+    text = tmp_path / "input.txt"
+    text.write_text("The dog is hairy.\n", encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+    input_file, output_file, message = {
+        "output_folder": (text, tmp_path / "folder", "is a folder, not a file"),
+        "no_folder": (text, tmp_path / "no" / "o.jsonl", "does not exist"),
+        "input_folder": (tmp_path / "folder", tmp_path / "o.jsonl", "a folder"),
+    }[case]
+    # No model at all: the checks come first.
+    proc = _script(tmp_path, input_file, output_file)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and message in last, last
+    assert (
+        "--input_file" if case == "input_folder" else "--output_file"
+    ) in last
+    assert not (tmp_path / "o.jsonl").exists()

@@ -112,6 +112,21 @@ def test_predict_lite_script(export, tmp_path):
     _, want_ids = _saved_model(export, TEXTS)
     assert [r["id"] for r in rows] == [f"r{i}" for i in range(len(TEXTS))]
     assert [r["label"] for r in rows] == [LABELS[i] for i in want_ids]
+    # An output folder that is not there: one line naming the flag.
+    missing = tmp_path / "no" / "p.jsonl"
+    proc = script_runner.run_without_tensorflow(
+        [
+            "predict_lite.py",
+            f"--export_dir={export}",
+            f"--input_file={data}",
+            f"--output_file={missing}",
+        ]
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"error: The folder of --output_file={missing} does not exist: "
+        f"create {missing.parent} first"
+    )
 
 
 def test_an_export_without_its_tflite_model_says_how_to_get_one(

@@ -372,6 +372,27 @@ def check_folder_path(path, name):
         raise NotADirectoryError(f"{name} is a file, not a folder")
 
 
+def check_file_path(path, name):
+    """Refuses an output file path that is a folder, or whose folder does
+    not exist: before a run starts, rather than at the rename that
+    publishes its result.
+
+    Args:
+      name: how the message names it, e.g. "--output_file=<path>".
+
+    Raises:
+      IsADirectoryError, FileNotFoundError: naming `name`.
+    """
+    path = os.fspath(path)
+    if is_dir(path):
+        raise IsADirectoryError(f"{name} is a folder, not a file")
+    folder = os.path.dirname(path) or "."
+    if not is_dir(folder):
+        raise FileNotFoundError(
+            f"The folder of {name} does not exist: create {folder} first"
+        )
+
+
 def overlap(a, b):
     """Whether the paths `a` and `b` name the same folder or one lies
     inside the other: local paths compared once resolved (links followed,

@@ -102,7 +102,8 @@ def read_shard_bytes(shard):
 
 
 def check_output_files(output_files, input_files=()):
-    """Raises ValueError for an unusable list of output files."""
+    """Raises ValueError (or IsADirectoryError, FileNotFoundError) for an
+    unusable list of output files."""
     if not output_files:
         raise ValueError("No output file given (--output_file)")
     if len(set(output_files)) != len(output_files):
@@ -111,11 +112,8 @@ def check_output_files(output_files, input_files=()):
     for path in output_files:
         if os.path.abspath(path) in inputs:
             raise ValueError(f"Output file {path} is also an input file")
-        if os.path.isdir(path):
-            raise ValueError(f"Output file {path} is a directory")
-        parent = os.path.dirname(path)
-        if parent and not file_io.is_remote(path) and not os.path.isdir(parent):
-            raise ValueError(f"Directory of output file {path} does not exist")
+        if not file_io.is_remote(path):
+            file_io.check_file_path(path, f"output file {path}")
 
 
 class _Deferred:

@@ -15,7 +15,6 @@ Shapes: B = batch size, T = max_seq_length, H = hidden size.
 
 import dataclasses
 import json
-import os
 import re
 
 import numpy as np
@@ -200,7 +199,9 @@ def extract_layers(
         layers = outputs["all_encoder_layers"]
         return {n: layers[i] for n, i in zip(names, layer_indexes)}
 
-    backend = predictor.TensorFlowBackend(model, strategy, select=select)
+    backend = predictor.make_backend(
+        "tensorflow", model, strategy, select=select
+    )
     rows = predictor.Predictor(
         backend, batch_size, length_sorted=length_sorted
     ).rows(_columns(features), total=len(features), what="Extracting")
@@ -261,12 +262,12 @@ def run_extraction(
     comes before the model is built; an empty input writes an empty file,
     as the original does, without building it.
     """
-    folder = os.path.dirname(os.fspath(output_file)) or "."
-    if not tf.io.gfile.isdir(folder):
-        raise FileNotFoundError(
-            f"The folder of --output_file={output_file} does not exist: "
-            f"create {folder} first"
+    if file_io.is_dir(input_file):
+        # tf.io.gfile reads a folder as an empty file: "0 lines written".
+        raise errors.UserError(
+            f"--input_file={input_file} is a folder, not a file"
         )
+    file_io.check_file_path(output_file, f"--output_file={output_file}")
     config = config_lib.BertConfig.from_json_file(bert_config_file)
     layer_indexes = parse_layers(layers, config.num_hidden_layers)
     config_lib.check_max_seq_length(max_seq_length, config)

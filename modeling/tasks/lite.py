@@ -32,6 +32,7 @@ one for an export folder (`load`) and predicts a file with it
 
 import os
 
+from modeling.data import file_io
 from modeling.tasks.lite_servers import base
 from modeling.tasks.lite_servers.chooser import LiteChooser
 from modeling.tasks.lite_servers.classifier import LiteClassifier
@@ -83,6 +84,7 @@ def predict_file(
     Returns:
       The number of rows predicted.
     """
+    file_io.check_file_path(output_file, f"--output_file={output_file}")
     return load(export_dir, batch_size, num_threads).predict_file(
         input_file,
         output_file,

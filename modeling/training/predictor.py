@@ -373,16 +373,20 @@ def _fingerprint(model):
     return digest.hexdigest()
 
 
-def make_backend(runtime, model, strategy=None, rank=2):
+def make_backend(runtime, model, strategy=None, rank=2, select=None):
     """The backend of a --predict_runtime value (RUNTIMES).
 
     Args:
       rank: of the features, for TF Lite: 2 ([B, T]), 3 for multiple choice.
+      select: as TensorFlowBackend's (the compiled step on either Keras
+        backend only: a TF Lite model has its outputs).
     """
     if runtime == "tensorflow":
         if backend.current() == "jax":
-            return JaxBackend(model)
-        return TensorFlowBackend(model, strategy)
+            return JaxBackend(model, select)
+        return TensorFlowBackend(model, strategy, select)
+    if select is not None:
+        raise ValueError(f"--predict_runtime={runtime} cannot select outputs")
     if runtime in ("tflite", "tflite_int8"):
         return TFLiteBackend.of_model(
             model, quantize=runtime == "tflite_int8", rank=rank
