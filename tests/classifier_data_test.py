@@ -337,14 +337,34 @@ def test_unknown_label_names_file_line_and_label(tmp_path):
         p.get_dev_examples(str(tmp_path))
 
 
-def test_empty_text_names_file_and_line(tmp_path):
-    path = _write(
+def test_empty_texts_are_encoded_as_the_original_does(
+    tmp_path, tokenizer, caplog
+):
+    """QQP's train.tsv has rows with an empty question: an empty second
+    text is one sentence, an empty first text no piece before [SEP];
+    counted in the log."""
+    header = ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"]
+    _write(
         tmp_path / "train.tsv",
-        [["Quality", "i1", "i2", "s1", "s2"], ["1", "1", "2", "a", " "]],
+        [
+            header,
+            ["1", "1", "2", "how are you?", "", "0"],
+            ["2", "3", "4", " ", "who are you?", "1"],
+        ],
     )
-    p = glue.get_processor("mrpc")
-    with pytest.raises(ValueError, match=rf"{path} line 2: empty text_b"):
-        p.get_train_examples(str(tmp_path))
+    labels = ["0", "1"]
+    one, two = glue.get_processor("qqp").get_train_examples(str(tmp_path))
+    assert "2 rows with an empty text (line 2 first)" in caplog.text
+
+    def tokens(example):
+        feature = classifier_data.convert_single_example(
+            0, example, labels, 16, tokenizer
+        )
+        n = sum(feature.input_mask)
+        return tokenizer.convert_ids_to_tokens(feature.input_ids[:n])
+
+    assert tokens(one) == ["[CLS]", "how", "are", "you", "?", "[SEP]"]
+    assert tokens(two) == ["[CLS]", "[SEP]", "who", "are", "you", "?", "[SEP]"]
 
 
 def test_bad_regression_label_and_missing_file(tmp_path):
@@ -355,6 +375,9 @@ def test_bad_regression_label_and_missing_file(tmp_path):
     with pytest.raises(
         ValueError, match=rf"{path} line 2: label 'high' is not"
     ):
+        p.get_train_examples(str(tmp_path))
+    path = _write(tmp_path / "train.tsv", [head, row[:-1] + ["nan"]])
+    with pytest.raises(ValueError, match=rf"{path} line 2: label 'nan' is not"):
         p.get_train_examples(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="dev.tsv"):
         p.get_dev_examples(str(tmp_path))

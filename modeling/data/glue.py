@@ -7,11 +7,16 @@ other GLUE tasks (SST-2, STS-B, QQP, QNLI, RTE, WNLI, MNLI mismatched and the
 AX diagnostic) follow the standard GLUE download's TSV layouts.
 
 Unlike the original, bad input fails with an error naming the file, the line
-and the field (a wrong column count, an unknown label, an empty text) instead
-of an IndexError or KeyError deep in the conversion.
+and the field (a wrong column count, an unknown label, a score that is not a
+finite number) instead of an IndexError or KeyError deep in the conversion.
+An empty text is encoded as the original encodes it (an empty second text:
+one sentence), and logged: QQP's train.tsv has a few.
 """
 
+import math
 import os
+
+from absl import logging
 
 from modeling import task_kinds
 from modeling.data.classifier_data import InputExample
@@ -104,11 +109,11 @@ class DataProcessor:
         """Validates a label field of a train/dev row."""
         if self.labels is None:
             try:
-                float(text)
+                finite = math.isfinite(float(text))
             except ValueError:
-                raise ValueError(
-                    f"{where}: label {text!r} is not a number"
-                ) from None
+                finite = False
+            if not finite:
+                raise ValueError(f"{where}: label {text!r} is not a number")
             return text
         if text not in self.labels:
             raise ValueError(
@@ -124,6 +129,7 @@ class DataProcessor:
         cols = self._columns(set_type)
         num_columns = len(lines[0]) if lines else 0
         examples = []
+        empty = []
         for i, line in enumerate(lines):
             if header and i == 0:
                 continue
@@ -134,15 +140,30 @@ class DataProcessor:
                     f"(as line 1), found {len(line)}"
                 )
             if self._keep(line, set_type):
-                examples.append(self._example(line, i, set_type, cols, where))
+                example = self._example(line, i, set_type, cols, where)
+                if any(
+                    t is not None and tokenization.is_empty_text(t)
+                    for t in (example.text_a, example.text_b)
+                ):
+                    empty.append(i + 1)
+                examples.append(example)
+        if empty:
+            # QQP's train.tsv has such rows. As in the original, an empty
+            # second text makes a one-sentence input, an empty first text
+            # no piece before its [SEP].
+            logging.warning(
+                "%s: %d rows with an empty text (line %s first), encoded "
+                "as the original encodes them",
+                input_file,
+                len(empty),
+                empty[0],
+            )
         return examples
 
     def _example(self, line, i, set_type, cols, where):
         key = i if self.guid_column is None else line[self.guid_column]
-        text_a = _text(line, cols[0], where, "text_a")
-        text_b = (
-            None if cols[1] is None else _text(line, cols[1], where, "text_b")
-        )
+        text_a = line[cols[0]]
+        text_b = None if cols[1] is None else line[cols[1]]
         if set_type == "test":
             # Test sets are unlabeled: the original gives a placeholder label.
             label = "0.0" if self.labels is None else self.labels[0]
@@ -157,13 +178,6 @@ class DataProcessor:
             label=label,
             index=index,
         )
-
-
-def _text(line, column, where, field):
-    text = line[column]
-    if tokenization.is_empty_text(text):
-        raise ValueError(f"{where}: empty {field} (column {column + 1})")
-    return text
 
 
 class MrpcProcessor(DataProcessor):
