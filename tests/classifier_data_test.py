@@ -489,3 +489,10 @@ def test_a_glue_file_that_is_not_utf8_names_the_line(tmp_path):
     )
     with pytest.raises(ValueError, match=f"{path} line 3: not UTF-8 text"):
         glue.get_processor("mrpc").get_train_examples(str(tmp_path))
+
+
+def test_a_carriage_return_inside_a_glue_line_names_the_line(tmp_path):
+    path = tmp_path / "train.tsv"
+    path.write_bytes(b"Quality\ta\tb\ts1\ts2\n1\t1\t2\tHello\rworld\tx\n")
+    with pytest.raises(ValueError, match=f"{path} line 2: new-line character"):
+        glue.get_processor("mrpc").get_train_examples(str(tmp_path))

@@ -100,6 +100,24 @@ def test_iob1_becomes_iob2_and_docstart_separates(tmp_path):
         "B-PER",
         "I-PER",
     ]
+    # Each type with every prefix of its scheme: MISC and ORG, seen only
+    # as one word here, can be predicted over two.
+    assert conll.labels_from_sentences(data.sentences, data.scheme) == [
+        "O",
+        "B-MISC",
+        "I-MISC",
+        "B-ORG",
+        "I-ORG",
+        "B-PER",
+        "I-PER",
+    ]
+    # A file saved with a byte-order mark: the same file.
+    bom = tmp_path / "bom.txt"
+    bom.write_text("\ufeff" + IOB1, encoding="utf-8")
+    again = conll.read_conll(str(bom))
+    assert [s.words for s in again.sentences] == [
+        s.words for s in data.sentences
+    ]
 
 
 def test_iob2_is_unchanged():

@@ -306,7 +306,9 @@ def test_a_label_list_without_checkpoints_gives_way(tiny_files, tmp_path):
             train_data = task.read(
                 task.data_path("train_file", ner.TRAIN_FILES, "training")
             )
-            want = conll.labels_from_sentences(train_data.sentences)
+            want = conll.labels_from_sentences(
+                train_data.sentences, train_data.scheme
+            )
             assert want != ["O", "B-PER"]
         ner.resolve_labels(task, train_data)
         assert task.label_list == want

@@ -410,10 +410,18 @@ def read_tagged_file(
     return read_conll(path, require_tags, tag_column)
 
 
-def labels_from_sentences(sentences):
+def labels_from_sentences(sentences, scheme=None):
     """The label list of a training file: "O" first, then the others sorted
-    by type (so that the ids do not depend on the order of the file)."""
+    by type (so that the ids do not depend on the order of the file).
+
+    With a chunk `scheme`, each type seen has every prefix of the scheme: a
+    type seen only as one-word entities (B-X) can still be predicted, and
+    scored, as a longer one (I-X).
+    """
     found = {tag for s in sentences for tag in s.tags}
+    if scheme in CHUNK_SCHEMES:
+        types = {_split_tag(t)[1] for t in found if _split_tag(t)[0]}
+        found |= {f"{p}-{x}" for x in types for p in _PREFIXES[scheme]}
     return sorted(found, key=lambda t: (t != OUTSIDE, _split_tag(t)[1], t))
 
 

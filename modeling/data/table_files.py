@@ -180,9 +180,20 @@ class TableFile:
         processors read their .tsv files.
 
         Raises:
-          ValueError: naming the file and line: bytes that are not UTF-8.
+          ValueError: naming the file and line: bytes that are not UTF-8,
+            a carriage return inside a line (the csv module's error).
         """
-        return self._reader(self._text_lines())
+        reader = self._reader(self._text_lines())
+        while True:
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise ValueError(
+                    f"{self.where(reader.line_num)}: {e}"
+                ) from None
+            yield fields
 
     def count_lines(self):
         """The number of non-empty lines (a fast binary count: an estimate

@@ -129,7 +129,9 @@ def resolve_labels(task, train_data=None):
     elif saved is not None and (binding or train_data is None):
         labels = saved
     elif train_data is not None:
-        labels = conll.labels_from_sentences(train_data.sentences)
+        labels = conll.labels_from_sentences(
+            train_data.sentences, train_data.scheme
+        )
     else:
         raise ValueError(
             f"No label list: {saved_path} does not exist; train first "
