@@ -68,6 +68,49 @@ def test_atomic_writers_leave_no_temp_on_an_error(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_write_texts_publishes_all_or_none(tmp_path, monkeypatch):
+    """A failure before the renames leaves every earlier file as it was; a
+    SIGTERM during the renames waits until all are done."""
+    import signal
+
+    from modeling import errors
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    file_io.write_texts({a: "old a", b: "old b"})
+    with pytest.raises(FileNotFoundError):
+        file_io.write_texts({a: "new a", tmp_path / "no" / "b.txt": "x"})
+    assert a.read_text() == "old a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+    published = []
+    publish = file_io.publish
+
+    def publish_then_sigterm(temp, final):
+        publish(temp, final)
+        published.append(os.path.basename(final))
+        if len(published) == 1:
+            signal.raise_signal(signal.SIGTERM)
+
+    class Terminated(Exception):
+        pass
+
+    def handler(signum, frame):
+        if errors._DEFERRAL["depth"]:
+            errors._DEFERRAL["pending"] = True
+            return
+        raise Terminated
+
+    monkeypatch.setattr(file_io, "publish", publish_then_sigterm)
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        with pytest.raises(Terminated):
+            file_io.write_texts({a: "new a", b: "new b"})
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert sorted(published) == ["a.txt", "b.txt"]
+    assert (a.read_text(), b.read_text()) == ("new a", "new b")
+
+
 def test_atomic_path_publishes_a_folder(tmp_path):
     out = tmp_path / "export"
     with file_io.atomic_path(str(out)) as temp:

@@ -471,6 +471,26 @@ def test_bad_settings(minilm_small_ckpt, tmp_path, kwargs, message):
         classifier_lib.prepare(settings)
 
 
+def test_an_ax_submission_that_would_replace_its_input_is_refused(
+    minilm_small_ckpt, tmp_path
+):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "AX.tsv").write_text("index\tsentence1\tsentence2\n0\ta\tb\n")
+    before = (data / "AX.tsv").read_text()
+    settings = _settings(
+        minilm_small_ckpt,
+        tmp_path / "out",
+        task_name="ax",
+        data_dir=str(data),
+        do_predict=True,
+        glue_submission_dir=str(data),
+    )
+    with pytest.raises(ValueError, match="would replace the input"):
+        classifier_lib.prepare(settings)
+    assert (data / "AX.tsv").read_text() == before
+
+
 def _literal(text):
     import re
 

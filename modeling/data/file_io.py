@@ -292,6 +292,19 @@ def write_text(path, text):
         f.write(text)
 
 
+def write_texts(texts):
+    """Writes the files {path: str} as one: each is written aside, then all
+    are renamed into place with SIGTERM held, so that a run's outputs are
+    never some this run's and some an earlier run's."""
+    from modeling import errors
+
+    with contextlib.ExitStack() as files:
+        for path, text in texts.items():
+            files.enter_context(atomic_write(path)).write(text)
+        with errors.sigterm_deferred():
+            files.close()
+
+
 def make_dirs(path):
     """Creates a folder and its parents; nothing when it exists."""
     path = os.fspath(path)

@@ -58,6 +58,11 @@ class DataProcessor:
         """Gets a collection of `InputExample`s for prediction."""
         return self._examples(data_dir, self.test_file, "test")
 
+    def input_files(self, data_dir):
+        """The paths of the files this processor reads in data_dir."""
+        names = (self.train_file, self.dev_file, self.test_file)
+        return [data_file(data_dir, name) for name in names]
+
     def get_labels(self):
         """Gets the list of labels for this data set (None: regression)."""
         return None if self.labels is None else list(self.labels)
@@ -327,9 +332,12 @@ class AxProcessor(MnliProcessor):
     def get_dev_examples(self, data_dir):
         raise ValueError("AX is a test-only diagnostic set: it has no dev set")
 
+    def input_files(self, data_dir):
+        return [data_file(data_dir, "diagnostic.tsv", "AX.tsv")]
+
     def get_test_examples(self, data_dir):
         """diagnostic.tsv (GLUE download) or AX.tsv; columns index, s1, s2."""
-        path = data_file(data_dir, "diagnostic.tsv", "AX.tsv")
+        (path,) = self.input_files(data_dir)
         return self._create_examples(self._read_tsv(path), "test", path)
 
 

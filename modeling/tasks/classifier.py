@@ -23,6 +23,7 @@ from keras import ops
 from modeling import backend
 from modeling import checkpoints
 from modeling import config as config_lib
+from modeling import errors
 from modeling import models
 from modeling import saved_encoder
 from modeling import task_kinds
@@ -217,6 +218,17 @@ def prepare(settings):
         raise ValueError(
             f"--glue_submission_dir: {s.task_name} is not a GLUE task"
         )
+    if s.glue_submission_dir:
+        name = f"{processor.submission_name}.tsv"
+        submission = os.path.realpath(os.path.join(s.glue_submission_dir, name))
+        for path in processor.input_files(s.data_dir):
+            if os.path.realpath(path) == submission:
+                # AX's test file may be data_dir/AX.tsv.
+                raise errors.UserError(
+                    f"--glue_submission_dir={s.glue_submission_dir}: its "
+                    f"{name} would replace the input {path}; give another "
+                    "folder"
+                )
     long_inputs = long_inputs_lib.LongInputs.of(
         s, s.output_dir if trained else None, s.max_seq_length
     )

@@ -153,19 +153,24 @@ def predict(task, model, write=True, examples=None):
             "\t".join(str(np.float32(v)) for v in row) + "\n"
             for row in probabilities
         ]
-        file_io.write_text(task.path(TEST_RESULTS_FILE), "".join(lines))
-        file_io.write_text(
-            task.path(predictions.FILE),
-            "".join(
-                predictions.line(
-                    {
-                        "id": example.id,
-                        "label": int(np.argmax(row)),
-                        "probabilities": [predictions.number(p) for p in row],
-                    }
-                )
-                for example, row in zip(examples, probabilities, strict=True)
-            ),
+        file_io.write_texts(
+            {
+                task.path(TEST_RESULTS_FILE): "".join(lines),
+                task.path(predictions.FILE): "".join(
+                    predictions.line(
+                        {
+                            "id": example.id,
+                            "label": int(np.argmax(row)),
+                            "probabilities": [
+                                predictions.number(p) for p in row
+                            ],
+                        }
+                    )
+                    for example, row in zip(
+                        examples, probabilities, strict=True
+                    )
+                ),
+            }
         )
     return probabilities
 

@@ -305,17 +305,16 @@ def predict(task, model, write=True, data=None):
     counter.finish()
     lines = conll.prediction_lines(data, tags)
     if write:
-        file_io.write_text(
-            task.path(PREDICTIONS_FILE), "".join(f"{x}\n" for x in lines)
-        )
-        file_io.write_text(
-            task.path(predictions.FILE),
-            "".join(
-                predictions.line(
-                    {"id": x.id, "tokens": x.words, "tags": predicted}
-                )
-                for x, predicted in zip(data.sentences, tags, strict=True)
-            ),
+        file_io.write_texts(
+            {
+                task.path(PREDICTIONS_FILE): "".join(f"{x}\n" for x in lines),
+                task.path(predictions.FILE): "".join(
+                    predictions.line(
+                        {"id": x.id, "tokens": x.words, "tags": predicted}
+                    )
+                    for x, predicted in zip(data.sentences, tags, strict=True)
+                ),
+            }
         )
     return tags
 

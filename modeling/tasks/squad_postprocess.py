@@ -326,8 +326,9 @@ def to_json(obj):
 
 
 def write_predictions(predictions, output_dir):
-    """Writes predictions.json, nbest_predictions.json and (v2)
-    null_odds.json to output_dir, each atomically.
+    """Writes predictions.json, nbest_predictions.json, (v2)
+    null_odds.json and predictions.jsonl to output_dir, as one
+    (file_io.write_texts).
 
     Returns:
       The paths written.
@@ -340,14 +341,14 @@ def write_predictions(predictions, output_dir):
         files.append((NULL_ODDS_FILE, predictions.null_odds))
     else:  # An earlier SQuAD 2.0 run's must not sit beside these.
         remove_stale(os.path.join(output_dir, NULL_ODDS_FILE))
-    paths = []
-    for name, obj in files:
-        path = os.path.join(output_dir, name)
-        file_io.write_text(path, to_json(obj))
-        paths.append(path)
-    path = os.path.join(output_dir, predictions_jsonl.FILE)
-    file_io.write_text(path, json_lines(predictions))
-    return paths + [path]
+    texts = {
+        os.path.join(output_dir, name): to_json(obj) for name, obj in files
+    }
+    texts[os.path.join(output_dir, predictions_jsonl.FILE)] = json_lines(
+        predictions
+    )
+    file_io.write_texts(texts)
+    return list(texts)
 
 
 def remove_stale(path):
