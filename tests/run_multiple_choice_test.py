@@ -231,6 +231,20 @@ def test_bad_label(tmp_path):
         swag.read_swag(path)
 
 
+def test_an_unlabelled_files_placeholder_labels(tmp_path):
+    """A test file's empty label, or HF swag test's -1: no label; in a
+    training file both are errors."""
+    head = ",".join(HEADER)
+    path = _write(
+        tmp_path,
+        f"{head}\n0,v,0,s,a b,c,g,e0,e1,e2,e3,\n1,v,0,s,a b,c,g,e0,e1,e2,e3,-1\n",
+    )
+    test = swag.read_swag(path, "test", require_label=False)
+    assert [e.label for e in test] == [None, None]
+    with pytest.raises(ValueError, match=f"{path} line 2: label ''"):
+        swag.read_swag(path)
+
+
 def test_missing_label_column_for_training(tmp_path):
     path = _write(tmp_path, ",".join(HEADER[:-1]) + "\n0,v,0,s,a,c,g,1,2,3,4\n")
     with pytest.raises(ValueError, match=f"{path} line 1: .* no label column"):

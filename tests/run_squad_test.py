@@ -399,6 +399,26 @@ def test_bad_training_files(
     assert not out.exists()
 
 
+def test_which_predict_files_are_scored():
+    """v2: a file where no question has an answer is taken as unlabelled
+    (scoring it would count every answer wrong)."""
+    import types
+
+    def examples(*answers):
+        return [
+            types.SimpleNamespace(qas_id=f"q{i}", answers=a)
+            for i, a in enumerate(answers)
+        ]
+
+    assert squad_lib.gold_answers(examples([], []), True) is None
+    assert squad_lib.gold_answers(examples([], ["x"]), True) == {
+        "q0": [],
+        "q1": ["x"],
+    }
+    assert squad_lib.gold_answers(examples([], ["x"]), False) is None
+    assert squad_lib.gold_answers(examples(None, ["x"]), True) is None
+
+
 def test_settings_checks(tiny_model, uncased_vocab_file, tmp_path):
     base = dict(
         vocab_file=uncased_vocab_file,

@@ -54,7 +54,8 @@ def read_swag(path, set_type="train", require_label=True):
       path: str.
       set_type: used in guids.
       require_label: the file must have a `label` column (train/dev); a
-        test file without one gives examples with label None.
+        test file without one, or with an empty or -1 label (an
+        unlabelled file's placeholder), gives examples with label None.
 
     Returns:
       list of SwagExample; `id` is the row's `id` column, else its line.
@@ -101,8 +102,13 @@ def read_swag(path, set_type="train", require_label=True):
             raise ValueError(f"{where}: fewer than 2 endings")
         num_choices = len(texts)
         label = None
+        text = None
         if label_column is not None and row.get(label_column) is not None:
             text = str(row[label_column]).strip()
+        if not require_label and text in ("", "-1"):
+            # An unlabelled file's placeholder (HF's swag test split: -1).
+            text = None
+        if text is not None:
             if not (text.isdigit() and int(text) < num_choices):
                 raise ValueError(
                     f"{where}: label {text!r} is not a choice index "

@@ -428,12 +428,20 @@ class AnswerPredictor:
 
 def gold_answers(examples, version_2_with_negative):
     """qid -> gold texts when the file can be scored, else None (a file
-    without answers; v1 with unanswerable questions)."""
+    without answers; v1 with unanswerable questions; v2 where no question
+    has an answer: an unlabelled file, whose "answers": [] everywhere would
+    score every answer wrong and choose a threshold that answers nothing)."""
     gold = {}
     for example in examples:
         if example.answers is None:
             return None
         gold[example.qas_id] = example.answers
+    if version_2_with_negative and not any(gold.values()):
+        logging.warning(
+            "No question of the predict file has an answer: taken as "
+            "unlabelled, not scored."
+        )
+        return None
     if not version_2_with_negative and not all(gold.values()):
         logging.warning(
             "The predict file has questions without answers: not scored "
