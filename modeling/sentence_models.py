@@ -7,7 +7,9 @@ from the folders users have (run_embeddings.py and BertTextEmbedder):
   (sentence_bert_config.json) and casing (tokenizer_config.json), and its
   activation: HF's "gelu" is the exact (erf) GELU ("gelu_exact" here), not
   the original's tanh form;
-- an HF BERT folder (config.json, model.safetensors, vocab.txt);
+- an HF BERT folder (config.json, model.safetensors, vocab.txt), read as
+  sentence-transformers reads one: mean pooling, no Normalize, the
+  tokenizer's model_max_length;
 - an original checkpoint (with a vocab_file and bert_config_file, or the
   files beside it).
 
@@ -171,13 +173,35 @@ def _pooling_mode(path):
     return modes[0]
 
 
+def _tokenizer_config(folder):
+    path = os.path.join(folder, "tokenizer_config.json")
+    return read_json(path) if os.path.exists(path) else {}
+
+
 def _tokenizer_lower_case(folder):
     """An HF folder's casing: tokenizer_config.json's do_lower_case (HF's
     BertTokenizer lower-cases by default)."""
-    path = os.path.join(folder, "tokenizer_config.json")
-    if os.path.exists(path):
-        return bool(read_json(path).get("do_lower_case", True))
-    return True
+    config = _tokenizer_config(folder)
+    lower = bool(config.get("do_lower_case", True))
+    if lower and config.get("strip_accents") is False:
+        from absl import logging
+
+        logging.warning(
+            "%s/tokenizer_config.json: strip_accents false (lower-case but "
+            "keep accents); this tokenizer, as the original's, strips them "
+            "when it lower-cases: accented words get other pieces than HF's",
+            folder,
+        )
+    return lower
+
+
+def _tokenizer_max_length(folder):
+    """An HF folder's tokenizer_config.json model_max_length (None when it
+    gives none: HF's stand-in for "no limit" is a huge number)."""
+    length = _tokenizer_config(folder).get("model_max_length")
+    if isinstance(length, int) and 0 < length < 1 << 30:
+        return length
+    return None
 
 
 def read_model(
@@ -212,7 +236,11 @@ def read_model(
     elif os.path.isdir(path) and os.path.exists(
         os.path.join(path, convert.HF_CONFIG)
     ):
+        # As sentence-transformers reads a plain HF folder: mean pooling,
+        # no Normalize, the tokenizer's length limit (capped below).
         kind, folder = "hf", path
+        said_normalize = False
+        length = _tokenizer_max_length(folder) or 1 << 30
     else:
         kind = "original"
     if kind == "original":
@@ -238,8 +266,12 @@ def read_model(
     if not os.path.exists(vocab):
         raise FileNotFoundError(f"No vocabulary at {vocab}: give --vocab_file")
     config_lib.check_vocab_size(vocab, config)
-    max_seq_length = max_seq_length or length or DEFAULT_MAX_SEQ_LENGTH
-    max_seq_length = min(max_seq_length, config.max_position_embeddings)
+    if max_seq_length is None:
+        # What the folder says, within what the model was trained for; a
+        # --max_seq_length beyond that is an error.
+        max_seq_length = min(
+            length or DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings
+        )
     config_lib.check_max_seq_length(max_seq_length, config)
     return ModelSource(
         kind=kind,

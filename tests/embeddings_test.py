@@ -80,6 +80,47 @@ def test_vectors_equal_sentence_transformers(minilm_dir, texts, tmp_path):
     }
 
 
+def test_a_plain_hf_folder_is_read_as_sentence_transformers_reads_it(
+    minilm_dir, texts, tmp_path
+):
+    """Without modules.json: mean pooling, no Normalize, the tokenizer's
+    model_max_length (512); the vectors are the folder's before its
+    Normalize module. A --max_seq_length past the model's is an error."""
+    import shutil
+
+    from modeling import sentence_models
+
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    for name in ("config.json", "model.safetensors", "vocab.txt"):
+        shutil.copy(minilm_dir / name, hf)
+    shutil.copy(minilm_dir / "tokenizer_config.json", hf)
+    source = sentence_models.read_model(str(hf))
+    assert (source.kind, source.pooling, source.normalize) == (
+        "hf",
+        "mean",
+        False,
+    )
+    assert source.max_seq_length == 512
+    with pytest.raises(ValueError, match="1024"):
+        sentence_models.read_model(str(hf), max_seq_length=1024)
+    predict_file = _write_lines(tmp_path / "texts.txt", texts)
+    embeddings.run(
+        _settings(
+            tmp_path,
+            hf,
+            do_predict=True,
+            predict_file=str(predict_file),
+            max_seq_length=256,  # The sentence-transformers folder's.
+        )
+    )
+    got = np.load(tmp_path / "out" / embeddings.EMBEDDINGS_FILE)
+    norms = np.linalg.norm(got, axis=1, keepdims=True)
+    assert np.all(np.abs(norms - 1) > 1e-3)
+    want = np.load(REFERENCE / "minilm_vectors.npy")
+    assert np.max(np.abs(got / norms - want)) <= 1e-5
+
+
 def test_stsb_correlations_equal_sentence_transformers(minilm_dir, tmp_path):
     """--do_eval on STS-B's dev.tsv as it is: the Spearman and Pearson
     correlations of sentence-transformers' cosine similarities."""

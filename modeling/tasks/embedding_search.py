@@ -126,7 +126,7 @@ def saved_corpus(path, dim, warn=True):
     corpus = load_embeddings(path, dim)
     ids_file = ids_path(path)
     if os.path.exists(ids_file):
-        corpus_ids = file_io.read_text(ids_file).splitlines()
+        corpus_ids = file_io.read_lines(ids_file)  # Split at "\n" only.
     else:
         if warn:
             logging.warning(

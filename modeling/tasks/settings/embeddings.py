@@ -48,13 +48,15 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
     normalize: bool | None = option(
         None,
         "Scale vectors to unit length. Default: the sentence-transformers "
-        "folder's (a Normalize module), else True.",
+        "folder's (a Normalize module); an HF folder's: False (as "
+        "sentence-transformers reads it); an original checkpoint's: True.",
     )
     max_seq_length: int | None = option(
         None,
         "Word pieces per text ([CLS] and [SEP] included); longer texts are "
         "cut (and counted in the log). Default: the folder's "
-        "sentence_bert_config.json, else 128.",
+        "sentence_bert_config.json, an HF folder's tokenizer "
+        "model_max_length, else 128 (within max_position_embeddings).",
     )
     do_predict: bool = option(False, "Embed --predict_file.")
     predict_file: str | None = option(
