@@ -181,9 +181,13 @@ def _tokenizer_config(folder):
 def _tokenizer_lower_case(folder):
     """An HF folder's casing: tokenizer_config.json's do_lower_case (HF's
     BertTokenizer lower-cases by default)."""
-    config = _tokenizer_config(folder)
-    lower = bool(config.get("do_lower_case", True))
-    if lower and config.get("strip_accents") is False:
+    return bool(_tokenizer_config(folder).get("do_lower_case", True))
+
+
+def _warn_of_kept_accents(folder):
+    """HF's strip_accents false (lower-case, keep accents) is not this
+    tokenizer's: it strips accents when it lower-cases, as the original's."""
+    if _tokenizer_config(folder).get("strip_accents") is False:
         from absl import logging
 
         logging.warning(
@@ -192,7 +196,6 @@ def _tokenizer_lower_case(folder):
             "when it lower-cases: accented words get other pieces than HF's",
             folder,
         )
-    return lower
 
 
 def _tokenizer_max_length(folder):
@@ -273,12 +276,15 @@ def read_model(
             length or DEFAULT_MAX_SEQ_LENGTH, config.max_position_embeddings
         )
     config_lib.check_max_seq_length(max_seq_length, config)
+    lower = lower if do_lower_case is None else do_lower_case
+    if kind != "original" and lower:
+        _warn_of_kept_accents(folder)
     return ModelSource(
         kind=kind,
         config=config,
         weights=weights,
         vocab_file=vocab,
-        do_lower_case=lower if do_lower_case is None else do_lower_case,
+        do_lower_case=lower,
         pooling=pooling or said_pooling,
         normalize=said_normalize if normalize is None else normalize,
         max_seq_length=max_seq_length,

@@ -404,13 +404,19 @@ def test_which_predict_files_are_scored():
     (scoring it would count every answer wrong)."""
     import types
 
-    def examples(*answers):
+    def examples(*answers, impossible=None):
         return [
-            types.SimpleNamespace(qas_id=f"q{i}", answers=a)
+            types.SimpleNamespace(
+                qas_id=f"q{i}", answers=a, is_impossible=impossible
+            )
             for i, a in enumerate(answers)
         ]
 
     assert squad_lib.gold_answers(examples([], []), True) is None
+    # A labelled file of unanswerable questions only is scored.
+    assert squad_lib.gold_answers(examples([], impossible=True), True) == {
+        "q0": []
+    }
     assert squad_lib.gold_answers(examples([], ["x"]), True) == {
         "q0": [],
         "q1": ["x"],

@@ -251,7 +251,8 @@ def read_text(path):
         raise FileNotFoundError(f"Data file not found: {path}")
     data = read_bytes(path)
     try:
-        return data.decode("utf-8")
+        # A byte-order mark (Windows editors write one) is not text.
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise ValueError(f"{path} line {line}: not UTF-8 text") from None
@@ -260,13 +261,13 @@ def read_text(path):
 def read_lines(path):
     """The lines of a UTF-8 text file, split at "\\n" only (a "\\r" before
     it dropped): U+2028, U+0085 or a form feed inside a line are text, not
-    line ends as str.splitlines() would take them. No final empty line; a
-    UTF-8 byte-order mark (Windows editors write one) is not text.
+    line ends as str.splitlines() would take them. No final empty line (nor
+    a byte-order mark: `read_text`).
 
     Raises:
       as `read_text`.
     """
-    lines = read_text(path).removeprefix("\ufeff").split("\n")
+    lines = read_text(path).split("\n")
     if lines and not lines[-1]:
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]

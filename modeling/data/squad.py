@@ -187,20 +187,7 @@ def load_squad_json(input_file):
       ValueError: not JSON (naming line and column), not UTF-8, or no
         `data` list.
     """
-    if file_io.is_remote(input_file):
-        import tensorflow as tf  # Only remote paths need TensorFlow.
-
-        with tf.io.gfile.GFile(input_file, "rb") as f:
-            raw = f.read()
-    else:
-        with open(input_file, "rb") as f:
-            raw = f.read()
-    try:
-        text = raw.decode("utf-8-sig")  # A BOM (Windows editors) is not JSON.
-    except UnicodeDecodeError as e:
-        raise ValueError(
-            f"{input_file}: not UTF-8 (byte {e.start}): {e.reason}"
-        ) from None
+    text = file_io.read_text(input_file)
     try:
         root = json.loads(text)
     except json.JSONDecodeError as e:
@@ -385,6 +372,10 @@ def _read_answers(
                 for a in answers
                 if isinstance(a, dict) and isinstance(a.get("text"), str)
             ]
+        # A labelled v2 file's unanswerable question (an unlabelled file's
+        # questions have no answers either, but no is_impossible).
+        if qa.get("is_impossible") is True:
+            example.is_impossible = True
         return example
     if version_2_with_negative:
         example.is_impossible = where.field(

@@ -429,17 +429,20 @@ class AnswerPredictor:
 def gold_answers(examples, version_2_with_negative):
     """qid -> gold texts when the file can be scored, else None (a file
     without answers; v1 with unanswerable questions; v2 where no question
-    has an answer: an unlabelled file, whose "answers": [] everywhere would
-    score every answer wrong and choose a threshold that answers nothing)."""
+    has an answer or is marked is_impossible: an unlabelled file, whose
+    "answers": [] everywhere would score every answer wrong and choose a
+    threshold that answers nothing)."""
     gold = {}
     for example in examples:
         if example.answers is None:
             return None
         gold[example.qas_id] = example.answers
-    if version_2_with_negative and not any(gold.values()):
+    if version_2_with_negative and not any(
+        e.answers or e.is_impossible for e in examples
+    ):
         logging.warning(
-            "No question of the predict file has an answer: taken as "
-            "unlabelled, not scored."
+            "No question of the predict file has an answer or is_impossible: "
+            "taken as unlabelled, not scored."
         )
         return None
     if not version_2_with_negative and not all(gold.values()):
