@@ -81,6 +81,31 @@ def test_write_texts_publishes_all_or_none(tmp_path, monkeypatch):
         file_io.write_texts({a: "new a", tmp_path / "no" / "b.txt": "x"})
     assert a.read_text() == "old a"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+    # A close that fails (a full disk) fails before anything is published,
+    # whichever file it is.
+    real_open = open
+
+    class FullDisk:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, text):
+            return self.f.write(text)
+
+        def close(self):
+            self.f.close()
+            if os.path.basename(self.f.name).startswith(".a.txt"):
+                raise OSError(28, "No space left on device")
+
+    def opener(path, *args, **kwargs):
+        return FullDisk(real_open(path, *args, **kwargs))
+
+    monkeypatch.setattr("builtins.open", opener)
+    with pytest.raises(OSError, match="No space"):
+        file_io.write_texts({a: "new a", b: "new b"})
+    monkeypatch.undo()
+    assert (a.read_text(), b.read_text()) == ("old a", "old b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
 
     published = []
     publish = file_io.publish

@@ -293,17 +293,58 @@ def write_text(path, text):
         f.write(text)
 
 
-def write_texts(texts):
-    """Writes the files {path: str} as one: each is written aside, then all
-    are renamed into place with SIGTERM held, so that a run's outputs are
-    never some this run's and some an earlier run's."""
+@contextlib.contextmanager
+def atomic_writes(finals, encoding="utf-8"):
+    """`atomic_write` for several files published as one: yields a list of
+    text files open under temporary names; when the block succeeds, closes
+    them all (a full disk fails here, before any is published), then
+    renames them all into place with SIGTERM held. So a run's outputs are
+    never some this run's and some an earlier run's. On any error every
+    temporary file is removed."""
     from modeling import errors
 
-    with contextlib.ExitStack() as files:
-        for path, text in texts.items():
-            files.enter_context(atomic_write(path)).write(text)
+    temps = [temp_name(final) for final in finals]
+    _OPEN_TEMPORARIES.update(temps)
+    files = []
+    try:
+        try:
+            for temp in temps:
+                if is_remote(temp):
+                    files.append(_gfile().GFile(temp, "w"))
+                else:
+                    files.append(
+                        open(temp, "w", encoding=encoding, newline="\n")  # noqa: SIM115
+                    )
+            yield files
+        except BaseException:
+            for f in files:
+                with contextlib.suppress(Exception):
+                    f.close()
+            raise
+        closing_error = None
+        for f in files:  # Each closed once; the first error is raised.
+            try:
+                f.close()
+            except Exception as e:  # noqa: BLE001 (raised below)
+                closing_error = closing_error or e
+        if closing_error is not None:
+            raise closing_error
         with errors.sigterm_deferred():
-            files.close()
+            for temp, final in zip(temps, finals, strict=True):
+                publish(temp, final)
+    except BaseException:
+        for temp in temps:
+            remove_if_exists(temp)
+        raise
+    finally:
+        _OPEN_TEMPORARIES.difference_update(temps)
+
+
+def write_texts(texts):
+    """Writes the files {path: str} as one (`atomic_writes`)."""
+    with atomic_writes(list(texts)) as files:
+        for f, text in zip(files, texts.values(), strict=True):
+            f.write(text)
 
 
 def make_dirs(path):

@@ -14,7 +14,6 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from modeling import errors
 from modeling import task_kinds
 from modeling.data import classifier_data
 from modeling.data import custom
@@ -180,11 +179,7 @@ def predict(task, model, write=True):
                 f"The test file gave {count} examples, then "
                 f"{num_records} (did it change during the run?)"
             )
-        # The files are renamed into place one after another: a SIGTERM
-        # waits until all are (else some would be this run's, some an
-        # earlier run's).
-        with errors.sigterm_deferred():
-            files.close()
+        files.close()  # Publishes the files as one (file_io.atomic_writes).
     logging.info("Predicted %d examples", count)
 
 
@@ -235,9 +230,9 @@ def _window_rows(task, batches, group=256):
 
 class _PredictionWriters:
     """test_results.tsv, predictions.jsonl and the GLUE submission file,
-    written row by row under temporary names and published together when
-    the ExitStack closes without an error (None: nothing is written, a
-    worker that is not the chief)."""
+    written row by row under temporary names and published as one when the
+    ExitStack closes without an error (file_io.atomic_writes; None: nothing
+    is written, a worker that is not the chief)."""
 
     def __init__(self, task, files):
         self.task = task
@@ -245,19 +240,15 @@ class _PredictionWriters:
         if files is None:
             return
         s = task.settings
-        self.results = files.enter_context(
-            file_io.atomic_write(task.path(TEST_RESULTS_FILE))
-        )
-        self.jsonl = files.enter_context(
-            file_io.atomic_write(task.path(predictions.FILE))
-        )
-        self.submission = None
+        paths = [task.path(TEST_RESULTS_FILE), task.path(predictions.FILE)]
         if s.glue_submission_dir:
             tf.io.gfile.makedirs(s.glue_submission_dir)
             name = f"{task.processor.submission_name}.tsv"
-            self.submission = files.enter_context(
-                file_io.atomic_write(os.path.join(s.glue_submission_dir, name))
-            )
+            paths.append(os.path.join(s.glue_submission_dir, name))
+        opened = files.enter_context(file_io.atomic_writes(paths))
+        self.results, self.jsonl = opened[:2]
+        self.submission = opened[2] if s.glue_submission_dir else None
+        if self.submission is not None:
             self.submission.write(classifier_data.GLUE_SUBMISSION_HEADER)
 
     def write(self, example, output, prediction, num_windows=None):
