@@ -539,7 +539,8 @@ def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
             optimizer's `<name>/adam_m`, `<name>/adam_v`.
         global_step: int or None; stored as the int64 scalar `global_step`.
         keep_max: int or None; keep only this many newest checkpoints listed
-            in the state file, deleting the files of older ones.
+            in the state file, deleting the files of older ones (None or 0,
+            as the original's RunConfig: keep them all).
 
     Returns:
         str, the prefix written.
@@ -579,7 +580,7 @@ def _update_state(directory, prefix, keep_max):
     previous = [os.path.basename(p) for p in previous if p]
     all_paths = [p for p in previous if p != name] + [name]
     dropped = []
-    if keep_max is not None and len(all_paths) > keep_max:
+    if keep_max and len(all_paths) > keep_max:
         dropped = all_paths[: len(all_paths) - keep_max]
         all_paths = all_paths[len(all_paths) - keep_max :]
     _write_state(directory, name, all_paths)

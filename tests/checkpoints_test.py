@@ -108,6 +108,19 @@ def test_keep_max_deletes_the_oldest(tmp_path):
     np.testing.assert_array_equal(
         checkpoints.read_checkpoint(tmp_path)["w"], [4.0, 4.0]
     )
+    # 0, as the original's RunConfig: every checkpoint is kept.
+    for step in range(5, 8):
+        checkpoints.write_checkpoint(
+            str(tmp_path / f"model.ckpt-{step}"),
+            {"w": np.full([2], step, np.float32)},
+            global_step=step,
+            keep_max=0,
+        )
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+        f"model.ckpt-{step}" for step in range(3, 8)
+    ]
+    assert len(os.listdir(tmp_path)) == 11
 
 
 def test_resolve_accepts_prefix_file_and_directory(golden_dir, tmp_path):

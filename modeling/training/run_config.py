@@ -43,7 +43,9 @@ class RunConfig:
         "after 100 steps or 30 seconds, so that progress is logged).",
     )
     keep_checkpoint_max: int = option(
-        5, "How many of the newest checkpoints to keep in output_dir."
+        5,
+        "How many of the newest checkpoints to keep in output_dir (0: all, "
+        "as the original's RunConfig).",
     )
     gradient_accumulation_steps: int = option(
         1,
@@ -118,8 +120,22 @@ class RunConfig:
         Raises:
           ValueError: an unknown runtime; int8 with
             --predict_runtime=tensorflow; TF Lite after a mixed precision
-            (its converter takes the float32 model).
+            (its converter takes the float32 model); a negative
+            --keep_checkpoint_max or a --save_checkpoints_steps below 1.
         """
+        if self.keep_checkpoint_max < 0:
+            raise ValueError(
+                f"--keep_checkpoint_max={self.keep_checkpoint_max}: keep how "
+                "many newest checkpoints (0: all)"
+            )
+        if (
+            self.save_checkpoints_steps is not None
+            and self.save_checkpoints_steps < 1
+        ):
+            raise ValueError(
+                f"--save_checkpoints_steps={self.save_checkpoints_steps}: "
+                "must be at least 1"
+            )
         runtime = self.predict_runtime
         if runtime is not None and runtime not in RUNTIMES:
             raise ValueError(
