@@ -10,6 +10,8 @@ Estimator-only names (`estimator_only`). Imports only the standard library.
 
 import contextlib
 import errno
+import os
+import re
 import signal
 import sys
 
@@ -140,7 +142,9 @@ def estimator_only(name, replacement):
 #   data (unknown task, sequence too long, bad line N of a file, no file
 #   matching a pattern, no checkpoint to evaluate, ...), with a message that
 #   says what to change. A ValueError raised inside TensorFlow, Keras or
-#   NumPy (a shape or dtype mismatch) is a bug and keeps its traceback;
+#   NumPy (a shape or dtype mismatch) is a bug and keeps its traceback. One
+#   raised in a worker process (multiprocessing re-raises it in the parent,
+#   the worker's traceback as its cause) is judged by the worker's frames;
 # - a missing or unreadable path, wherever it was raised: FileNotFoundError,
 #   IsADirectoryError, NotADirectoryError, PermissionError, and their
 #   TensorFlow counterparts tf.errors.NotFoundError / PermissionDeniedError
@@ -154,6 +158,8 @@ _PATH_ERRORS = (
     PermissionError,
 )
 _TF_PATH_ERRORS = ("NotFoundError", "PermissionDeniedError")
+# This package's folder: a worker's frame in it is the library's.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def is_user_error(error, script_module="__main__"):
@@ -173,6 +179,12 @@ def is_user_error(error, script_module="__main__"):
         return True
     if not isinstance(error, ValueError):
         return False
+    cause = error.__cause__
+    if type(cause).__name__ == "RemoteTraceback":
+        frames = re.findall(r'File "([^"]+)"', str(cause))
+        return bool(frames) and os.path.abspath(frames[-1]).startswith(
+            _PACKAGE_DIR
+        )
     tb = error.__traceback__
     if tb is None:
         return False

@@ -9,12 +9,31 @@ Shapes: B = batch size, T = sequence length, P = predictions per sequence,
 H = hidden size, V = vocab size, L = number of labels, C = number of choices.
 """
 
+import contextlib
+
 import keras
 
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import encoder
 from modeling import heads
+
+
+@contextlib.contextmanager
+def saved_policy(policy):
+    """Makes layers under the dtype policy a saved model was built with
+    (None: this process's). Layers take the global policy as they are
+    made: without this, a mixed-precision .keras file loads as float32,
+    and its optimizer's loss-scale state is dropped."""
+    if policy is None:
+        yield
+        return
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 class _TaskModel(keras.Model):
@@ -28,18 +47,21 @@ class _TaskModel(keras.Model):
     HEAD_VARIABLES = ()
 
     def get_config(self):
-        """The constructor's arguments; the BertConfig as a dict."""
+        """The constructor's arguments; the BertConfig as a dict; the dtype
+        policy the layers were built under (mixed_bfloat16, ...)."""
         return {
             "name": self.name,
             "config": self.config.to_dict(),
             "use_one_hot_embeddings": self.use_one_hot_embeddings,
+            "dtype_policy": self.dtype_policy.name,
         }
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
         bert_config = config_lib.BertConfig.from_dict(config.pop("config"))
-        return cls(bert_config, **config)
+        with saved_policy(config.pop("dtype_policy", None)):
+            return cls(bert_config, **config)
 
     @classmethod
     def from_checkpoint(

@@ -126,7 +126,11 @@ class BertPreprocessor(keras.layers.Layer):
         )
         return cls(tokens, do_lower_case, sequence_length)
 
-    def call(self, inputs):
+    def call(self, inputs, text_b=None):
+        # `text_b` as a second argument: dataset.map(preprocessor) on a
+        # dataset of (text_a, text_b) pairs, which tf.data unpacks.
+        if text_b is not None:
+            inputs = (inputs, text_b)
         text_a, text_b = split_texts(inputs)
         scalar = text_a.shape.rank == 0
         if scalar:
@@ -137,7 +141,8 @@ class BertPreprocessor(keras.layers.Layer):
             features = {k: v[0] for k, v in features.items()}
         return features
 
-    def compute_output_spec(self, inputs):
+    def compute_output_spec(self, inputs, text_b=None):
+        del text_b  # The shape is text_a's.
         text_a, _ = split_texts(inputs, convert=False)
         shape = tuple(text_a.shape) + (self.sequence_length,)
         return {

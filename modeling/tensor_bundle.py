@@ -119,9 +119,11 @@ def _message_field(number, body):
     return _varint(number << 3 | 2) + _varint(len(body)) + body
 
 
-def _parse_message(buf):
+def parse_message(buf):
     """{field number: [values]}: ints for varint / fixed fields, bytes for
-    length-delimited ones. Raises ValueError or IndexError when malformed."""
+    length-delimited ones (a nested message: parse it in turn). Raises
+    ValueError or IndexError when malformed. Also what export/folders.py
+    reads a SavedModel's asset names with."""
     fields, pos = {}, 0
     while pos < len(buf):
         tag, pos = _read_varint(buf, pos)
@@ -341,8 +343,8 @@ class BundleReader:
             entries = _read_table(data)
             if not entries or entries[0][0] != b"":
                 raise ValueError("no header entry")
-            self._header(_parse_message(entries[0][1]))
-            parsed = [(k, _parse_message(v)) for k, v in entries[1:]]
+            self._header(parse_message(entries[0][1]))
+            parsed = [(k, parse_message(v)) for k, v in entries[1:]]
             self._entries = {}
             for key, fields in sorted(parsed, key=_sliced_first):
                 self._add_entry(key, fields)
@@ -362,7 +364,7 @@ class BundleReader:
         self.num_shards = _last(fields, 1)
         # BundleHeaderProto.Endianness: LITTLE = 0, BIG = 1.
         self._byte_order = ">" if _last(fields, 2) == 1 else "<"
-        version = _parse_message(_last(fields, 3, b""))
+        version = parse_message(_last(fields, 3, b""))
         if _last(version, 2) > _READER_VERSION or _READER_VERSION in (
             version.get(3, [])
         ):
@@ -379,11 +381,11 @@ class BundleReader:
                 f"tensor {name!r} is partitioned (saved in slices), which "
                 "this reader does not support: re-save it unpartitioned"
             )
-        shape_fields = _parse_message(_last(fields, 2, b""))
+        shape_fields = parse_message(_last(fields, 2, b""))
         if _last(shape_fields, 3):
             raise ValueError(f"tensor {name!r} has an unknown rank")
         shape = tuple(
-            _last(_parse_message(dim), 1) for dim in shape_fields.get(2, [])
+            _last(parse_message(dim), 1) for dim in shape_fields.get(2, [])
         )
         if any(size >= 1 << 63 for size in shape):  # -1 as a varint
             raise ValueError(f"tensor {name!r} has an unknown dimension")

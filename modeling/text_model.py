@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from modeling import models
 from modeling import preprocessing
 from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
@@ -58,6 +59,7 @@ class TextModel(keras.Model):
             ),
             "dynamic_padding": self.dynamic_padding,
             "long_inputs": self.long_inputs.to_json(),
+            "dtype_policy": self.dtype_policy.name,
         }
 
     @classmethod
@@ -69,7 +71,9 @@ class TextModel(keras.Model):
             config["long_inputs"] = long_inputs_lib.LongInputs.from_json(
                 config["long_inputs"]
             )
-        return cls(**config)
+        # compile wraps the optimizer in a loss scale under mixed_float16.
+        with models.saved_policy(config.pop("dtype_policy", None)):
+            return cls(**config)
 
     def _predictor(self, batch_size):
         """The one predictor over the task model: length-sorted batches
@@ -171,20 +175,39 @@ def texts(x):
 
 def python_texts(x):
     """What predict takes (as `texts`, or a tf.data.Dataset of batched
-    texts or (text_a, text_b) pairs) -> (text_a, text_b or None) as lists
-    of str."""
+    texts, (text_a, text_b) pairs or dicts of them, with or without the
+    labels that fit takes) -> (text_a, text_b or None) as lists of str."""
     if isinstance(x, tf.data.Dataset):
         batches = [
-            b[0] if isinstance(b, tuple) and len(b) == 1 else b
+            _without_labels(b)
             for b in input_pipeline.without_autotuning(x).as_numpy_iterator()
         ]
         if batches and isinstance(batches[0], tuple):
             x = tuple(np.concatenate(side) for side in zip(*batches))
+        elif batches and isinstance(batches[0], dict):
+            x = {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
         else:
             x = np.concatenate(batches) if batches else []
     x = texts(x)
     text_a, text_b = x if isinstance(x, tuple) else (x, None)
     return _str_list(text_a), None if text_b is None else _str_list(text_b)
+
+
+def _without_labels(batch):
+    """A dataset batch's texts, as Keras's predict unpacks (x, y) and
+    (x, y, sample_weight): a 2-tuple is (text_a, text_b) only when its
+    second part is texts too (labels are numbers)."""
+    if not isinstance(batch, tuple):
+        return batch
+    if len(batch) == 1 or len(batch) == 3:
+        return batch[0]
+    second = batch[1]
+    if (
+        isinstance(second, (tuple, dict))
+        or np.asarray(second).dtype.kind not in "OSU"
+    ):
+        return batch[0]
+    return batch
 
 
 def _str_list(array):

@@ -167,10 +167,10 @@ BAD_INPUTS = {
         {},
         r"corpus\.txt:3: bytes that are not UTF-8",
     ),
-    "too_many_predictions": (
+    "no_predictions": (
         b"the cat.\nthe dog.\n",
-        {"max_seq_length": 16, "max_predictions_per_seq": 14},
-        "max_predictions_per_seq=14: must be between 1 and max_seq_length - 3",
+        {"max_predictions_per_seq": 0},
+        "max_predictions_per_seq=0: must be >= 1",
     ),
     "short_max_seq_length": (
         b"the cat.\n",
@@ -178,10 +178,10 @@ BAD_INPUTS = {
         "max_seq_length=3",
     ),
     "zero_dupe_factor": (b"the cat.\n", {"dupe_factor": 0}, "dupe_factor=0"),
-    "zero_masked_lm_prob": (
+    "negative_masked_lm_prob": (
         b"the cat.\n",
-        {"masked_lm_prob": 0.0},
-        "masked_lm_prob=0.0",
+        {"masked_lm_prob": -0.1},
+        "masked_lm_prob=-0.1",
     ),
 }
 
@@ -211,6 +211,28 @@ def test_bad_input_is_a_clear_error_and_leaves_no_file(
                 per_shard_output=mode == "scale_per_shard",
             )
     assert _leftovers(tmp_path) == []
+
+
+def test_the_originals_edge_values_make_records(toy_tokenizer, tmp_path):
+    """max_seq_length 16 with the default 20 predictions (more slots than
+    a sequence can mask: padded), and masked_lm_prob 0 (one mask per
+    sequence): the original accepts both."""
+    corpus = _corpus(tmp_path, num_docs=4)
+    out = tmp_path / "out.tfrecord"
+    exact.create_exact(
+        [str(corpus)],
+        [str(out)],
+        toy_tokenizer,
+        generation.GenerationOptions(
+            max_seq_length=16, masked_lm_prob=0.0, dupe_factor=1
+        ),
+    )
+    examples = _examples(out)
+    assert examples
+    for example in examples:
+        f = example.features.feature
+        assert len(f["masked_lm_positions"].int64_list.value) == 20
+        assert sum(f["masked_lm_weights"].float_list.value) == 1.0
 
 
 def test_replace_policy_counts_bad_lines(toy_tokenizer, tmp_path):

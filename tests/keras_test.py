@@ -171,6 +171,17 @@ def test_preprocessor_gives_run_classifier_features(uncased_vocab_file):
         np.testing.assert_array_equal(
             got[name].numpy(), [getattr(f, name) for f in want], err_msg=name
         )
+    # In a tf.data pipeline of pairs, which map unpacks into two arguments.
+    mapped = (
+        tf.data.Dataset.from_tensor_slices(
+            tuple(np.array(part) for part in zip(*pairs))
+        )
+        .batch(len(pairs))
+        .map(layer)
+    )
+    np.testing.assert_array_equal(
+        next(iter(mapped))["input_ids"].numpy(), got["input_ids"].numpy()
+    )
     # Single sentences, as a list of str and as a dict; and one scalar.
     singles = [a for a, _ in pairs]
     want = _features(
@@ -292,6 +303,34 @@ def _texts(pairs):
     return tuple(np.array(part) for part in zip(*pairs))
 
 
+def test_a_mixed_precision_model_loads_as_it_was_saved(tiny_release, tmp_path):
+    """Saved under mixed_float16, loaded in a float32 process: the same
+    policy, optimizer step and loss-scale state (they were dropped with a
+    warning), and the same logits."""
+    import warnings
+
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        model = _tiny_classifier(tiny_release, num_labels=2)
+        model.compile(learning_rate=1e-3)
+        a = np.array([a for a, _ in _PAIRS])
+        model.fit(a[:4], _LABELS[:4], batch_size=2, verbose=0)
+        want = model.predict(a, verbose=0)
+        count = len(model.optimizer.variables)
+        model.save(tmp_path / "mixed.keras")
+    finally:
+        keras.config.set_dtype_policy("float32")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = keras.models.load_model(tmp_path / "mixed.keras")
+    assert not [w for w in caught if "Skipping variable" in str(w.message)]
+    assert loaded.classifier.dtype_policy.name == "mixed_float16"
+    assert keras.config.dtype_policy().name == "float32"
+    assert len(loaded.optimizer.variables) == count
+    assert int(loaded.optimizer.iterations.numpy()) == 2
+    np.testing.assert_array_equal(loaded.predict(a, verbose=0), want)
+
+
 def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
     model = _tiny_classifier(tiny_release, num_labels=2)
     model.compile(learning_rate=1e-3)
@@ -321,6 +360,15 @@ def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
         model.predict(firsts.batch(3)),
         model.predict(list(_texts(_PAIRS)[0])),
     )
+    # fit's dataset as it is (the labels are not texts), and dicts.
+    tolerance.assert_float32_close(model.predict(dataset), logits)
+    a, b = _texts(_PAIRS)
+    singles = tf.data.Dataset.from_tensor_slices((a, _LABELS)).batch(3)
+    tolerance.assert_float32_close(
+        model.predict(singles), model.predict(list(a))
+    )
+    dicts = tf.data.Dataset.from_tensor_slices({"text_a": a, "text_b": b})
+    tolerance.assert_float32_close(model.predict(dicts.batch(3)), logits)
     # Calling the model on raw pairs gives predict's logits.
     tolerance.assert_float32_close(model(_texts(_PAIRS)).numpy(), logits)
     # .keras: the same class, weights, predictions and optimizer state.

@@ -91,6 +91,9 @@ def test_script_trains_and_writes_eval_results(inputs, tmp_path):
     assert [line.split(" = ")[0] for line in lines] == EVAL_KEYS
     values = dict(line.split(" = ") for line in lines)
     assert values["global_step"] == "6"
+    # float32 values, as the original writes them (loss = 9.681017).
+    for key in EVAL_KEYS[1:]:
+        assert values[key] == str(np.float32(values[key])), values[key]
     assert 0.0 <= float(values["masked_lm_accuracy"]) <= 1.0
     arrays = checkpoints.read_checkpoint(str(tmp_path))
     assert int(arrays["global_step"]) == 6
@@ -132,6 +135,45 @@ def test_init_checkpoint_without_slots_starts_from_its_weights(
     for name, value in before.items():
         np.testing.assert_array_equal(after[name], value, err_msg=name)
     assert np.any(after["bert/embeddings/word_embeddings/adam_m"] != 0)
+
+
+def test_init_checkpoint_without_the_heads_starts_them_afresh(
+    golden_dir, inputs, tmp_path
+):
+    """A checkpoint without cls/ (a fine-tuned one): as the original's
+    init_from_checkpoint, the encoder's weights load, the heads start from
+    their initializers (lr 0 in the first warmup step: unchanged)."""
+    _, _, records = inputs
+    weights = checkpoints.read_checkpoint(
+        str(golden_dir / "tiny_init" / "bert_model.ckpt")
+    )
+    encoder = {n: v for n, v in weights.items() if not n.startswith("cls/")}
+    assert len(encoder) < len(weights)
+    init = str(tmp_path / "init" / "bert_model.ckpt")
+    checkpoints.write_checkpoint(init, encoder)
+    out = tmp_path / "out"
+    pretraining.run(
+        pretraining.Settings(
+            bert_config_file=str(golden_dir / "tiny_init" / "bert_config.json"),
+            input_file=records,
+            output_dir=str(out),
+            init_checkpoint=init,
+            max_seq_length=16,
+            max_predictions_per_seq=4,
+            do_train=True,
+            train_batch_size=8,
+            run_config=trainer.RunConfig(
+                output_dir=str(out),
+                num_train_steps=1,
+                num_warmup_steps=1,
+                handle_sigterm=False,
+            ),
+        )
+    )
+    after = checkpoints.read_checkpoint(str(out / "model.ckpt-1"))
+    for name, value in encoder.items():
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    assert any(n.startswith("cls/") for n in after)
 
 
 def _newest_step(directory):

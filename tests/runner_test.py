@@ -170,7 +170,7 @@ def _raise_in_numpy():
     np.reshape(np.zeros(3), (2, 2))
 
 
-def test_user_error_rule():
+def test_user_error_rule(tmp_path):
     from modeling.tasks import extract
 
     def caught(fn, *args):
@@ -188,6 +188,25 @@ def test_user_error_rule():
     assert errors.is_user_error(errors.UserError("bad"))
     assert not errors.is_user_error(RuntimeError("bad"))
     assert not errors.is_user_error(KeyError("x"))
+    # Raised in a worker process and again in the parent: judged by the
+    # worker's frames (create_pretraining_data's bad UTF-8 line).
+    import multiprocessing
+
+    from modeling.data import file_io
+
+    bad = tmp_path / "latin1.txt"
+    bad.write_bytes(b"caf\xe9\n")
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        for function, arg, mine in (
+            (file_io.read_text, str(bad), True),
+            (int, "a", False),
+        ):
+            try:
+                pool.map(function, [arg])
+            except ValueError as e:
+                assert errors.is_user_error(e) is mine, e
+            else:
+                raise AssertionError("no exception")
 
 
 def test_training_interrupted_is_the_common_interruption():

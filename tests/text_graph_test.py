@@ -169,6 +169,16 @@ def test_truncated_lengths_equal_the_original_loop():
         assert list(zip(keep_a.numpy(), keep_b.numpy())) == want
 
 
+def test_split_words_is_str_split():
+    """The tagger export's word split: Python's str.split() on every code
+    point to U+3000 between two words (and doubled, leading, trailing)."""
+    texts = [f"a{chr(cp)}b{chr(cp)}{chr(cp)}c " for cp in range(0x3001)]
+    texts += [" \u3000 x\u00a0y\x1cz\u2028", ""]
+    got = in_graph_lib.split_words(tf.constant(texts)).to_list()
+    want = [t.split() for t in texts]
+    assert [[w.decode() for w in row] for row in got] == want
+
+
 def test_input_packer():
     packer = in_graph_lib.InputPacker(max_seq_length=8, cls_id=101, sep_id=102)
     a = tf.ragged.constant([[1, 2, 3, 4, 5], [7]])

@@ -240,10 +240,25 @@ def test_the_earlier_export_goes_only_once_the_new_one_is_in_place(
     assert _leftovers(tmp_path) == [alive]
 
 
+def _saved_model_pb(assets):
+    """A saved_model.pb whose MetaGraphDef tracks `assets` (AssetFileDef
+    file names): all export/folders.py reads of it."""
+    from modeling import tensor_bundle as tb
+
+    meta = b"".join(
+        tb._message_field(6, tb._message_field(2, name.encode()))
+        for name in assets
+    )
+    return tb._message_field(2, meta)
+
+
 def _files(root, names):
     for name in names:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text("x")
+        if name.endswith("saved_model.pb"):
+            (root / name).write_bytes(_saved_model_pb(["vocab.txt"]))
+        else:
+            (root / name).write_text("x")
     return root
 
 
@@ -290,6 +305,16 @@ def _files(root, names):
                 "assets/sub/mine.txt",
             ],
             ["assets/sub", "assets.extra/mine.json", "variables/mine.bin"],
+        ),
+        # A file beside the vocabulary the SavedModel tracks in assets/.
+        (
+            [
+                "saved_model.pb",
+                "assets.extra/bert_hub_export.json",
+                "assets/vocab.txt",
+                "assets/notes.txt",
+            ],
+            ["assets/notes.txt"],
         ),
     ],
 )
@@ -351,18 +376,21 @@ def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
     assert shards.stale_files(3) == [str(old), str(single)]
 
 
-def test_a_single_file_run_removes_an_earlier_runs_shards(tmp_path):
-    """The reverse: out.tfrecord written once the shards of an earlier
-    --per_shard_output run under that name were there; only out.tfrecord
-    is left (`--input_file=out.tfrecord*` read both)."""
+def test_a_single_file_run_beside_shards_of_its_name_is_refused(tmp_path):
+    """The reverse: out.tfrecord to be written where shards of that name
+    are (an earlier --per_shard_output run's, or a Beam run's: hours of
+    work, not this run's to remove); `--input_file=out.tfrecord*` would
+    read both. Refused before any work, the shards left as they were."""
+    from modeling.pretraining_data import shards as shards_lib
+
     old = [tmp_path / f"out.tfrecord-0000{i}-of-00002" for i in range(2)]
     for path in old:
         path.write_bytes(tfrecord_io.frame(b"record"))
-    final = tmp_path / "out.tfrecord"
-    with records.AtomicRecordWriters([str(final)], replaces_shards=True) as out:
-        out.write(b"x")
-        out.commit()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.tfrecord"]
+    final = str(tmp_path / "out.tfrecord")
+    with pytest.raises(ValueError, match="2 shard files of that name"):
+        shards_lib.check_output_files([final], single_files=True)
+    shards_lib.check_output_files([final])  # --per_shard_output replaces.
+    assert all(path.exists() for path in old)
 
 
 # === Every script's settings check, in every combination ===

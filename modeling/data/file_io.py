@@ -179,6 +179,14 @@ def remove_open_temporaries():
                 pass
 
 
+def _open_temp(temp, mode, encoding):
+    if is_remote(temp):
+        return _gfile().GFile(temp, mode)
+    if mode == "w":
+        return open(temp, "w", encoding=encoding, newline="\n")  # noqa: SIM115
+    return open(temp, "wb")  # noqa: SIM115
+
+
 @contextlib.contextmanager
 def atomic_write(final, mode="w", encoding="utf-8"):
     """Yields a file open for writing under a temporary name; closes it once
@@ -191,29 +199,50 @@ def atomic_write(final, mode="w", encoding="utf-8"):
       mode: "w" (text, "\\n" line ends) or "wb".
       encoding: of text mode, for local files (tf.io.gfile writes UTF-8).
     """
+    with atomic_writes([final], mode, encoding) as (f,):
+        yield f
+
+
+@contextlib.contextmanager
+def atomic_writes(finals, mode="w", encoding="utf-8"):
+    """`atomic_write` for several files published as one: yields a list of
+    files open under temporary names; when the block succeeds, closes them
+    all (a full disk fails here, before any is published), then renames
+    them all into place with SIGTERM held. So a run's outputs are never
+    some this run's and some an earlier run's."""
+    from modeling import errors
+
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', not {mode!r}")
-    temp = temp_name(final)
-    _OPEN_TEMPORARIES.add(temp)
+    temps = [temp_name(final) for final in finals]
+    _OPEN_TEMPORARIES.update(temps)
+    files = []
     try:
-        if is_remote(temp):
-            f = _gfile().GFile(temp, mode)
-        elif mode == "w":
-            f = open(temp, "w", encoding=encoding, newline="\n")  # noqa: SIM115
-        else:
-            f = open(temp, "wb")  # noqa: SIM115
         try:
-            yield f
-        finally:
-            # Closed here exactly once, whatever happened in the block; an
-            # error from close() goes to the handler below like any other.
-            f.close()
-        publish(temp, final)
+            files.extend(_open_temp(temp, mode, encoding) for temp in temps)
+            yield files
+        except BaseException:
+            for f in files:
+                with contextlib.suppress(Exception):
+                    f.close()
+            raise
+        closing_error = None
+        for f in files:  # Each closed once; the first error is raised.
+            try:
+                f.close()
+            except Exception as e:  # noqa: BLE001 (raised below)
+                closing_error = closing_error or e
+        if closing_error is not None:
+            raise closing_error
+        with errors.sigterm_deferred():
+            for temp, final in zip(temps, finals, strict=True):
+                publish(temp, final)
     except BaseException:
-        remove_if_exists(temp)
+        for temp in temps:
+            remove_if_exists(temp)
         raise
     finally:
-        _OPEN_TEMPORARIES.discard(temp)
+        _OPEN_TEMPORARIES.difference_update(temps)
 
 
 def read_bytes(path, offset=0, size=None):
@@ -291,53 +320,6 @@ def write_text(path, text):
     """Writes the str `text` to `path` atomically (see `atomic_write`)."""
     with atomic_write(path) as f:
         f.write(text)
-
-
-@contextlib.contextmanager
-def atomic_writes(finals, encoding="utf-8"):
-    """`atomic_write` for several files published as one: yields a list of
-    text files open under temporary names; when the block succeeds, closes
-    them all (a full disk fails here, before any is published), then
-    renames them all into place with SIGTERM held. So a run's outputs are
-    never some this run's and some an earlier run's. On any error every
-    temporary file is removed."""
-    from modeling import errors
-
-    temps = [temp_name(final) for final in finals]
-    _OPEN_TEMPORARIES.update(temps)
-    files = []
-    try:
-        try:
-            for temp in temps:
-                if is_remote(temp):
-                    files.append(_gfile().GFile(temp, "w"))
-                else:
-                    files.append(
-                        open(temp, "w", encoding=encoding, newline="\n")  # noqa: SIM115
-                    )
-            yield files
-        except BaseException:
-            for f in files:
-                with contextlib.suppress(Exception):
-                    f.close()
-            raise
-        closing_error = None
-        for f in files:  # Each closed once; the first error is raised.
-            try:
-                f.close()
-            except Exception as e:  # noqa: BLE001 (raised below)
-                closing_error = closing_error or e
-        if closing_error is not None:
-            raise closing_error
-        with errors.sigterm_deferred():
-            for temp, final in zip(temps, finals, strict=True):
-                publish(temp, final)
-    except BaseException:
-        for temp in temps:
-            remove_if_exists(temp)
-        raise
-    finally:
-        _OPEN_TEMPORARIES.difference_update(temps)
 
 
 def write_texts(texts):

@@ -97,6 +97,26 @@ def _own_names(path):
     return None
 
 
+def _saved_model_assets(path):
+    """The file names the SavedModel in `path` tracks in assets/ (its
+    vocabulary): the asset file definitions of saved_model.pb (SavedModel
+    field 2, its MetaGraphDefs; their field 6, AssetFileDefs; their field
+    2, the file name). Empty when it cannot be read: then every file in
+    assets/ is someone else's."""
+    from modeling import tensor_bundle  # No TensorFlow: the wire format.
+
+    names = set()
+    try:
+        data = file_io.read_bytes(os.path.join(path, "saved_model.pb"))
+        for meta in tensor_bundle.parse_message(data).get(2, []):
+            for asset in tensor_bundle.parse_message(meta).get(6, []):
+                for name in tensor_bundle.parse_message(asset).get(2, []):
+                    names.add(name.decode("utf-8"))
+    except (OSError, ValueError, IndexError):
+        return set()
+    return names
+
+
 def _foreign_in(path, name, allowed):
     """The entries of the subfolder `name` of `path` not matched by
     `allowed` (a name -> bool), as "name/entry"; ["name"] if it is a
@@ -138,11 +158,8 @@ def foreign_entries(path):
         elif name == EXTRA_ASSETS:
             out += _foreign_in(path, name, extra.__contains__)
         elif name == _ASSETS:
-            folder = os.path.join(path, name)
             out += _foreign_in(
-                path,
-                name,
-                lambda n, f=folder: not file_io.is_dir(os.path.join(f, n)),
+                path, name, _saved_model_assets(path).__contains__
             )
         elif name in _SAVED_MODEL_FILES or name in top:
             if file_io.is_dir(os.path.join(path, name)):

@@ -54,7 +54,7 @@ class TaggerServer(base.Server):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, "text")])
     def serve_text(self, text):
-        words = tf.strings.split(text)  # [B, (W)]
+        words = in_graph.split_words(text)  # [B, (W)], as str.split().
         pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int32)
         # A word without pieces gets [UNK]; a word over a window is cut.
         empty = tf.equal(pieces.row_lengths(), 0)

@@ -149,9 +149,7 @@ def write_records(records, output_files, inv_vocab, num_logged=20, total=None):
     counter = progress.Progress(
         "Writing records", total=total, unit="instances"
     )
-    with records_lib.AtomicRecordWriters(
-        output_files, replaces_shards=True
-    ) as out:
+    with records_lib.AtomicRecordWriters(output_files) as out:
         for record in records:
             if out.num_written < num_logged:
                 records_lib.log_instance(record, inv_vocab)
@@ -192,7 +190,7 @@ def create_exact(
         file is left behind.
     """
     options.validate()
-    shards.check_output_files(output_files, input_files)
+    shards.check_output_files(output_files, input_files, single_files=True)
     vocab_ids = generation.VocabIds(tokenizer.vocab)
     shards.release_large_blocks_to_os()
     if processes is None:

@@ -55,16 +55,17 @@ class GenerationOptions:
                 f"max_seq_length={self.max_seq_length}: must be >= 5, room "
                 "for [CLS] A [SEP] B [SEP] with A and B of 1 token or more"
             )
-        max_num_tokens = self.max_seq_length - 3
-        if not 1 <= self.max_predictions_per_seq <= max_num_tokens:
+        # As the original: more predictions than a sequence can mask pad
+        # the records' prediction slots; masked_lm_prob 0 masks one token
+        # per sequence (it masks at least one).
+        if self.max_predictions_per_seq < 1:
             raise ValueError(
                 f"max_predictions_per_seq={self.max_predictions_per_seq}: "
-                f"must be between 1 and max_seq_length - 3 = "
-                f"{max_num_tokens}, the most tokens a sequence can mask"
+                "must be >= 1"
             )
-        if not 0.0 < self.masked_lm_prob <= 1.0:
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
             raise ValueError(
-                f"masked_lm_prob={self.masked_lm_prob}: must be in (0, 1]"
+                f"masked_lm_prob={self.masked_lm_prob}: must be in [0, 1]"
             )
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError(

@@ -274,14 +274,11 @@ class AtomicRecordWriters:
 
     Records go to temporary files beside the outputs; `commit` renames them
     into place, and any exception inside the `with` block removes them, so
-    an output file is either complete or absent. With `replaces_shards`
-    (a run's output files), `commit` then removes the shard files of an
-    earlier --per_shard_output run under those names (`stale_shards`).
+    an output file is either complete or absent.
     """
 
-    def __init__(self, output_files, replaces_shards=False):
+    def __init__(self, output_files):
         self.output_files = list(output_files)
-        self._replaces_shards = replaces_shards
         self._temps = [file_io.temp_name(f) for f in self.output_files]
         self._writers = []
         self._next = 0
@@ -323,13 +320,6 @@ class AtomicRecordWriters:
         for temp, final in zip(self._temps, self.output_files):
             file_io.publish(temp, final)
         self._temps = []
-        if self._replaces_shards:
-            # An earlier --per_shard_output run's files of these names:
-            # `--input_file=<output>*` would read them too.
-            for final in self.output_files:
-                for stale in stale_shards(final):
-                    logging.warning("Removing %s, from an earlier run", stale)
-                    file_io.remove_if_exists(stale)
 
     def __exit__(self, exc_type, exc, tb):
         try:

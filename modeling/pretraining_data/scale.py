@@ -291,12 +291,14 @@ def create_scaled(
     if num_workers < 1:
         raise ValueError(f"num_workers={num_workers}: scale mode needs >= 1")
     check_shard_args(shard_bytes, decode_errors)
-    shards_lib.check_output_files(output_files, input_files)
+    shards_lib.check_output_files(
+        output_files, input_files, single_files=not per_shard_output
+    )
     if per_shard_output:
         check_per_shard_output(output_files)
         output = records.ShardRecordFiles(output_files[0])
     else:
-        output = records.AtomicRecordWriters(output_files, replaces_shards=True)
+        output = records.AtomicRecordWriters(output_files)
     state = worker_state(tokenizer, options, decode_errors)
     stats = text.ReadStats()
     progress = _Progress(sum(shards_lib.file_size(f) for f in input_files))

@@ -101,9 +101,13 @@ def read_shard_bytes(shard):
         return f.read(shard.end - shard.start)
 
 
-def check_output_files(output_files, input_files=()):
+def check_output_files(output_files, input_files=(), single_files=False):
     """Raises ValueError (or IsADirectoryError, FileNotFoundError) for an
-    unusable list of output files."""
+    unusable list of output files; with `single_files` (not
+    --per_shard_output), also for shard files `<output>-NNNNN-of-MMMMM`
+    already there: `--input_file=<output>*` would read them with this run's
+    records, and they may be anyone's (a Beam run's), so they are not
+    removed."""
     if not output_files:
         raise ValueError("No output file given (--output_file)")
     if len(set(output_files)) != len(output_files):
@@ -114,6 +118,18 @@ def check_output_files(output_files, input_files=()):
             raise ValueError(f"Output file {path} is also an input file")
         if not file_io.is_remote(path):
             file_io.check_file_path(path, f"output file {path}")
+        if single_files:
+            from modeling.pretraining_data import records
+
+            shards = records.stale_shards(path)
+            if shards:
+                names = ", ".join(os.path.basename(p) for p in shards[:3])
+                raise errors.UserError(
+                    f"--output_file={path}: {len(shards)} shard files of "
+                    f"that name are there ({names}{', ...' * (len(shards) > 3)}"
+                    f"): --input_file={path}* would read them with this "
+                    "run's records; remove them or name another output file"
+                )
 
 
 class _Deferred:

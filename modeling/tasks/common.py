@@ -79,6 +79,28 @@ def uses_tpu(settings):
     )
 
 
+# The counts a run needs at least one of, when they are set.
+_AT_LEAST_ONE = (
+    "train_batch_size",
+    "eval_batch_size",
+    "predict_batch_size",
+    "max_eval_steps",
+)
+
+
+def check_counts(settings):
+    """Refuses a batch size (or --max_eval_steps) below 1, naming the flag
+    (else a TensorFlow traceback, or an evaluation of nothing).
+
+    Raises:
+      ValueError: "--train_batch_size=0: must be at least 1".
+    """
+    for name in _AT_LEAST_ONE:
+        value = getattr(settings, name, None)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name}={value}: must be at least 1")
+
+
 def check_modes(settings, modes, also="export_dir", closing_quote="`"):
     """Refuses a run with nothing to do, in the original scripts' words:
     "At least one of `do_train` or `do_predict` must be True." Every script

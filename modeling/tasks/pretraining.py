@@ -24,6 +24,7 @@ from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.data import tfrecord_io
 from modeling.tasks import common
+from modeling.tasks import metrics
 from modeling.tasks.settings import pretraining as pretraining_settings
 from modeling.training import trainer as trainer_lib
 
@@ -93,8 +94,16 @@ def make_task(bert_config, init_checkpoint=None, use_one_hot_embeddings=False):
 
     def init_fn(model):
         # Like the original, only weights come from init_checkpoint: the Adam
-        # slots start at zero and global_step at 0.
-        checkpoints.load_weights(model.trainable_variables, init_checkpoint)
+        # slots start at zero and global_step at 0. A checkpoint without the
+        # pre-training heads (cls/: a fine-tuned or masked-LM-only one)
+        # starts them from their initializers, as the original's
+        # init_from_checkpoint restores only the names it finds (the load
+        # logs which).
+        checkpoints.load_weights(
+            model.trainable_variables,
+            init_checkpoint,
+            ignore_missing=("^cls/",),
+        )
 
     return trainer_lib.Task(
         build_model=lambda: models.BertPretrainer(
@@ -201,9 +210,11 @@ def run(s):
         results = trainer.evaluate(
             dataset(s.eval_batch_size, False), s.max_eval_steps
         )
+    # As the original writes them: float32 values (loss = 9.681017).
+    results = metrics.as_reported(results)
     logging.info(
         "***** Eval results *****\n%s",
-        "\n".join(f"  {k} = {results[k]}" for k in sorted(results)),
+        "\n".join(f"  {k} = {results[k]!s}" for k in sorted(results)),
     )
     if trainer.is_chief:
         common.write_eval_results(

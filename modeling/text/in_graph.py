@@ -79,6 +79,16 @@ def _split_space_ranges(tables):
     return tokenization._to_ranges(sorted(cps))
 
 
+def split_words(text):
+    """Python's `str.split()` in the graph: [B] strings -> ragged [B, (W)]
+    words, split at every character `str.isspace()` is true of (U+3000,
+    U+00A0, U+2028, U+001C, ... as well as ASCII's), as the tokenizer's
+    whitespace split and the LiteRT servers split words."""
+    space = [cp for cp in range(0x3001) if chr(cp).isspace() and cp != 0x20]
+    pattern = _re2_class(tokenization._to_ranges(space)) + "+"
+    return tf.strings.split(tf.strings.regex_replace(text, pattern, " "))
+
+
 # Upper-case letters of Unicode 14 that TensorFlow 2.21's ICU does not
 # lower-case (Glagolitic, Latin Extended-D, Vithkuqi); found by comparing
 # every code point, a comparison tests/text_graph_test.py repeats.

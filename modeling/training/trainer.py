@@ -119,7 +119,9 @@ class Trainer:
                 encoder.set_gradient_checkpointing(self.model)
             self.optimizer = optimization.create_optimizer(
                 config.learning_rate,
-                config.num_train_steps,
+                # An evaluation-only run (the original's --num_train_steps
+                # may be 0 then) makes no update.
+                max(config.num_train_steps, 1),
                 config.num_warmup_steps,
                 config.optimizer_type,
                 name_fn=checkpoints.variable_name,

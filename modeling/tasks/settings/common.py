@@ -107,6 +107,7 @@ class FineTuningSettings(CommonSettings):
     def __post_init__(self):
         if not self.output_dir:
             raise ValueError("output_dir is required")
+        common.check_counts(self)
         common.check_output_folders(self)
         if self.run_config is None:
             # The shared training flags' defaults (a task built in Python).

@@ -130,11 +130,7 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
             )
         if s.top_k < 1:
             raise ValueError(f"--top_k must be at least 1, got {s.top_k}")
-        if s.predict_batch_size < 1:
-            raise ValueError(
-                f"--predict_batch_size must be at least 1, got "
-                f"{s.predict_batch_size}"
-            )
+        common_lib.check_counts(s)
         if s.run_config is None:
             s.run_config = run_config.RunConfig(
                 s.output_dir or "", 0, predict_runtime=s.predict_runtime

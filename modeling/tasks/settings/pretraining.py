@@ -69,6 +69,10 @@ class Settings(common.CommonSettings):
     def __post_init__(self):
         if not self.output_dir:
             raise ValueError("output_dir is required")
+        common_lib.check_counts(self)
+        steps = self.run_config and self.run_config.num_train_steps
+        if self.do_train and steps is not None and steps < 1:
+            raise ValueError(f"--num_train_steps={steps}: must be at least 1")
         common_lib.check_output_folders(self)
         if self.input_format not in common_lib.PRETRAINING_INPUT_FORMATS:
             raise ValueError(
