@@ -443,8 +443,8 @@ def test_bad_text_inputs_fail_before_training(tmp_path):
         pretraining.run(_settings(tmp_path, vocab_file=str(vocab)))
     with pytest.raises(ValueError, match="needs --vocab_file"):
         _settings(tmp_path, vocab_file=None)
-    with pytest.raises(ValueError, match="masked_lm_prob=0.0"):
-        pretraining.run(_settings(tmp_path, masked_lm_prob=0.0))
+    with pytest.raises(ValueError, match="masked_lm_prob=-0.5"):
+        pretraining.run(_settings(tmp_path, masked_lm_prob=-0.5))
     assert not (tmp_path / "out").exists()
 
 

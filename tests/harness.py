@@ -9,7 +9,6 @@ task model, that every variable path is its original checkpoint name and a
 `.keras` save / `keras.models.load_model` round trip.
 """
 
-import contextlib
 import dataclasses
 from typing import Any
 
@@ -17,6 +16,7 @@ import keras
 import numpy as np
 
 from modeling import checkpoints
+from modeling import models
 
 
 @dataclasses.dataclass
@@ -46,15 +46,8 @@ class Case:
     scope: str = ""
 
 
-@contextlib.contextmanager
-def dtype_policy(name):
-    """The global dtype policy set to `name`, restored even on failure."""
-    previous = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(name)
-    try:
-        yield
-    finally:
-        keras.config.set_dtype_policy(previous)
+# The global dtype policy set to a name, restored even on failure.
+dtype_policy = models.saved_policy
 
 
 def _flat(outputs):

@@ -302,9 +302,8 @@ def test_encode_stored_equals_encode(seq, preds, num_ids):
     "field,value,message",
     [
         ("max_seq_length", 4, "max_seq_length=4: must be >= 5"),
-        ("max_predictions_per_seq", 126, "max_predictions_per_seq=126"),
         ("max_predictions_per_seq", 0, "max_predictions_per_seq=0"),
-        ("masked_lm_prob", 0.0, "masked_lm_prob=0.0"),
+        ("masked_lm_prob", -0.5, "masked_lm_prob=-0.5"),
         ("masked_lm_prob", 1.5, "masked_lm_prob=1.5"),
         ("short_seq_prob", -0.1, "short_seq_prob=-0.1"),
         ("dupe_factor", 0, "dupe_factor=0"),

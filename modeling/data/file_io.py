@@ -226,14 +226,7 @@ def atomic_writes(finals, mode="w", encoding="utf-8"):
                 with contextlib.suppress(Exception):
                     f.close()
             raise
-        closing_error = None
-        for f in files:  # Each closed once; the first error is raised.
-            try:
-                f.close()
-            except Exception as e:  # noqa: BLE001 (raised below)
-                closing_error = closing_error or e
-        if closing_error is not None:
-            raise closing_error
+        close_all(files)
         with errors.sigterm_deferred():
             for temp, final in zip(temps, finals, strict=True):
                 publish(temp, final)
@@ -320,6 +313,19 @@ def write_text(path, text):
     """Writes the str `text` to `path` atomically (see `atomic_write`)."""
     with atomic_write(path) as f:
         f.write(text)
+
+
+def close_all(files):
+    """Closes every file (or writer) once, even after one fails; raises
+    the first error."""
+    error = None
+    for f in files:
+        try:
+            f.close()
+        except BaseException as e:  # noqa: BLE001 (raised below)
+            error = error or e
+    if error is not None:
+        raise error
 
 
 def write_texts(texts):

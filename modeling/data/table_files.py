@@ -184,15 +184,9 @@ class TableFile:
             a carriage return inside a line (the csv module's error).
         """
         reader = self._reader(self._text_lines())
-        while True:
-            try:
-                fields = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as e:
-                raise ValueError(
-                    f"{self.where(reader.line_num)}: {e}"
-                ) from None
+        for fields, error in _rows_and_errors(reader):
+            if error is not None:
+                raise ValueError(f"{self.where(reader.line_num)}: {error}")
             yield fields
 
     def count_lines(self):
@@ -233,12 +227,8 @@ class TableFile:
             return
         kind = "tab-separated" if self.format == "tsv" else "comma-separated"
         start = reader.line_num + 1
-        while True:
-            try:
-                fields = next(reader)
-            except StopIteration:
-                return
-            except csv.Error as e:
+        for fields, e in _rows_and_errors(reader):
+            if e is not None:
                 if reader.line_num > start:
                     # A quoted field left open reads on over the next lines
                     # (to the end of the file, or to a quote that closes it
@@ -332,6 +322,18 @@ class TableFile:
                 f"{self.path} line {e.lineno}: not JSON: {e.msg}"
             ) from None
         yield from enumerate(items, start=1)
+
+
+def _rows_and_errors(reader):
+    """A csv reader's rows as (fields, None), and each row it cannot read
+    as (None, the csv.Error): the reader goes on with the next line."""
+    while True:
+        try:
+            yield next(reader), None
+        except StopIteration:
+            return
+        except csv.Error as e:
+            yield None, e
 
 
 def find_column(table, flag, value, defaults=(), required=True):

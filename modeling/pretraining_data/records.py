@@ -306,14 +306,7 @@ class AtomicRecordWriters:
         """Closes every writer once (even after one fails); raises the
         first error."""
         writers, self._writers = self._writers, []
-        error = None
-        for writer in writers:
-            try:
-                writer.close()
-            except BaseException as e:  # noqa: BLE001 (raised below)
-                error = error or e
-        if error is not None:
-            raise error
+        file_io.close_all(writers)
 
     def commit(self):
         self._close()
