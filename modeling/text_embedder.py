@@ -323,6 +323,17 @@ def _string_array(texts):
     return text_model.string_array(texts)
 
 
+def _decoded(texts):
+    """UTF-8 bytes (a string tensor's, or given so) as str, as encode takes
+    them; anything else as it is (the emptiness check names it)."""
+    if hasattr(texts, "numpy"):
+        texts = texts.numpy()
+    return np.asarray(
+        [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts],
+        dtype=object,
+    )
+
+
 def _training_texts(x, y):
     """(side names, their text arrays, the scores or None) of fit's x, y."""
     if not isinstance(x, (tuple, list)) or len(x) not in (2, 3):
@@ -330,7 +341,7 @@ def _training_texts(x, y):
             "fit's x is (anchors, positives[, negatives]) or, with y "
             "scores, (sentences1, sentences2)"
         )
-    texts = [_string_array(t) for t in x]
+    texts = [_decoded(_string_array(t)) for t in x]
     if y is None:
         sides = ("anchor", "positive", "negative")[: len(texts)]
         scores = None

@@ -787,6 +787,13 @@ def test_keras_fit_bad_input(tmp_path):
         model.fit((["a b", "c d"], ["a", "b"]), batch_size=4)
     with pytest.raises(ValueError, match="compile takes no loss"):
         model.compile(loss="mse")
+    # UTF-8 bytes and string tensors, as encode takes them (they were
+    # "empty").
+    model.compile(learning_rate=1e-3)
+    history = model.fit(
+        ([b"a b", b"c d"], tf.constant(["a", "b"])), batch_size=2, verbose=0
+    )
+    assert len(history.history["loss"]) == 1
 
 
 @pytest.mark.parametrize("strategy", ["head_tail", "chunks"])

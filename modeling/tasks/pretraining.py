@@ -200,11 +200,22 @@ def run(s):
 
         guard = _naming_damaged_files(input_files)
 
+    def train_dataset(start):
+        if start:
+            # The data's position is not in the checkpoint: the input is
+            # read again up to it (its order is a function of the seed).
+            logging.info(
+                "Resuming the input at batch %d: reading past the %d %s "
+                "already trained on first",
+                start,
+                start * s.train_batch_size,
+                "records" if s.input_format == "tfrecord" else "instances",
+            )
+        return dataset(s.train_batch_size, True, start)
+
     with guard:
         if s.do_train:
-            trainer.train(
-                lambda start: dataset(s.train_batch_size, True, start)
-            )
+            trainer.train(train_dataset)
         if not s.do_eval:
             return None
         results = trainer.evaluate(
