@@ -337,10 +337,25 @@ class BertTextClassifier(text_model.TextModel):
           The keras History.
         """
         batch_size = batch_size or DEFAULT_BATCH_SIZE
+        for name in ("sample_weight", "validation_split", "class_weight"):
+            if kwargs.get(name) is not None:
+                raise ValueError(
+                    f"fit takes no {name} (texts become features in a "
+                    "dataset of their own): give validation_data for a "
+                    "validation set"
+                )
         if isinstance(x, tf.data.Dataset):
             if y is not None:
                 raise ValueError(
                     "With a dataset x, labels come from it: y=None"
+                )
+            spec = x.element_spec
+            labels = spec[-1] if isinstance(spec, tuple) else None
+            shape = getattr(labels, "shape", None)
+            if labels is None or (shape is not None and shape.rank == 0):
+                raise ValueError(
+                    "fit's dataset gives batches of (texts, labels): "
+                    "dataset.batch(batch_size) first"
                 )
             dataset = x.map(self._preprocess_xy, tf.data.AUTOTUNE)
         else:

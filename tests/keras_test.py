@@ -344,6 +344,11 @@ def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
         verbose=0,
     )
     assert len(history.history["loss"]) == 2
+    # An unbatched dataset, Keras arguments fit cannot honour: one line.
+    with pytest.raises(ValueError, match=r"dataset.batch\(batch_size\) first"):
+        model.fit(dataset.unbatch(), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match="fit takes no validation_split"):
+        model.fit(_texts(_PAIRS), _LABELS, validation_split=0.5, verbose=0)
     # The last validation is evaluate's (fit preprocesses it once).
     metrics = model.evaluate(_texts(_PAIRS[:3]), _LABELS[:3], verbose=0)
     tolerance.assert_float32_close(history.history["val_loss"][-1], metrics[0])
