@@ -306,9 +306,13 @@ def make_trainer(
     return trainer_lib.Trainer(task, config, strategy)
 
 
-def write_eval_results(path, results):
-    """Writes eval_results.txt as the original does: `key = value` lines
+def eval_results_text(results):
+    """eval_results.txt as the original writes it: `key = value` lines
     sorted by key, each value as `str` gives it (`!s`: an f-string would
-    print a numpy float32 as a Python float); atomically."""
-    text = "".join(f"{k} = {results[k]!s}\n" for k in sorted(results))
-    file_io.write_text(path, text)
+    print a numpy float32 as a Python float)."""
+    return "".join(f"{k} = {results[k]!s}\n" for k in sorted(results))
+
+
+def write_eval_results(path, results):
+    """Writes eval_results.txt (`eval_results_text`), atomically."""
+    file_io.write_text(path, eval_results_text(results))

@@ -108,8 +108,8 @@ def description_path(output_dir):
 
 def trained_description(output_dir):
     """What EMBEDDING_CONFIG_FILE says in a folder a run trained in (it has
-    a checkpoint), else None (nothing trained there, or trained before the
-    file was kept)."""
+    a checkpoint), else None (nothing trained there; checkpoints without
+    the file are another script's, which read_settings_model refuses)."""
     path = description_path(output_dir)
     if not (path and file_io.exists(path) and _trained(output_dir)):
         return None

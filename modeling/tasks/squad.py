@@ -513,7 +513,7 @@ def predict(task, answers, global_step, write=True):
         results.update(score(predictions, answers.gold, True))
     if not write:
         return predictions, results
-    squad_postprocess.write_predictions(predictions, s.output_dir)
+    scores = {}
     if results is None:  # A file without answers: nothing scored.
         squad_postprocess.remove_stale(task.path(common.EVAL_RESULTS_FILE))
     else:
@@ -524,7 +524,11 @@ def predict(task, answers, global_step, write=True):
             "***** Eval results *****\n%s",
             "".join(f"  {k} = {results[k]}\n" for k in sorted(results)),
         )
-        common.write_eval_results(task.path(common.EVAL_RESULTS_FILE), results)
+        scores[task.path(common.EVAL_RESULTS_FILE)] = common.eval_results_text(
+            results
+        )
+    # The answers and their scores as one: never one run's with another's.
+    squad_postprocess.write_predictions(predictions, s.output_dir, scores)
     return predictions, results
 
 

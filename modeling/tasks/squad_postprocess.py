@@ -325,10 +325,10 @@ def to_json(obj):
     return json.dumps(obj, indent=4) + "\n"
 
 
-def write_predictions(predictions, output_dir):
+def write_predictions(predictions, output_dir, extra=None):
     """Writes predictions.json, nbest_predictions.json, (v2)
-    null_odds.json and predictions.jsonl to output_dir, as one
-    (file_io.write_texts).
+    null_odds.json and predictions.jsonl to output_dir, and the `extra`
+    {path: text} (their eval_results.txt), as one (file_io.write_texts).
 
     Returns:
       The paths written.
@@ -347,6 +347,7 @@ def write_predictions(predictions, output_dir):
     texts[os.path.join(output_dir, predictions_jsonl.FILE)] = json_lines(
         predictions
     )
+    texts.update(extra or {})
     file_io.write_texts(texts)
     return list(texts)
 
