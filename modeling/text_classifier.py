@@ -243,7 +243,9 @@ class BertTextClassifier(text_model.TextModel):
         text_model.WINDOW_TEXT: each text's logits are its windows' combined, as
         run_classifier.py's evaluation combines them."""
         if not (isinstance(inputs, dict) and "input_ids" in inputs):
-            inputs = self.preprocessor(inputs)
+            return self._on_texts(
+                inputs, lambda f: self.classifier(f, training=training)
+            )
         if text_model.WINDOW_TEXT not in inputs:
             return self.classifier(inputs, training=training)
         inputs = dict(inputs)

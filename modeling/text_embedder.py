@@ -150,8 +150,11 @@ class BertTextEmbedder(text_model.TextModel):
             key.endswith("input_ids") for key in inputs
         ):
             return self.embedder(inputs, training=training)
-        features = self.preprocessor(inputs)
-        return self.embedder(features, training=training)["embeddings"]
+        return self._on_texts(
+            inputs,
+            lambda f: self.embedder(f, training=training)["embeddings"],
+            normalize=self.embedder.pooling.normalize,
+        )
 
     def compile(
         self,

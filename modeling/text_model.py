@@ -75,6 +75,30 @@ class TextModel(keras.Model):
         with models.saved_policy(config.pop("dtype_policy", None)):
             return cls(**config)
 
+    def _on_texts(self, texts, run, normalize=False):
+        """run(features) of raw texts (what BertPreprocessor takes): with
+        long_inputs head_tail or chunks, of each text's windows, combined
+        as predict and the serving export combine them (`normalize`: to
+        unit length again, an embedder's)."""
+        if not self.long_inputs.windowed:
+            return run(self.preprocessor(texts))
+        from modeling.export import base  # The windows' combination.
+
+        text_a, text_b = preprocessing.split_texts(texts)
+        features, window_text = self.preprocessor.text.windows(
+            self.long_inputs, text_a, text_b
+        )
+        outputs = base.combine_windows(
+            tf.cast(run(features), tf.float32),
+            window_text,
+            tf.size(text_a, out_type=window_text.dtype),
+            self.long_inputs,
+        )
+        if normalize:
+            norms = tf.norm(outputs, axis=-1, keepdims=True)
+            outputs = outputs / tf.maximum(norms, 1e-12)
+        return outputs
+
     def _predictor(self, batch_size):
         """The one predictor over the task model: length-sorted batches
         with dynamic_padding, fixed shapes without (TPUs)."""

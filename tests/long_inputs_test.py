@@ -589,6 +589,7 @@ def test_keras_chunks_combine_the_windows(kind, tmp_path):
     strategy, evaluate combines the windows in the graph, and the serving
     export gives the same outputs."""
     import keras
+    import tensorflow as tf
 
     model = _tiny_keras(kind, "chunks")
     run = model.predict if kind == "classifier" else model.encode
@@ -610,13 +611,14 @@ def test_keras_chunks_combine_the_windows(kind, tmp_path):
     error = np.max(np.abs(got[1] - combined))
     assert np.max(np.ptp(want, axis=0)) > 20 * error, (want, error)
     assert np.max(np.abs(plain([long_text])[0] - got[1])) > 20 * error
+    # Calling the model on raw texts combines the windows too.
+    called = np.asarray(model(tf.constant([short, long_text])))
+    np.testing.assert_allclose(called, got, rtol=1e-4, atol=1e-5)
     path = str(tmp_path / "model.keras")
     model.save(path)
     loaded = keras.models.load_model(path)
     assert loaded.long_inputs == model.long_inputs
     # The serving export windows in its graph: the same outputs.
-    import tensorflow as tf
-
     model.export_for_serving(str(tmp_path / "export"))
     serve = tf.saved_model.load(str(tmp_path / "export"))
     serve = serve.signatures["serving_default"]
