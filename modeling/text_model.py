@@ -109,12 +109,8 @@ class TextModel(keras.Model):
             backend,
             batch_size,
             length_sorted=self.dynamic_padding,
-            multiple=(
-                input_pipeline.padding_multiple(
-                    self.preprocessor.sequence_length, True
-                )
-                if self.jit_compile
-                else 1
+            multiple=input_pipeline.predict_multiple(
+                self.preprocessor.sequence_length, self.jit_compile
             ),
         )
 

@@ -522,3 +522,16 @@ assert "tensorflow" not in sys.modules
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     tolerance.assert_float32_close(np.load(folder / "out.npy"), want)
+
+
+def test_batch_lengths_are_few_where_every_shape_compiles(monkeypatch):
+    """On XLA, and always on Keras's JAX backend, a batch length is a
+    program: a few lengths only (a quarter of max_seq_length apart); on
+    TensorFlow's default path each batch at its longest row."""
+    from modeling import backend
+    from modeling.data import input_pipeline
+
+    assert input_pipeline.predict_multiple(128) == 1
+    assert input_pipeline.predict_multiple(128, use_xla=True) == 32
+    monkeypatch.setattr(backend, "current", lambda: "jax")
+    assert input_pipeline.predict_multiple(128) == 32

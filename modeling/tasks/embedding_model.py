@@ -250,7 +250,13 @@ def make_embedder(settings, strategy=None, source=None, model=None):
         source.vocab_file, source.do_lower_case
     )
     backend = predictor_lib.make_backend(s.run_config.runtime, model, strategy)
-    predictor = predictor_lib.Predictor(backend, s.predict_batch_size)
+    from modeling.data import input_pipeline  # TensorFlow.
+
+    predictor = predictor_lib.Predictor(
+        backend,
+        s.predict_batch_size,
+        multiple=input_pipeline.predict_multiple(source.max_seq_length),
+    )
     return Embedder(source, model, tokenizer, predictor)
 
 

@@ -27,6 +27,7 @@ from modeling import encoder
 from modeling import errors
 from modeling.data import classifier_data
 from modeling.data import file_io
+from modeling.data import input_pipeline
 from modeling.tasks import common
 from modeling.tasks.settings import extract as extract_settings
 from modeling.text import tokenization
@@ -203,7 +204,10 @@ def extract_layers(
         "tensorflow", model, strategy, select=select
     )
     rows = predictor.Predictor(
-        backend, batch_size, length_sorted=length_sorted
+        backend,
+        batch_size,
+        length_sorted=length_sorted,
+        multiple=input_pipeline.predict_multiple(len(features[0].input_ids)),
     ).rows(_columns(features), total=len(features), what="Extracting")
     for feature, (_, outputs) in zip(features, rows, strict=True):
         yield feature, [outputs[n] for n in names]

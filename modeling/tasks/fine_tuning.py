@@ -217,10 +217,8 @@ def make_predictor(
         backend,
         batch_size,
         length_sorted=length_sorted and not common.uses_tpu(s),
-        multiple=(
-            input_pipeline.padding_multiple(s.max_seq_length, True)
-            if s.run_config.use_xla
-            else 1
+        multiple=input_pipeline.predict_multiple(
+            s.max_seq_length, s.run_config.use_xla
         ),
     )
 
