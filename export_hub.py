@@ -17,6 +17,7 @@ modeling/tasks/export_hub.py and modeling/export/encoder.py.
 
 from absl import flags
 
+from modeling import backend
 from modeling import flags as shared_flags
 from modeling.tasks.settings import export_hub as settings
 
@@ -26,6 +27,9 @@ shared_flags.define_settings_flags(settings.Settings)
 
 
 def main(_):
+    # It writes TensorFlow SavedModels: Keras on TensorFlow, whatever
+    # KERAS_BACKEND says (set before Keras is imported).
+    backend.select("tensorflow")
     # Imported here so that `--help` does not load TensorFlow.
     from modeling.tasks import export_hub
 

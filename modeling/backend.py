@@ -22,6 +22,7 @@ This module imports neither Keras nor TensorFlow.
 
 import glob
 import importlib.metadata
+import importlib.util
 import os
 import sys
 
@@ -65,6 +66,11 @@ def select(name=None):
             f"--backend={name}: Keras already runs on {current()} in this "
             "process and cannot switch; start a new process (or set "
             f"KERAS_BACKEND={name} before importing Keras)"
+        )
+    if name == "jax" and importlib.util.find_spec("jax") is None:
+        raise errors.UserError(
+            '--backend=jax: jax is not installed; pip install "jax[cuda12]" '
+            "(or jax[cuda13], jax[tpu], jax for CPUs) beside this package"
         )
     os.environ["KERAS_BACKEND"] = name
     if name == "jax":

@@ -451,6 +451,41 @@ def test_backend_cannot_switch_once_keras_runs():
         backend.select("torch")
 
 
+def test_what_jax_cannot_run_is_one_line(monkeypatch):
+    """jax not installed: how to install it (Keras's own error is a
+    traceback); run_classifier_with_tfhub's TensorFlow SavedModel: refused
+    before anything runs."""
+    import importlib.util
+    import types
+
+    import keras
+
+    from modeling import backend
+    from modeling import errors
+    from modeling.tasks import common
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "jax" else real(name, *a),
+    )
+    monkeypatch.delitem(__import__("sys").modules, "keras")
+    with pytest.raises(errors.UserError, match="jax is not installed"):
+        backend.select("jax")
+    monkeypatch.undo()
+    assert keras.backend.backend() == "tensorflow"
+    monkeypatch.setattr(backend, "current", lambda: "jax")
+    hub = types.SimpleNamespace(bert_hub_module_handle="/m/encoder")
+    with pytest.raises(ValueError, match="--backend=tensorflow"):
+        common.check_backend(hub)
+    # The flag the user gave, not the one it stands for.
+    from modeling.training import run_config
+
+    with pytest.raises(ValueError, match="^--precision=int8 converts"):
+        run_config.RunConfig("/tmp/unused", 0, precision="int8")
+
+
 # run_classifier with the classifier head's hard-coded dropout (the
 # original's keep_prob 0.9) set to 0: the backends draw different masks.
 NO_HEAD_DROPOUT = (

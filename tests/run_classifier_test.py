@@ -491,6 +491,26 @@ def test_an_ax_submission_that_would_replace_its_input_is_refused(
     assert (data / "AX.tsv").read_text() == before
 
 
+def test_max_pooled_chunks_train_on_tensorflow_only(
+    minilm_small_ckpt, tmp_path, monkeypatch
+):
+    """JAX trains --chunk_pooling=max with no segment op: refused before
+    anything is written (evaluation, which combines in numpy, is not)."""
+    from modeling import backend
+
+    monkeypatch.setattr(backend, "current", lambda: "jax")
+    settings = _settings(
+        minilm_small_ckpt,
+        tmp_path / "out",
+        do_train=True,
+        long_inputs="chunks",
+        chunk_pooling="max",
+    )
+    with pytest.raises(ValueError, match="--chunk_pooling=max trains with"):
+        classifier_lib.prepare(settings)
+    assert not (tmp_path / "out").exists()
+
+
 def _literal(text):
     import re
 

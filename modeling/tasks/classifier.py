@@ -232,6 +232,16 @@ def prepare(settings):
     long_inputs = long_inputs_lib.LongInputs.of(
         s, s.output_dir if trained else None, s.max_seq_length
     )
+    if (
+        s.do_train
+        and _trains_on_texts(long_inputs)
+        and backend.current() == "jax"
+    ):
+        # Evaluation and prediction combine the windows in numpy: they run.
+        raise ValueError(
+            "--chunk_pooling=max trains with TensorFlow's segment ops: "
+            "with --backend=jax use --chunk_pooling=mean"
+        )
     strategy = common.set_up(s)
     tokenizer = tokenization.FullTokenizer(s.vocab_file, s.do_lower_case)
     threshold = getattr(processor, "multi_label_threshold", None)
@@ -298,12 +308,6 @@ def loss_fn(kind, long_inputs=None):
       maximum logits, as evaluation combines them (a window without the
       deciding words is not pushed to the label). A text cut by the
       batch's edge weighs the share of its windows on each side."""
-
-    if _trains_on_texts(long_inputs) and backend.current() == "jax":
-        raise ValueError(
-            "--chunk_pooling=max trains with TensorFlow's segment ops: "
-            "with --backend=jax use --chunk_pooling=mean"
-        )
 
     def compute(features, logits):
         # keras.ops: this runs inside the compiled step of either backend.

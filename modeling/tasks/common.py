@@ -203,6 +203,11 @@ def check_backend(settings):
     """
     if backend.current() != "jax":
         return
+    if getattr(settings, "bert_hub_module_handle", None):
+        raise ValueError(
+            "--bert_hub_module_handle loads a TensorFlow SavedModel: run "
+            "run_classifier_with_tfhub.py with --backend=tensorflow"
+        )
     if getattr(settings, "export_dir", None):
         raise ValueError(
             "--export_dir writes a TensorFlow SavedModel: export from "

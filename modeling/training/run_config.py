@@ -142,7 +142,8 @@ class RunConfig:
                 f"--predict_runtime={runtime}: expected one of "
                 f"{', '.join(RUNTIMES)}"
             )
-        if self.precision == INT8:
+        int8 = self.precision == INT8
+        if int8:
             if runtime == "tensorflow":
                 raise ValueError(
                     "--precision=int8 predicts through TF Lite "
@@ -159,9 +160,14 @@ class RunConfig:
                     "mixed_bfloat16"
                 )
             if self.runtime != "tensorflow":
+                flag = (
+                    "--precision=int8"
+                    if int8
+                    else f"--predict_runtime={self.runtime}"
+                )
                 raise ValueError(
-                    f"--predict_runtime={self.runtime} converts a "
-                    "TensorFlow model: it cannot run with --backend=jax"
+                    f"{flag} converts a TensorFlow model to TF Lite: it "
+                    "cannot run with --backend=jax"
                 )
         if self.runtime != "tensorflow" and self.precision != "float32":
             raise ValueError(
