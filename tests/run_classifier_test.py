@@ -491,6 +491,30 @@ def test_an_ax_submission_that_would_replace_its_input_is_refused(
     assert (data / "AX.tsv").read_text() == before
 
 
+def test_gradient_accumulation_with_dynamic_padding(
+    minilm_small_ckpt, tmp_path
+):
+    """Micro-batches of batches cut to their longest row (a length the
+    graph does not know): it trains (the reshape took the static shape)."""
+    from modeling.training import run_config
+
+    out = str(tmp_path / "out")
+    classifier_lib.run(
+        _settings(
+            minilm_small_ckpt,
+            out,
+            do_train=True,
+            dynamic_padding=True,
+            train_batch_size=4,
+            num_train_epochs=0.5,
+            run_config=run_config.RunConfig(
+                out, 0, gradient_accumulation_steps=2, handle_sigterm=False
+            ),
+        )
+    )
+    assert int(checkpoints.read_checkpoint(out)["global_step"]) == 2
+
+
 def test_max_pooled_chunks_train_on_tensorflow_only(
     minilm_small_ckpt, tmp_path, monkeypatch
 ):

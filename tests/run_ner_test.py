@@ -318,6 +318,30 @@ def test_a_label_list_without_checkpoints_gives_way(tiny_files, tmp_path):
         )
 
 
+def test_gradient_accumulation_trains(tiny_files, tmp_path):
+    """Micro-batches on TensorFlow where the pooler takes no gradient (the
+    tagger does not use it): it trains, the pooler left as it was."""
+    from modeling import checkpoints
+    from modeling.training import run_config
+
+    out = str(tmp_path / "out")
+    ner.run(
+        _settings(
+            tiny_files,
+            out,
+            do_train=True,
+            train_batch_size=8,
+            num_train_epochs=0.25,
+            run_config=run_config.RunConfig(
+                out, 0, gradient_accumulation_steps=2, handle_sigterm=False
+            ),
+        )
+    )
+    trained = checkpoints.read_checkpoint(out)
+    assert int(trained["global_step"]) == 2
+    assert not np.any(trained["bert/pooler/dense/kernel/adam_m"])
+
+
 def test_loss_is_the_mean_over_labelled_pieces():
     logits = tf.constant([[[0.0, np.log(3.0)], [5.0, -5.0], [2.0, 2.0]]])
     logs = ner.loss_fn(

@@ -85,19 +85,25 @@ class StepFunctions:
     def _accumulated_grads(self, features):
         """Mean gradients and logs over N micro-batches of the replica batch."""
         n = self.accumulation
+        # tf.shape: a dynamically padded batch's length is not static.
         micro = {
-            k: tf.reshape(v, [n, -1] + v.shape[1:].as_list())
+            k: tf.reshape(v, tf.concat([[n, -1], tf.shape(v)[1:]], 0))
             for k, v in features.items()
         }
         logs, grads = self._grad_fn({k: v[0] for k, v in micro.items()})
-        grads = [tf.convert_to_tensor(g) for g in grads]
+        grads = _dense(grads)
         # A Python loop: N calls of the same traced function (a tf.while_loop
         # over gradient computations traces and runs markedly slower).
         for i in range(1, n):
             more_logs, more = self._grad_fn({k: v[i] for k, v in micro.items()})
-            grads = [g + tf.convert_to_tensor(m) for g, m in zip(grads, more)]
+            grads = [
+                None if g is None else g + m
+                for g, m in zip(grads, _dense(more), strict=True)
+            ]
             logs = {k: logs[k] + more_logs[k] for k in logs}
-        grads = [g / n for g in grads]
+        # A variable the loss does not use (the pooler, for SQuAD and NER)
+        # keeps no gradient: the optimizer leaves it as it is.
+        grads = [None if g is None else g / n for g in grads]
         logs = {k: v / n for k, v in logs.items()}
         return logs, grads
 
@@ -110,10 +116,14 @@ class StepFunctions:
             # Mean over replicas: each replica's loss is a mean over its
             # slice, so this is the gradient of the global-batch loss.
             ctx = tf.distribute.get_replica_context()
-            grads = ctx.all_reduce(
+            present = [i for i, g in enumerate(grads) if g is not None]
+            reduced = ctx.all_reduce(
                 tf.distribute.ReduceOp.MEAN,
-                [tf.convert_to_tensor(g) for g in grads],
+                [tf.convert_to_tensor(grads[i]) for i in present],
             )
+            grads = list(grads)
+            for i, g in zip(present, reduced, strict=True):
+                grads[i] = g
         should_apply = None
         if self.fp16:
             grads, should_apply = self._unscale(grads)
@@ -128,9 +138,13 @@ class StepFunctions:
     def _unscale(self, grads):
         """Divides out the loss scale; skips the step and halves it on Inf."""
         scale = self.loss_scale.read_value()
-        grads = [tf.convert_to_tensor(g) / scale for g in grads]
+        grads = [None if g is None else g / scale for g in _dense(grads)]
         finite = tf.reduce_all(
-            [tf.reduce_all(tf.math.is_finite(g)) for g in grads]
+            [
+                tf.reduce_all(tf.math.is_finite(g))
+                for g in grads
+                if g is not None
+            ]
         )
         good = tf.where(finite, self.good_steps + 1, 0)
         grow = good >= LOSS_SCALE_GROWTH_STEPS
@@ -225,6 +239,12 @@ class StepFunctions:
             k: tuple(self.strategy.reduce(total, t, axis=None) for t in pair)
             for k, pair in per_replica.items()
         }
+
+
+def _dense(grads):
+    """Gradients as dense tensors (an embedding's IndexedSlices summed);
+    None, a variable the loss does not use, stays None."""
+    return [None if g is None else tf.convert_to_tensor(g) for g in grads]
 
 
 class StopSignal:
