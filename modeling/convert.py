@@ -38,6 +38,7 @@ import numpy as np
 
 from modeling import checkpoints
 from modeling import config as config_lib
+from modeling import errors
 from modeling.data import file_io
 
 _LOG = logging.getLogger(__name__)
@@ -57,12 +58,21 @@ _HF_ACT_TO_ORIGINAL = {
     "tanh": "tanh",
     "linear": "linear",
 }
-_ORIGINAL_ACT_TO_HF = {"gelu": "gelu_new", "relu": "relu", "tanh": "tanh"}
+# The original's "gelu" is the tanh form (HF's gelu_new); "gelu_exact" (an
+# HF or sentence-transformers model read here) is HF's "gelu", the erf form.
+_ORIGINAL_ACT_TO_HF = {
+    "gelu": "gelu_new",
+    "gelu_exact": "gelu",
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
 
 
 # HF buffers and tied copies that have no original variable.
 _HF_SKIP = re.compile(
-    r"(embeddings\.position_ids$)|(^cls\.predictions\.decoder\.(weight|bias)$)"
+    r"(embeddings\.(position|token_type)_ids$)"
+    r"|(^cls\.predictions\.decoder\.(weight|bias)$)"
 )
 
 
@@ -158,9 +168,13 @@ def hf_config_to_original(hf_config, exact_gelu=False):
 def original_config_to_hf(config, architecture):
     """BertConfig -> HF config.json dict."""
     out = {k: getattr(config, k) for k in config_lib.FIELDS}
-    out["hidden_act"] = _ORIGINAL_ACT_TO_HF.get(
-        config.hidden_act.lower(), config.hidden_act
-    )
+    act = config.hidden_act.lower()
+    if act not in _ORIGINAL_ACT_TO_HF:
+        raise ValueError(
+            f"hidden_act {config.hidden_act!r} has no HF equivalent (one of "
+            f"{', '.join(_ORIGINAL_ACT_TO_HF)})"
+        )
+    out["hidden_act"] = _ORIGINAL_ACT_TO_HF[act]
     out.update(
         architectures=[architecture],
         model_type="bert",
@@ -174,8 +188,21 @@ def original_config_to_hf(config, architecture):
 def _require_files(folder, names):
     for name in names:
         path = os.path.join(folder, name)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path} does not exist")
+        if os.path.isfile(path):
+            continue
+        # Weights only: a pickled PyTorch file could run code.
+        other = [
+            n
+            for n in ("model.safetensors.index.json", "pytorch_model.bin")
+            if name == HF_WEIGHTS and os.path.exists(os.path.join(folder, n))
+        ]
+        if other:
+            raise FileNotFoundError(
+                f"{path} does not exist ({folder} has {other[0]}: sharded "
+                "safetensors and pickled PyTorch weights are not read; save "
+                "the model as one model.safetensors)"
+            )
+        raise FileNotFoundError(f"{path} does not exist")
 
 
 def _copy_atomically(src, dst):
@@ -184,13 +211,22 @@ def _copy_atomically(src, dst):
 
 
 @contextlib.contextmanager
-def _new_files_removed_on_error(out_dir):
+def _new_files_removed_on_error(out_dir, names):
     """Creates out_dir if needed; if the block fails (a full disk), removes
     the files it added (and out_dir if it made it): no half-built model
-    folder is left behind."""
+    folder is left behind. A folder that holds a model already (a file
+    named as, or starting with, one of `names`: what the conversion
+    writes) is refused: replaced file by file, a failure would leave half
+    of the old model."""
     file_io.check_folder_path(out_dir, f"The output folder {out_dir}")
     existed = os.path.isdir(out_dir)
     before = set(os.listdir(out_dir)) if existed else set()
+    there = sorted(n for n in before if n.startswith(names))
+    if there:
+        raise errors.UserError(
+            f"The output folder {out_dir} holds a model already "
+            f"({', '.join(there[:3])}): give a new or empty folder"
+        )
     os.makedirs(out_dir, exist_ok=True)
     try:
         yield
@@ -237,7 +273,9 @@ def hf_to_original(hf_dir, out_dir):
     """
     out_dir = os.fspath(out_dir)
     config, arrays, vocab = read_hf_folder(hf_dir)
-    with _new_files_removed_on_error(out_dir):
+    with _new_files_removed_on_error(
+        out_dir, (BERT_CONFIG, VOCAB, CKPT_PREFIX + ".", "checkpoint")
+    ):
         config.to_json_file(os.path.join(out_dir, BERT_CONFIG))
         _copy_atomically(vocab, os.path.join(out_dir, VOCAB))
         return checkpoints.write_checkpoint(
@@ -336,7 +374,7 @@ def original_to_hf(ckpt_dir, out_dir):
     architecture = "BertForPreTraining" if has_heads else "BertModel"
     hf_config = original_config_to_hf(config, architecture)
     target = os.path.join(out_dir, HF_WEIGHTS)
-    with _new_files_removed_on_error(out_dir):
+    with _new_files_removed_on_error(out_dir, (HF_CONFIG, VOCAB, HF_WEIGHTS)):
         file_io.write_text(
             os.path.join(out_dir, HF_CONFIG),
             json.dumps(hf_config, indent=2, sort_keys=True) + "\n",

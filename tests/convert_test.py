@@ -141,3 +141,43 @@ def test_cli(converted, tmp_path, capsys):
     convert.main(["--to_hf", str(converted), "--output_dir", str(tmp_path)])
     assert "model.safetensors" in capsys.readouterr().out
     assert (tmp_path / "config.json").is_file()
+
+
+def test_a_folder_holding_a_model_is_not_replaced(
+    converted, minilm_dir, tmp_path
+):
+    """Replaced file by file, a failure (a full disk) would leave half of
+    the old model: refused, the folder left as it was."""
+    import shutil
+
+    target = tmp_path / "model"
+    shutil.copytree(converted, target)
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    with pytest.raises(ValueError, match="holds a model already"):
+        convert.hf_to_original(minilm_dir, target)
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="holds a model already"):
+        convert.original_to_hf(converted, hf)
+    assert [p.name for p in hf.iterdir()] == ["config.json"]
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+
+
+def test_hf_variants(minilm_dir, tmp_path):
+    """The exact GELU goes back as HF's "gelu"; a token_type_ids buffer is
+    not a weight; a folder of pickled or sharded weights is named."""
+    config = config_lib.BertConfig.from_dict(
+        {"vocab_size": 10, "hidden_act": "gelu_exact"}
+    )
+    assert convert.original_config_to_hf(config, "BertModel")["hidden_act"] == (
+        "gelu"
+    )
+    assert convert.hf_name_to_original("embeddings.token_type_ids") is None
+    (tmp_path / "config.json").write_text(
+        (minilm_dir / "config.json").read_text()
+    )
+    (tmp_path / "vocab.txt").write_text("a\n")
+    (tmp_path / "pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(FileNotFoundError, match="pickled PyTorch weights"):
+        convert.hf_to_original(tmp_path, tmp_path / "out")
