@@ -105,6 +105,19 @@ def test_wordpiece_tokenizer():
     ]
 
 
+def test_wordpiece_lookups_as_the_originals():
+    """A word that starts with "##" matches an entry as it is (its first
+    piece takes no prefix); a token added to the vocabulary later counts,
+    as the original looks tokens up in `vocab` as it is."""
+    tokenizer = tokenization.WordpieceTokenizer({"##abc": 0, "x": 1})
+    assert tokenizer.tokenize("##abc") == ["##abc"]
+    vocab = {token: i for i, token in enumerate(TEST_VOCAB)}
+    tokenizer = tokenization.WordpieceTokenizer(vocab=vocab)
+    assert tokenizer.tokenize("unwanted") == ["un", "##want", "##ed"]
+    vocab["unwanted"] = len(vocab)
+    assert tokenizer.tokenize("unwanted") == ["unwanted"]
+
+
 def test_convert_tokens_to_ids():
     vocab = {token: i for i, token in enumerate(TEST_VOCAB)}
     tokens = ["un", "##want", "##ed", "runn", "##ing"]

@@ -364,11 +364,20 @@ class WordpieceTokenizer:
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word
-        # No vocabulary entry is longer than this many code points, so no
-        # longer candidate needs a lookup; the result is unchanged.
+        self._refresh()
+
+    def _refresh(self):
+        """The longest candidates worth a lookup, and an empty cache: again
+        whenever the vocabulary's size changes (the original looks tokens
+        up in `vocab` as it is, so one added later counts)."""
+        vocab = self.vocab
+        self._vocab_size = len(vocab)
+        # No entry is longer than this many code points (a word's first
+        # piece is looked up as it is, "##" included; a later one after
+        # "##"), so no longer candidate needs a lookup.
+        self._max_first_chars = max((len(t) for t in vocab), default=0)
         self._max_piece_chars = max(
-            (len(t) - 2 if t.startswith("##") else len(t) for t in vocab),
-            default=0,
+            (len(t) - 2 for t in vocab if t.startswith("##")), default=0
         )
         self._cache = {}
 
@@ -396,6 +405,8 @@ class WordpieceTokenizer:
 
     def tokenize_word(self, token):
         """Returns a tuple of the word pieces of one whitespace-free token."""
+        if len(self.vocab) != self._vocab_size:
+            self._refresh()
         pieces = self._cache.get(token)
         if pieces is None:
             if len(self._cache) >= _MAX_CACHE_SIZE:
@@ -411,7 +422,8 @@ class WordpieceTokenizer:
         pieces = []
         start = 0
         while start < n:
-            end = min(n, start + self._max_piece_chars)
+            longest = self._max_piece_chars if start else self._max_first_chars
+            end = min(n, start + longest)
             cur_substr = None
             while start < end:
                 substr = token[start:end]
