@@ -367,14 +367,11 @@ class WordpieceTokenizer:
         self._refresh()
 
     def _refresh(self):
-        """The longest candidates worth a lookup, and an empty cache: again
-        whenever the vocabulary's size changes (the original looks tokens
-        up in `vocab` as it is, so one added later counts)."""
+        """The longest candidates worth a lookup (a first piece as it is, a
+        later one after "##"), and an empty cache: again when the
+        vocabulary's size changes (the original reads `vocab` live)."""
         vocab = self.vocab
         self._vocab_size = len(vocab)
-        # No entry is longer than this many code points (a word's first
-        # piece is looked up as it is, "##" included; a later one after
-        # "##"), so no longer candidate needs a lookup.
         self._max_first_chars = max((len(t) for t in vocab), default=0)
         self._max_piece_chars = max(
             (len(t) - 2 for t in vocab if t.startswith("##")), default=0
