@@ -326,17 +326,6 @@ def _string_array(texts):
     return text_model.string_array(texts)
 
 
-def _decoded(texts):
-    """UTF-8 bytes (a string tensor's, or given so) as str, as encode takes
-    them; anything else as it is (the emptiness check names it)."""
-    if hasattr(texts, "numpy"):
-        texts = texts.numpy()
-    return np.asarray(
-        [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts],
-        dtype=object,
-    )
-
-
 def _training_texts(x, y):
     """(side names, their text arrays, the scores or None) of fit's x, y."""
     if not isinstance(x, (tuple, list)) or len(x) not in (2, 3):
@@ -344,7 +333,12 @@ def _training_texts(x, y):
             "fit's x is (anchors, positives[, negatives]) or, with y "
             "scores, (sentences1, sentences2)"
         )
-    texts = [_decoded(_string_array(t)) for t in x]
+    # UTF-8 bytes as str, as encode takes them; anything else as it is
+    # (the emptiness check below names it).
+    texts = [
+        np.asarray(text_model.decoded(_string_array(t)), dtype=object)
+        for t in x
+    ]
     if y is None:
         sides = ("anchor", "positive", "negative")[: len(texts)]
         scores = None

@@ -230,12 +230,16 @@ def _without_labels(batch):
     return batch
 
 
+def decoded(texts):
+    """Texts (a string tensor, an array or a list) with UTF-8 bytes decoded
+    to str; anything else as it is."""
+    if isinstance(texts, tf.Tensor):
+        texts = texts.numpy()
+    return [t.decode("utf-8") if isinstance(t, bytes) else t for t in texts]
+
+
 def _str_list(array):
-    if isinstance(array, tf.Tensor):
-        array = array.numpy()
-    return [
-        t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in array
-    ]
+    return [str(t) for t in decoded(array)]
 
 
 def string_array(texts):

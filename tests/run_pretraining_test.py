@@ -103,6 +103,30 @@ def test_script_trains_and_writes_eval_results(inputs, tmp_path):
     )
 
 
+def _one_warmup_step(golden_dir, records, init, output_dir):
+    """One training step of the tiny golden config from `init`: with
+    warmup its learning rate is 0, so the weights stay the checkpoint's."""
+    pretraining.run(
+        pretraining.Settings(
+            bert_config_file=str(golden_dir / "tiny_init" / "bert_config.json"),
+            input_file=records,
+            output_dir=str(output_dir),
+            init_checkpoint=str(init),
+            max_seq_length=16,
+            max_predictions_per_seq=4,
+            do_train=True,
+            train_batch_size=8,
+            run_config=trainer.RunConfig(
+                output_dir=str(output_dir),
+                num_train_steps=1,
+                num_warmup_steps=1,
+                learning_rate=1e-2,
+                handle_sigterm=False,
+            ),
+        )
+    )
+
+
 def test_init_checkpoint_without_slots_starts_from_its_weights(
     golden_dir, inputs, tmp_path
 ):
@@ -111,24 +135,7 @@ def test_init_checkpoint_without_slots_starts_from_its_weights(
     after one step the weights still equal the checkpoint's."""
     _, _, records = inputs
     init = golden_dir / "tiny_init" / "bert_model.ckpt"
-    settings = pretraining.Settings(
-        bert_config_file=str(golden_dir / "tiny_init" / "bert_config.json"),
-        input_file=records,
-        output_dir=str(tmp_path),
-        init_checkpoint=str(init),
-        max_seq_length=16,
-        max_predictions_per_seq=4,
-        do_train=True,
-        train_batch_size=8,
-        run_config=trainer.RunConfig(
-            output_dir=str(tmp_path),
-            num_train_steps=1,
-            num_warmup_steps=1,
-            learning_rate=1e-2,
-            handle_sigterm=False,
-        ),
-    )
-    pretraining.run(settings)
+    _one_warmup_step(golden_dir, records, init, tmp_path)
     after = checkpoints.read_checkpoint(str(tmp_path / "model.ckpt-1"))
     before = checkpoints.read_checkpoint(str(init))
     assert int(after["global_step"]) == 1
@@ -152,24 +159,7 @@ def test_init_checkpoint_without_the_heads_starts_them_afresh(
     init = str(tmp_path / "init" / "bert_model.ckpt")
     checkpoints.write_checkpoint(init, encoder)
     out = tmp_path / "out"
-    pretraining.run(
-        pretraining.Settings(
-            bert_config_file=str(golden_dir / "tiny_init" / "bert_config.json"),
-            input_file=records,
-            output_dir=str(out),
-            init_checkpoint=init,
-            max_seq_length=16,
-            max_predictions_per_seq=4,
-            do_train=True,
-            train_batch_size=8,
-            run_config=trainer.RunConfig(
-                output_dir=str(out),
-                num_train_steps=1,
-                num_warmup_steps=1,
-                handle_sigterm=False,
-            ),
-        )
-    )
+    _one_warmup_step(golden_dir, records, init, out)
     after = checkpoints.read_checkpoint(str(out / "model.ckpt-1"))
     for name, value in encoder.items():
         np.testing.assert_array_equal(after[name], value, err_msg=name)
