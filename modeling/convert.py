@@ -13,6 +13,9 @@ Name mapping (HF -> original), applied to every encoder tensor:
     cls.predictions.transform.dense.weight -> .../transform/dense/kernel (T)
     cls.predictions.bias                    -> cls/predictions/output_bias
     cls.predictions.decoder.weight          (tied to word_embeddings: dropped)
+    cls.predictions.decoder.bias            -> .../output_bias when it is
+                                               the only copy of the bias
+    no pooler (HF masked-LM saves)          -> bert/pooler/dense initialized
     cls.seq_relationship.weight [2, H]      -> cls/seq_relationship/
                                                output_weights [2, H] (as is)
 Only numpy and safetensors.numpy are used (no torch).
@@ -255,6 +258,60 @@ def _check_encoder_arrays(arrays, config, source):
             )
 
 
+def _truncated_normal(shape, stddev, seed):
+    """The original's initializer: a normal draw, redrawn beyond 2 stddev."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(shape)
+    while (far := np.abs(values) > 2).any():
+        values[far] = rng.standard_normal(int(far.sum()))
+    return (values * stddev).astype(np.float32)
+
+
+def _heads_as_the_original_has_them(tensors, arrays, config, source):
+    """What an HF save may hold differently from the original's variables.
+
+    The original always has a pooler; HF's masked-LM and token-classification
+    models save none, so it is initialized as the original initializes a new
+    layer (fine-tuning trains it; mean-pooled embeddings never read it). The
+    original's masked-LM output is the word embeddings (tied): an HF model
+    saved untied would lose its own decoder, said aloud. Newer HF versions
+    may save the output bias only as the decoder's bias.
+    """
+    pooler = "bert/pooler/dense/"
+    if not any(name.startswith(pooler) for name in arrays):
+        hidden = config.hidden_size
+        arrays[pooler + "kernel"] = _truncated_normal(
+            (hidden, hidden), config.initializer_range, seed=0
+        )
+        arrays[pooler + "bias"] = np.zeros([hidden], np.float32)
+        _LOG.warning(
+            "%s has no pooler (an HF masked-LM or token-classification "
+            "save): bert/pooler/dense is newly initialized (truncated "
+            "normal, stddev %g), as the original initializes a new layer; "
+            "fine-tuning a classifier trains it",
+            source,
+            config.initializer_range,
+        )
+    decoder = tensors.get("cls.predictions.decoder.weight")
+    words = arrays.get("bert/embeddings/word_embeddings")
+    if (
+        decoder is not None
+        and words is not None
+        and (decoder.shape != words.shape or not np.array_equal(decoder, words))
+    ):
+        _LOG.warning(
+            "%s: cls.predictions.decoder.weight differs from the word "
+            "embeddings (an untied model); the original's masked-LM output "
+            "is the word embeddings, so that decoder is not converted and "
+            "masked-LM predictions will differ from this model's",
+            source,
+        )
+    bias = tensors.get("cls.predictions.decoder.bias")
+    if bias is not None and "cls/predictions/output_bias" not in arrays:
+        if any(name.startswith("cls/predictions/") for name in arrays):
+            arrays["cls/predictions/output_bias"] = bias.astype(np.float32)
+
+
 def hf_to_original(hf_dir, out_dir):
     """Converts an HF BERT folder into the original release's layout.
 
@@ -329,6 +386,7 @@ def read_hf_folder(hf_dir, exact_gelu=False):
             "heads): %s",
             ", ".join(sorted(skipped)),
         )
+    _heads_as_the_original_has_them(tensors, arrays, config, weights_file)
     _check_encoder_arrays(arrays, config, weights_file)
     vocab = os.path.join(hf_dir, VOCAB)
     # Weights converted, no input made: the size alone matters here.

@@ -181,3 +181,43 @@ def test_hf_variants(minilm_dir, tmp_path):
     (tmp_path / "pytorch_model.bin").write_bytes(b"")
     with pytest.raises(FileNotFoundError, match="pickled PyTorch weights"):
         convert.hf_to_original(tmp_path, tmp_path / "out")
+
+
+def test_hf_saves_without_pooler_or_with_decoder_bias(
+    golden_dir, tmp_path, caplog
+):
+    """HF's masked-LM saves have no pooler: newly initialized as the
+    original would (said aloud), the rest exact; a bias saved only as the
+    decoder's is the output bias; an untied decoder is named, not dropped
+    silently."""
+    orig = tmp_path / "orig"
+    orig.mkdir()
+    for f in (golden_dir / "tiny_init").iterdir():
+        (orig / f.name).write_bytes(f.read_bytes())
+    (orig / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(99)))
+    hf_dir = tmp_path / "hf"
+    convert.original_to_hf(orig, hf_dir)
+    weights = str(hf_dir / "model.safetensors")
+    tensors = safetensors_numpy.load_file(weights)
+    del tensors["bert.pooler.dense.weight"], tensors["bert.pooler.dense.bias"]
+    tensors["cls.predictions.decoder.bias"] = tensors.pop(
+        "cls.predictions.bias"
+    )
+    words = tensors["bert.embeddings.word_embeddings.weight"]
+    tensors["cls.predictions.decoder.weight"] = words + 1
+    safetensors_numpy.save_file(tensors, weights)
+    with caplog.at_level(logging.WARNING):
+        convert.hf_to_original(hf_dir, tmp_path / "back")
+    assert "has no pooler" in caplog.text
+    assert "differs from the word embeddings" in caplog.text
+    before = checkpoints.read_checkpoint(golden_dir / "tiny_init")
+    after = checkpoints.read_checkpoint(tmp_path / "back")
+    assert sorted(after) == sorted(before)
+    for name, value in before.items():
+        if name.startswith("bert/pooler/"):
+            assert after[name].shape == value.shape
+            continue
+        np.testing.assert_array_equal(after[name], value, err_msg=name)
+    kernel = after["bert/pooler/dense/kernel"]
+    assert 0.01 < kernel.std() < 0.02 and np.abs(kernel).max() <= 0.04
+    assert not after["bert/pooler/dense/bias"].any()
