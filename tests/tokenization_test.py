@@ -230,6 +230,16 @@ def test_vocab_crlf_and_blank_lines_as_original(tmp_path):
     assert list(vocab.items()) == [("[UNK]", 0), ("a", 1), ("", 2), ("b", 3)]
 
 
+def test_vocab_with_a_byte_order_mark_is_named(tmp_path, caplog):
+    path = tmp_path / "bom.txt"
+    path.write_bytes("\ufeff[PAD]\n[UNK]\n".encode("utf-8"))
+    with caplog.at_level(logging.WARNING):
+        vocab = vocabulary.check_vocab(str(path))
+    assert list(vocab.values()) == [0, 1]  # ids as the original reads them
+    assert "starts with a UTF-8 byte-order mark" in caplog.text
+    assert "without BOM" in caplog.text
+
+
 def test_duplicate_token_keeps_last_id_and_warns(tmp_path, caplog):
     vocab_file = _write_vocab(tmp_path, ["[UNK]", "a", "b", "a"])
     with caplog.at_level(logging.WARNING):

@@ -135,6 +135,16 @@ def check_vocab_contents(vocab, vocab_file, do_lower_case=None):
       vocab_file: str, named in the messages.
       do_lower_case: bool, or None to skip the casing check.
     """
+    first = next(iter(vocab), "")
+    if first.startswith("\ufeff") and vocab[first] == 0:
+        # Kept as the original reads it (ids stay those of the lines).
+        logging.warning(
+            "%s starts with a UTF-8 byte-order mark, so its first token is "
+            "%r, not %r; save the file as UTF-8 without BOM.",
+            describe(vocab_file),
+            first,
+            first[1:],
+        )
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
         logging.warning(
