@@ -690,6 +690,9 @@ def test_a_file_without_answers_is_predicted_not_scored(
     for article in data["data"]:
         for qa in article["paragraphs"][0]["qas"]:
             del qa["answers"]
+    # The original predicts on an empty context too (no window: no answer).
+    data["data"][0]["paragraphs"][0]["context"] = " "
+    empty = [qa["id"] for qa in data["data"][0]["paragraphs"][0]["qas"]]
     path.write_text(json.dumps(data))
     out = tmp_path / "out"
     settings = squad_lib.Settings(
@@ -709,7 +712,9 @@ def test_a_file_without_answers_is_predicted_not_scored(
     settings.best_null_threshold = False
     settings.init_checkpoint = str(v2_run[1] / "model.ckpt-4")
     assert squad_lib.run(settings) is None
-    assert len(_read_json(out / "predictions.json")) == 8
+    predictions = _read_json(out / "predictions.json")
+    assert len(predictions) == 8
+    assert empty and all(predictions[qid] == "" for qid in empty)
     assert (out / "null_odds.json").exists()
     assert not (out / "eval_results.txt").exists()
 

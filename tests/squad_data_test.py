@@ -182,7 +182,7 @@ def _qa(qid="q1", text="the mat", start=15, answers=None):
         ),
         (
             _squad([_qa()], context=" \n "),
-            False,
+            True,
             "question id 'q1': the paragraph's context is empty",
         ),
         (
@@ -207,6 +207,12 @@ def test_bad_input_is_one_error_naming_the_place(
     assert str(e.value).startswith(str(path))
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_an_empty_context_is_predicted_as_the_original(tmp_path):
+    path = _write(tmp_path, _squad([_qa()], context=" \n "))
+    (example,), stats = squad.read_squad_examples(str(path), False)
+    assert example.doc_tokens == [] and stats.num_empty_contexts == 1
 
 
 def test_v2_training_needs_is_impossible(tmp_path):

@@ -19,8 +19,9 @@ The same examples, features and records as the original's `run_squad.py`:
 What differs from the original is the handling of bad input. The original
 fails with a KeyError or IndexError (or silently trains on a wrong span);
 here each problem is a ValueError naming the file, the article and the
-question id: a field missing or of the wrong type, an empty context, more
-than one answer to a training question, an empty answer text or one whose
+question id: a field missing or of the wrong type, an empty context in a
+training file (predicted, one is answered as the original answers it:
+"empty", or no answer in v2), more than one answer to a training question, an empty answer text or one whose
 `answer_start` puts it outside the context.
 
 A training answer is the words its `answer_start` and length cover, as in
@@ -114,6 +115,8 @@ class ReadStats:
     num_skipped: int = 0
     # Kept answers whose answer_start does not point exactly at their text.
     num_inexact_starts: int = 0
+    # Questions to predict on a paragraph with no words (no window).
+    num_empty_contexts: int = 0
 
 
 # === Reading ===
@@ -250,8 +253,12 @@ def read_squad_examples(
                         raise where.error("this question id is used twice")
                     seen_ids.add(qas_id)
                 question_text = where.field(qa, "question", str, "question")
-                if not doc_tokens:
+                if not doc_tokens and is_training:
                     raise where.error("the paragraph's context is empty")
+                if not doc_tokens:
+                    # No window to read: answered as the original does
+                    # ("empty"; v2: no answer).
+                    stats.num_empty_contexts += 1
                 stats.num_questions += 1
                 example = _read_answers(
                     where,
@@ -279,6 +286,14 @@ def read_squad_examples(
             "the text (as in the original)",
             input_file,
             stats.num_inexact_starts,
+        )
+    if stats.num_empty_contexts:
+        logging.warning(
+            "%s: %d questions are on a paragraph whose context is empty; "
+            "they get no window, and the answer the original gives then "
+            '("empty"; with version_2_with_negative, no answer)',
+            input_file,
+            stats.num_empty_contexts,
         )
     if stats.num_skipped:
         logging.warning(
