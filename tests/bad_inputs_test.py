@@ -70,6 +70,20 @@ def test_damage_found_during_training_is_named(records, tmp_path):
             pass
 
 
+def test_a_later_record_unlike_the_first_is_one_line(records, tmp_path):
+    path = tmp_path / "mixed.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(_record(helpers.SEQ))
+        writer.write(_record(2 * helpers.SEQ))
+    spec = input_pipeline.pretraining_feature_spec(helpers.SEQ, helpers.PRED)
+    with (
+        pytest.raises(errors.UserError, match="not a pre-training record of"),
+        pretraining._naming_damaged_files([str(path)]),
+    ):
+        for record in tf.data.TFRecordDataset(str(path)):
+            input_pipeline.decode_record(record, spec)
+
+
 def test_text_file_is_not_a_tfrecord(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("This is text, not records.\n" * 10)
@@ -87,6 +101,41 @@ def test_sequence_lengths_differing_from_the_flags_say_what_to_set(records):
         errors.UserError, match=r"set --max_predictions_per_seq=4"
     ):
         _check(records, pred=20)
+
+
+def _record(seq_length, weights=True):
+    example = tf.train.Example()
+    feature = example.features.feature
+    for name in input_pipeline.PRETRAINING_SEQ_FEATURES:
+        feature[name].int64_list.value.extend([1] * seq_length)
+    for name in input_pipeline.PRETRAINING_PRED_INT_FEATURES:
+        feature[name].int64_list.value.extend([1] * helpers.PRED)
+    if weights:
+        feature["masked_lm_weights"].float_list.value.extend(
+            [1.0] * helpers.PRED
+        )
+    feature[input_pipeline.NEXT_SENTENCE_LABELS].int64_list.value.append(0)
+    return example.SerializeToString()
+
+
+def test_every_file_is_checked_not_only_the_first(records, tmp_path):
+    """A glob over two generations of records, or records without a
+    feature: named up front, not a traceback from TensorFlow mid-run."""
+    cases = (
+        (
+            _record(2 * helpers.SEQ),
+            f"made with --max_seq_length={2 * helpers.SEQ}",
+        ),
+        (_record(helpers.SEQ, weights=False), "lacks masked_lm_weights"),
+    )
+    for number, (record, message) in enumerate(cases):
+        other = tmp_path / f"{number}.tfrecord"
+        with tf.io.TFRecordWriter(str(other)) as writer:
+            writer.write(record)
+        with pytest.raises(errors.UserError, match=f"{other}.* {message}"):
+            input_pipeline.check_pretraining_records(
+                [records, str(other)], helpers.SEQ, helpers.PRED, helpers.VOCAB
+            )
 
 
 def test_token_ids_beyond_vocab_size_are_caught_up_front(records):

@@ -1,5 +1,6 @@
 """TFRecord frames and Example parsing without TensorFlow, checked with it."""
 
+import struct
 import subprocess
 import sys
 
@@ -56,6 +57,42 @@ def test_parse_example_equals_protobuf():
         "next_sentence_labels": [1],
         "empty": [],
     }
+
+
+def test_parse_example_reads_what_tensorflow_reads():
+    """Bytes lists, negative ints and the unpacked encoding (legal
+    protobuf, which TensorFlow's parser accepts) are read, not refused."""
+    example = tf.train.Example()
+    feature = example.features.feature
+    feature["tokens"].bytes_list.value.extend([b"[CLS]", b"a"])
+    feature["ids"].int64_list.value.extend([-1, 5])
+    feature["w"].float_list.value.extend([0.5])
+    packed = example.SerializeToString()
+    assert tfrecord_io.parse_example(packed) == {
+        "tokens": [b"[CLS]", b"a"],
+        "ids": [-1, 5],
+        "w": [0.5],
+    }
+    # The same lists unpacked: one field per value (wire types 0 and 5).
+    ids = b"\x08\x07\x08\x09"  # value: 7, value: 9
+    weights = b"\x0d" + struct.pack("<f", 0.25)
+    feature_ids = b"\x1a" + bytes([len(ids)]) + ids  # Feature.int64_list
+    feature_w = b"\x12" + bytes([len(weights)]) + weights  # .float_list
+
+    def entry(name, feature):
+        body = b"\x0a" + bytes([len(name)]) + name
+        body += b"\x12" + bytes([len(feature)]) + feature
+        return b"\x0a" + bytes([len(body)]) + body
+
+    features = entry(b"ids", feature_ids) + entry(b"w", feature_w)
+    record = b"\x0a" + bytes([len(features)]) + features
+    spec = {
+        "ids": tf.io.FixedLenFeature([2], tf.int64),
+        "w": tf.io.FixedLenFeature([1], tf.float32),
+    }
+    parsed = tf.io.parse_single_example(record, spec)
+    assert parsed["ids"].numpy().tolist() == [7, 9]
+    assert tfrecord_io.parse_example(record) == {"ids": [7, 9], "w": [0.25]}
 
 
 @pytest.mark.skipif(tfrecord_io._CRC32C is None, reason="no C crc32c")

@@ -284,6 +284,49 @@ def check_record_files(input_files):
     return nonempty
 
 
+def _first_examples(path, limit):
+    try:
+        records = list(tfrecord_io.read_records(path, limit))
+        return [tfrecord_io.parse_example(r) for r in records]
+    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        raise errors.UserError(
+            f"{path} does not hold pre-training records (tf.train.Example): {e}"
+        ) from e
+
+
+def _check_pretraining_example(
+    example, path, max_seq_length, max_predictions_per_seq
+):
+    names = (
+        PRETRAINING_SEQ_FEATURES
+        + PRETRAINING_PRED_INT_FEATURES
+        + PRETRAINING_PRED_FLOAT_FEATURES
+        + (NEXT_SENTENCE_LABELS,)
+    )
+    missing = [n for n in names if n not in example]
+    if missing:
+        raise errors.UserError(
+            f"{path} does not hold pre-training records: the first record "
+            f"lacks {', '.join(missing)} (found: {', '.join(sorted(example))})"
+        )
+    for names, flag, want in (
+        (PRETRAINING_SEQ_FEATURES, "max_seq_length", max_seq_length),
+        (
+            PRETRAINING_PRED_INT_FEATURES + PRETRAINING_PRED_FLOAT_FEATURES,
+            "max_predictions_per_seq",
+            max_predictions_per_seq,
+        ),
+    ):
+        for name in names:
+            have = len(example[name])
+            if have != want:
+                raise errors.UserError(
+                    f"The records in {path} were made with --{flag}={have} "
+                    f"({name} has {have} values), not {want}: set "
+                    f"--{flag}={have}"
+                )
+
+
 def check_pretraining_records(
     input_files, max_seq_length, max_predictions_per_seq, vocab_size=None
 ):
@@ -299,49 +342,26 @@ def check_pretraining_records(
       errors.UserError: naming the file and the flag to set (and to what).
     """
     files = check_record_files(input_files)
-    path = files[0]
-    try:
-        records = list(tfrecord_io.read_records(path, RECORDS_TO_CHECK))
-        examples = [tfrecord_io.parse_example(r) for r in records]
-    except (ValueError, IndexError, UnicodeDecodeError) as e:
-        raise errors.UserError(
-            f"{path} does not hold pre-training records (tf.train.Example): {e}"
-        ) from e
-    first = examples[0]
-    names = PRETRAINING_SEQ_FEATURES + PRETRAINING_PRED_INT_FEATURES
-    missing = [n for n in names + (NEXT_SENTENCE_LABELS,) if n not in first]
-    if missing:
-        raise errors.UserError(
-            f"{path} does not hold pre-training records: the first record "
-            f"lacks {', '.join(missing)} (found: {', '.join(sorted(first))})"
+    # Every file's first record (a glob may catch two generations of
+    # records), and more of the first file's for the vocabulary check.
+    for index, path in enumerate(files):
+        limit = RECORDS_TO_CHECK if index == 0 else 1
+        examples = _first_examples(path, limit)
+        _check_pretraining_example(
+            examples[0], path, max_seq_length, max_predictions_per_seq
         )
-    for names, flag, want in (
-        (PRETRAINING_SEQ_FEATURES, "max_seq_length", max_seq_length),
-        (
-            PRETRAINING_PRED_INT_FEATURES + PRETRAINING_PRED_FLOAT_FEATURES,
-            "max_predictions_per_seq",
-            max_predictions_per_seq,
-        ),
-    ):
-        have = len(first[names[0]])
-        if have != want:
-            raise errors.UserError(
-                f"The records in {path} were made with --{flag}={have} "
-                f"({names[0]} has {have} values), not {want}: set "
-                f"--{flag}={have}"
-            )
-    if vocab_size is None:
-        return files
-    for number, example in enumerate(examples):
-        for name in ("input_ids", "masked_lm_ids"):
-            top = max(example[name], default=0)
-            if top >= vocab_size:
-                raise errors.UserError(
-                    f"Record {number} of {path} has {name} {top}, but the "
-                    f"BERT config's vocab_size is {vocab_size}: the records "
-                    "were made with another vocabulary than the model's "
-                    "(--vocab_file of create_pretraining_data.py)"
-                )
+        if vocab_size is None:
+            continue
+        for number, example in enumerate(examples):
+            for name in ("input_ids", "masked_lm_ids"):
+                top = max(example[name], default=0)
+                if top >= vocab_size:
+                    raise errors.UserError(
+                        f"Record {number} of {path} has {name} {top}, but "
+                        f"the BERT config's vocab_size is {vocab_size}: the "
+                        "records were made with another vocabulary than the "
+                        "model's (--vocab_file of create_pretraining_data.py)"
+                    )
     return files
 
 

@@ -102,44 +102,74 @@ def _varint(data, pos):
 
 
 def _fields(data):
-    """Yields (field number, payload) of length-delimited protobuf fields."""
+    """Yields (field number, wire type, value) of a protobuf message.
+
+    The value is an int (varint), the bytes of a length-delimited field, or
+    the 4 / 8 raw bytes of a fixed-width one.
+    """
     pos = 0
     while pos < len(data):
         tag, pos = _varint(data, pos)
-        if tag & 7 != 2:
-            raise ValueError(f"unexpected protobuf wire type {tag & 7}")
-        size, pos = _varint(data, pos)
-        yield tag >> 3, data[pos : pos + size]
-        pos += size
+        wire = tag & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire in (1, 2, 5):
+            if wire == 2:
+                size, pos = _varint(data, pos)
+            else:
+                size = 8 if wire == 1 else 4
+            if pos + size > len(data):
+                raise ValueError("a protobuf field runs past the record")
+            value, pos = data[pos : pos + size], pos + size
+        else:
+            raise ValueError(f"unexpected protobuf wire type {wire}")
+        yield tag >> 3, wire, value
+
+
+def _signed(value):
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _list_values(kind, field):
+    """The values of one `value` field of a BytesList / FloatList /
+    Int64List: packed (one length-delimited run) or one unpacked value."""
+    number, wire, data = field
+    if number != 1:
+        return []
+    if kind == 1:  # bytes_list: each value is one field.
+        return [data]
+    if kind == 2:  # float_list
+        if wire == 5:
+            return list(struct.unpack("<f", data))
+        return list(struct.unpack(f"<{len(data) // 4}f", data))
+    if wire == 0:  # int64_list, unpacked
+        return [_signed(data)]
+    values, pos = [], 0
+    while pos < len(data):
+        value, pos = _varint(data, pos)
+        values.append(_signed(value))
+    return values
 
 
 def parse_example(record):
-    """A serialized tf.train.Example of int64 / float lists -> dict of lists.
+    """A serialized tf.train.Example -> dict name -> list of values.
 
-    Enough for the records this project writes (packed lists); not a
-    general protobuf parser.
+    Int64 and float lists as int / float, bytes lists as bytes; packed or
+    unpacked encodings, as TensorFlow's parser reads them. Not a general
+    protobuf parser: what the record checks and the logs need.
     """
     out = {}
-    for _, features in _fields(record):  # Example.features
-        for _, entry in _fields(features):  # Features.feature map entry
+    for _, _, features in _fields(record):  # Example.features
+        for _, _, entry in _fields(features):  # Features.feature map entry
             name, values = None, []
-            for number, payload in _fields(entry):
+            for number, _, payload in _fields(entry):
                 if number == 1:
                     name = payload.decode("utf-8")
                     continue
-                for kind, packed in _fields(payload):  # Feature oneof
-                    for _, data in _fields(packed):  # packed `value`
-                        if kind == 2:  # float_list
-                            values = list(
-                                struct.unpack(f"<{len(data) // 4}f", data)
-                            )
-                        elif kind == 3:  # int64_list
-                            pos, values = 0, []
-                            while pos < len(data):
-                                value, pos = _varint(data, pos)
-                                values.append(value)
-                        else:
-                            raise ValueError("bytes_list is not supported")
+                for kind, _, lists in _fields(payload):  # Feature oneof
+                    values = []
+                    for field in _fields(lists):
+                        values.extend(_list_values(kind, field))
             out[name] = values
     return out
 

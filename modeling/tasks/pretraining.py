@@ -131,6 +131,14 @@ def _naming_damaged_files(input_files):
             f"An input file is damaged ({e.message}); "
             f"inputs: {', '.join(input_files)}"
         ) from e
+    except tf.errors.InvalidArgumentError as e:
+        # A later record unlike each file's first (those are checked).
+        if "serialized Example" not in e.message:
+            raise
+        raise errors.UserError(
+            "An input record is not a pre-training record of these flags "
+            f"({e.message.splitlines()[0]}); inputs: {', '.join(input_files)}"
+        ) from e
 
 
 def run(s):
