@@ -352,8 +352,9 @@ def test_convert_refuses_an_output_dir_that_is_a_file(tmp_path, capsys):
 
 
 def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
-    """create_pretraining_data's per-shard output removes the files of an
-    earlier shard count, never a folder of such a name."""
+    """create_pretraining_data's per-shard output removes an earlier run's
+    shard files (of any count: all go before the new ones are renamed in),
+    never a folder of such a name."""
     old = tmp_path / "out.tfrecord-00000-of-00002"
     old.write_bytes(tfrecord_io.frame(b"record"))
     user = _user_folder(tmp_path / "out.tfrecord-00001-of-00002")
@@ -363,7 +364,10 @@ def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
     empty = tmp_path / "out.tfrecord-00003-of-00005"
     empty.write_bytes(b"")
     shards = records.ShardRecordFiles(str(tmp_path / "out.tfrecord"))
-    assert shards.stale_files(3) == [str(old), str(empty)]
+    same = tmp_path / "out.tfrecord-00000-of-00003"
+    same.write_bytes(tfrecord_io.frame(b"record"))
+    assert shards.stale_files(3) == [str(old), str(same), str(empty)]
+    same.unlink()
     empty.unlink()
     assert shards.stale_files(3) == [str(old)]
     assert (user / "notes.txt").exists()
@@ -391,6 +395,56 @@ def test_a_single_file_run_beside_shards_of_its_name_is_refused(tmp_path):
         shards_lib.check_output_files([final], single_files=True)
     shards_lib.check_output_files([final])  # --per_shard_output replaces.
     assert all(path.exists() for path in old)
+
+
+def test_shards_never_replace_an_input_or_a_file_not_of_records(tmp_path):
+    """A corpus split as wiki-00000-of-00002 and --output_file=wiki: two
+    shards would have been renamed over the user's text. Refused up front;
+    so is any file of a shard's name that is not this script's records."""
+    from modeling.pretraining_data import shards as shards_lib
+
+    corpus = [tmp_path / f"wiki-0000{i}-of-00002" for i in range(2)]
+    for path in corpus:
+        path.write_text("Some text.\n")
+    prefix = str(tmp_path / "wiki")
+    with pytest.raises(ValueError, match="is an input file, and shards"):
+        shards_lib.check_output_files(
+            [prefix], [str(corpus[0]), str(corpus[1])]
+        )
+    with pytest.raises(ValueError, match="is not this script's records"):
+        shards_lib.check_output_files([prefix], [str(tmp_path / "other.txt")])
+    assert all(p.read_text() == "Some text.\n" for p in corpus)
+
+
+def test_an_interrupted_publish_never_mixes_two_runs(tmp_path, monkeypatch):
+    """The earlier run's shards go before the new ones are renamed in: a
+    publish cut short leaves an incomplete set, not a mixed one."""
+    from modeling.data import file_io
+
+    prefix = str(tmp_path / "out")
+    names = [records.ShardRecordFiles.name(prefix, i, 2) for i in range(2)]
+    for name in names:
+        with open(name, "wb") as f:
+            f.write(tfrecord_io.frame(b"old"))
+    renames = []
+    real = file_io.publish
+
+    def failing_second(src, dst):
+        renames.extend([dst] if dst in names else [])
+        if len(renames) == 2:
+            raise OSError("disk gone")
+        real(src, dst)
+
+    monkeypatch.setattr(file_io, "publish", failing_second)
+    with pytest.raises(OSError, match="disk gone"):
+        with records.ShardRecordFiles(prefix) as out:
+            for index in range(2):
+                out.write(index, [b"new"])
+            out.publish(2)
+    left = {
+        n: list(tfrecord_io.read_records(n)) for n in names if os.path.exists(n)
+    }
+    assert left == {names[0]: [b"new"]}
 
 
 # === Every script's settings check, in every combination ===

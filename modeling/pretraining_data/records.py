@@ -400,22 +400,27 @@ class ShardRecordFiles:
                 f"{len(missing)} of {count} shard files were not written "
                 f"(shards {missing[:10]}); nothing was published"
             )
-        for index in range(count):
-            file_io.publish(
-                self.path(index), self.name(self.prefix, index, count)
-            )
-        for stale in self.stale_files(count):
-            logging.warning("Removing %s, from an earlier run", stale)
-            file_io.remove_if_exists(stale)
+        # An earlier run's files go first and SIGTERM waits: a publish cut
+        # short (a kill, a failed rename) leaves an incomplete set, which
+        # its "-of-NNNNN" names show, never one mixing two runs' shards.
+        with errors.sigterm_deferred():
+            for stale in self.stale_files(count):
+                logging.warning("Removing %s, from an earlier run", stale)
+                file_io.remove_if_exists(stale)
+            for index in range(count):
+                file_io.publish(
+                    self.path(index), self.name(self.prefix, index, count)
+                )
         file_io.remove_if_exists(self.work_dir)
 
     def stale_files(self, count):
-        """Published files of this prefix whose shard count is not `count`,
-        and a single file of the prefix's own name (an earlier run without
-        --per_shard_output): `--input_file=<prefix>*` would read them
-        too."""
-        stale = stale_shards(self.prefix, count)
-        if file_io.exists(self.prefix) and _written_here(self.prefix):
+        """An earlier run's published files of this prefix (of any shard
+        count: those of `count` are replaced), and a single file of the
+        prefix's own name (a run without --per_shard_output):
+        `--input_file=<prefix>*` would read them too."""
+        del count  # Every earlier shard goes before the new ones come.
+        stale = stale_shards(self.prefix)
+        if file_io.exists(self.prefix) and written_here(self.prefix):
             stale.append(self.prefix)
         return stale
 
@@ -452,23 +457,21 @@ def log_instance(record, inv_vocab):
         logging.info("%s: %s", name, " ".join(str(x) for x in values))
 
 
-def stale_shards(prefix, count=None):
-    """Shard files `<prefix>-NNNNN-of-MMMMM` of an earlier run, whose shard
-    count is not `count` (None: any count). Only files that read as this
-    script's records are: a folder of such a name, or a text file (a corpus
-    split under such names), stays."""
-    shape = re.compile(re.escape(prefix) + r"-\d{5,}-of-(\d{5,})")
+def shard_files(prefix):
+    """The files and folders named `<prefix>-NNNNN-of-MMMMM`."""
+    shape = re.compile(re.escape(prefix) + r"-\d{5,}-of-\d{5,}")
     matches = file_io.glob_files(glob.escape(prefix) + "-*-of-*")
-    return [
-        path
-        for path in matches
-        if (m := shape.fullmatch(path))
-        and int(m.group(1)) != count
-        and _written_here(path)
-    ]
+    return [path for path in matches if shape.fullmatch(path)]
 
 
-def _written_here(path):
+def stale_shards(prefix):
+    """Shard files `<prefix>-NNNNN-of-MMMMM` of an earlier run. Only files
+    that read as this script's records are: a folder of such a name, or a
+    text file (a corpus split under such names), stays."""
+    return [path for path in shard_files(prefix) if written_here(path)]
+
+
+def written_here(path):
     """Whether `path` is a file whose first record is a TFRecord frame with
     a good CRC (what a run of this script wrote), or an empty file (a
     shard without instances; removing it loses nothing)."""

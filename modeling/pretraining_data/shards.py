@@ -118,9 +118,29 @@ def check_output_files(output_files, input_files=(), single_files=False):
             raise ValueError(f"Output file {path} is also an input file")
         if not file_io.is_remote(path):
             file_io.check_file_path(path, f"output file {path}")
-        if single_files:
-            from modeling.pretraining_data import records
+        from modeling.pretraining_data import records
 
+        if not single_files:
+            # The shards are renamed over files of their names: never over
+            # an input, or a file that is not this script's records (a
+            # corpus split as `wiki-00000-of-00002`).
+            foreign = [
+                p
+                for p in records.shard_files(path)
+                if os.path.abspath(p) in inputs or not records.written_here(p)
+            ]
+            if foreign:
+                kind = (
+                    "an input file"
+                    if os.path.abspath(foreign[0]) in inputs
+                    else "not this script's records"
+                )
+                raise errors.UserError(
+                    f"--output_file={path}: {foreign[0]} is {kind}, and "
+                    "shards of that name would replace it; name another "
+                    "output file"
+                )
+        if single_files:
             shards = records.stale_shards(path)
             if shards:
                 names = ", ".join(os.path.basename(p) for p in shards[:3])
