@@ -38,6 +38,8 @@ VOCAB_FILE = "vocab.txt"
 
 # Checkpoint names that are normal extras when loading weights: optimizer
 # slots, the step counter and names some TF1 optimizers add.
+# A checkpoint's data files after its prefix: `.data-00000-of-00001`.
+_DATA_TAIL = r"\.data-\d{5}-of-\d{5}"
 OPTIMIZER_NAME_PATTERN = re.compile(
     r"(/adam_[mv]$)|(^global_step$)|(AdamWeightDecayOptimizer)"
 )
@@ -157,7 +159,7 @@ def resolve_checkpoint(path):
             "checkpoint prefix such as .../bert_model.ckpt or a directory "
             "holding one)"
         )
-    if not file_io.glob_files(prefix + ".data-*-of-*"):
+    if not file_io.files_named(prefix, _DATA_TAIL):
         raise FileNotFoundError(
             f"Checkpoint {prefix} has an index but no data file "
             f"({prefix}.data-00000-of-00001)"
@@ -516,9 +518,9 @@ def _write_state(directory, newest, all_paths):
 
 
 def _delete_checkpoint_files(prefix):
-    for suffix in (".index", ".meta", ".data-?????-of-?????"):
-        for filename in file_io.glob_files(prefix + suffix):
-            file_io.remove_if_exists(filename)
+    tail = rf"(\.index|\.meta|{_DATA_TAIL})"
+    for filename in file_io.files_named(prefix, tail):
+        file_io.remove_if_exists(filename)
 
 
 def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
@@ -572,6 +574,12 @@ def write_checkpoint(prefix, arrays, global_step=None, keep_max=None):
     return prefix
 
 
+def _series(name):
+    """`model.ckpt` for `model.ckpt-1000`; "" for a name without a step."""
+    stem, _, step = name.rpartition("-")
+    return stem if step.isdigit() else ""
+
+
 def _update_state(directory, prefix, keep_max):
     """Appends `prefix` to the state file, pruning beyond `keep_max`."""
     name = os.path.basename(prefix)
@@ -580,9 +588,14 @@ def _update_state(directory, prefix, keep_max):
     previous = [os.path.basename(p) for p in previous if p]
     all_paths = [p for p in previous if p != name] + [name]
     dropped = []
-    if keep_max and len(all_paths) > keep_max:
-        dropped = all_paths[: len(all_paths) - keep_max]
-        all_paths = all_paths[len(all_paths) - keep_max :]
+    # Only checkpoints of this series (`model.ckpt-N` beside the new
+    # `model.ckpt-M`) are pruned: a release's bert_model.ckpt listed in the
+    # same folder's state file is the user's model, not an old step.
+    series = re.compile(re.escape(_series(name)) + r"-\d+")
+    ours = [p for p in all_paths if series.fullmatch(p)]
+    if keep_max and _series(name) and len(ours) > keep_max:
+        dropped = ours[: len(ours) - keep_max]
+        all_paths = [p for p in all_paths if p not in dropped]
     _write_state(directory, name, all_paths)
     for old in dropped:
         _delete_checkpoint_files(os.path.join(directory, old))

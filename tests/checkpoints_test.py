@@ -123,6 +123,40 @@ def test_keep_max_deletes_the_oldest(tmp_path):
     assert len(os.listdir(tmp_path)) == 11
 
 
+def test_pruning_spares_a_model_and_glob_characters(tmp_path):
+    """Training into a folder holding bert_model.ckpt (written with a state
+    file, as convert does) never prunes that model; a folder whose name
+    holds glob characters is read and pruned as any other."""
+    folder = tmp_path / "run[1]*"
+    folder.mkdir()
+    model = checkpoints.write_checkpoint(
+        str(folder / "bert_model.ckpt"), {"w": np.zeros([2], np.float32)}
+    )
+    for step in range(1, 5):
+        checkpoints.write_checkpoint(
+            str(folder / f"model.ckpt-{step}"),
+            {"w": np.full([2], step, np.float32)},
+            global_step=step,
+            keep_max=2,
+        )
+    assert sorted(os.listdir(folder)) == [
+        "bert_model.ckpt.data-00000-of-00001",
+        "bert_model.ckpt.index",
+        "checkpoint",
+        "model.ckpt-3.data-00000-of-00001",
+        "model.ckpt-3.index",
+        "model.ckpt-4.data-00000-of-00001",
+        "model.ckpt-4.index",
+    ]
+    assert checkpoints.resolve_checkpoint(model) == model
+    state = checkpoints.read_state(folder)
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
+        "bert_model.ckpt",
+        "model.ckpt-3",
+        "model.ckpt-4",
+    ]
+
+
 def test_resolve_accepts_prefix_file_and_directory(golden_dir, tmp_path):
     init = golden_dir / "tiny_init"
     prefix = str(init / "bert_model.ckpt")

@@ -16,6 +16,7 @@ import tensorflow as tf
 import training_helpers as helpers
 
 from modeling import checkpoints
+from modeling import errors
 from modeling import config as config_lib
 from modeling.data import input_pipeline
 from modeling.tasks import pretraining
@@ -116,8 +117,14 @@ def test_damaged_newest_checkpoint_falls_back(data, full_run, tmp_path, caplog):
     assert trainer.manager.restore_latest().endswith("model.ckpt-8")
     assert trainer.global_step == 8
     assert "model.ckpt-10 is damaged" in caplog.text
+    # A damaged state file is no traceback: the checkpoints on disk count.
+    for text in (b"", b"all_model_checkpoint_paths: 'x'", b"\xff\xfe"):
+        (tmp_path / "checkpoint").write_bytes(text)
+        assert trainer.manager.restore_latest().endswith("model.ckpt-8")
     (tmp_path / "model.ckpt-8.index").write_bytes(b"garbage")
-    with pytest.raises(RuntimeError, match="All 2 checkpoints .* are damaged"):
+    with pytest.raises(
+        errors.UserError, match="All 2 checkpoints .* are damaged"
+    ):
         trainer.manager.restore_latest()
 
 

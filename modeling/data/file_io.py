@@ -1,6 +1,9 @@
 """Writing files so that a reader sees the old file or the new one, never
 half of one; and the one expander of `--input_file` globs.
 
+One module, over 500 lines: every path the project writes, reads or lists
+goes through it, local or remote, so the rules above hold in one place.
+
 Every writer in `modeling/` writes under a temporary name from `temp_name`
 (hidden, in the same folder as the output, so the rename is on one file
 system and a leftover is easy to recognize) and renames it into place with
@@ -458,6 +461,22 @@ def size(path):
     return (
         _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
     )
+
+
+def files_named(prefix, tail):
+    """The sorted paths `prefix` + a tail that the regex `tail` matches in
+    full, from a listing of the prefix's folder: unlike a glob, a prefix
+    holding glob characters (`run[1]/model.ckpt`) means itself."""
+    prefix = os.fspath(prefix)
+    folder, base = os.path.split(prefix)
+    if not is_dir(folder or "."):
+        return []
+    shape = re.compile(re.escape(base) + tail)
+    return [
+        os.path.join(folder, name) if folder else name
+        for name in list_dir(folder or ".")
+        if shape.fullmatch(name)
+    ]
 
 
 def glob_files(pattern):

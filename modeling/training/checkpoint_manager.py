@@ -24,8 +24,9 @@ PREFIX = "model.ckpt"
 _STEP_RE = re.compile(r"model\.ckpt-(\d+)$")
 
 
-class NoUsableCheckpointError(RuntimeError):
-    """Every checkpoint in the directory is damaged."""
+class NoUsableCheckpointError(errors.UserError):
+    """Every checkpoint in the directory is damaged (the message says what
+    to do: a one-line error, not a traceback)."""
 
 
 class ConfigMismatchError(errors.UserError):
@@ -61,13 +62,17 @@ def find_checkpoints(directory):
     between publishing a checkpoint and updating the state file leaves one
     unlisted) are both considered.
     """
-    if not directory or not tf.io.gfile.isdir(directory):
+    if not directory or not file_io.is_dir(directory):
         return []
     found = {}
-    state = tf.train.get_checkpoint_state(directory)
+    # An empty or damaged state file is ignored (logged): the checkpoints
+    # on disk are still found.
+    state = checkpoints.read_state(directory)
     listed = list(state.all_model_checkpoint_paths) if state else []
-    pattern = os.path.join(directory, f"{PREFIX}-*.index")
-    on_disk = [p[: -len(".index")] for p in tf.io.gfile.glob(pattern)]
+    indexes = file_io.files_named(
+        os.path.join(directory, PREFIX), r"-\d+\.index"
+    )
+    on_disk = [p[: -len(".index")] for p in indexes]
     for path in listed + on_disk:
         name = os.path.basename(path)
         match = _STEP_RE.match(name)
@@ -188,8 +193,8 @@ class CheckpointManager:
         """
         for prefix in self.candidates():
             try:
-                shapes = dict(tf.train.list_variables(prefix))
-            except (ValueError, tf.errors.OpError):
+                shapes = checkpoints.checkpoint_shapes(prefix)
+            except (ValueError, FileNotFoundError):
                 continue  # Damaged: restore_latest falls back past it.
             self._check_model(shapes, prefix)
             return
