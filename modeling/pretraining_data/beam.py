@@ -305,7 +305,7 @@ def _log_counters(values, total_bytes, start):
 
 def _first_error(work_dir):
     """The message of the lowest-numbered shard that failed, or None."""
-    failed = file_io.glob_files(f"{work_dir}/error-*.txt")
+    failed = file_io.files_named(f"{work_dir}/error-", r"\d{5}\.txt")
     return _read_text(failed[0]) if failed else None
 
 

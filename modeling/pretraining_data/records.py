@@ -10,9 +10,7 @@ only the final byte concatenation to Python. Feature names come from
 modeling/data/feature_names.py. Nothing here imports TensorFlow (see tfrecord_io).
 """
 
-import glob
 import os
-import re
 
 import numpy as np
 from absl import logging
@@ -459,9 +457,7 @@ def log_instance(record, inv_vocab):
 
 def shard_files(prefix):
     """The files and folders named `<prefix>-NNNNN-of-MMMMM`."""
-    shape = re.compile(re.escape(prefix) + r"-\d{5,}-of-\d{5,}")
-    matches = file_io.glob_files(glob.escape(prefix) + "-*-of-*")
-    return [path for path in matches if shape.fullmatch(path)]
+    return file_io.files_named(prefix, r"-\d{5,}-of-\d{5,}")
 
 
 def stale_shards(prefix):
