@@ -345,14 +345,29 @@ def test_float16_loss_scaling_skips_overflowing_steps(data, tmp_path):
         # A scale that overflows float16 gradients: the step is skipped.
         trainer._steps.loss_scale.assign(1e30)
         trainer.train(dataset_fn)
+        # The scale is saved (under tf.keras's names) and resumed: a resumed
+        # run scales as the uninterrupted one would.
+        resumed = _trainer(
+            bert_config,
+            tmp_path,
+            num_train_steps=2,
+            precision="mixed_float16",
+            num_warmup_steps=0,
+        )
+        resumed.build(dataset_fn(0).element_spec)
+        resumed.manager.restore_latest()
     finally:
         keras.mixed_precision.set_global_policy("float32")
     assert trainer.global_step == 2  # skipped steps still consume batches
     # Both steps overflowed float16: the scale halved twice, nothing moved.
     assert float(trainer._steps.loss_scale.numpy()) == pytest.approx(2.5e29)
     after = checkpoints.read_checkpoint(str(tmp_path / "model.ckpt-2"))
+    assert after["current_loss_scale"] == pytest.approx(2.5e29)
+    assert after["good_steps"] == 0
+    assert float(resumed._steps.loss_scale.numpy()) == pytest.approx(2.5e29)
     for name, value in before.items():
-        np.testing.assert_array_equal(after[name], value, err_msg=name)
+        if name not in ("current_loss_scale", "good_steps"):
+            np.testing.assert_array_equal(after[name], value, err_msg=name)
 
 
 @pytest.mark.slow

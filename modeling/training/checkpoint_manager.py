@@ -92,16 +92,26 @@ class CheckpointManager:
         global_step).
       keep_checkpoint_max: how many newest checkpoints to keep (None: all).
       is_chief: only the chief writes (multi-worker training).
+      extra_variables: {name: variable} of training state beyond the
+        optimizer's (the float16 loss scale): saved, and restored when a
+        checkpoint has them (one without keeps their initial values).
     """
 
     def __init__(
-        self, directory, model, optimizer, keep_checkpoint_max=5, is_chief=True
+        self,
+        directory,
+        model,
+        optimizer,
+        keep_checkpoint_max=5,
+        is_chief=True,
+        extra_variables=None,
     ):
         self.directory = directory
         self.model = model
         self.optimizer = optimizer
         self.keep_checkpoint_max = keep_checkpoint_max
         self.is_chief = is_chief
+        self.extra_variables = dict(extra_variables or {})
 
     def variables(self):
         """{name: variable} of everything saved except global_step."""
@@ -109,6 +119,7 @@ class CheckpointManager:
         slots = dict(self.optimizer.checkpoint_variables())
         slots.pop(checkpoints.GLOBAL_STEP)
         out.update(slots)
+        out.update(self.extra_variables)
         return out
 
     def save(self):
@@ -252,6 +263,8 @@ class CheckpointManager:
             raise ValueError(f"{prefix} lacks model variables {missing[:5]}")
         pairs = []
         for name, var in self.variables().items():
+            if name not in arrays and name in self.extra_variables:
+                continue  # A checkpoint of another precision, or older.
             if name not in arrays:
                 # Slots absent (a released checkpoint): they start at zero,
                 # as in the original.

@@ -58,6 +58,17 @@ class StepFunctions:
         self._train_chunk = tf.function(self._chunk, autograph=False)
         self.eval_step = tf.function(self._eval_step, autograph=False)
 
+    def checkpoint_variables(self):
+        """{name: variable} of the step's own state that a checkpoint keeps
+        (the dynamic loss scale of float16, under tf.keras's names), so a
+        resumed run scales as the uninterrupted one would."""
+        if not self.fp16:
+            return {}
+        return {
+            "current_loss_scale": self.loss_scale,
+            "good_steps": self.good_steps,
+        }
+
     def batches(self, dataset):
         """The dataset's batches, split over the strategy's replicas."""
         return iter(distribute.distribute_dataset(self.strategy, dataset))

@@ -211,6 +211,7 @@ class Trainer:
             self.optimizer,
             self.config.keep_checkpoint_max,
             self.is_chief,
+            getattr(self._steps, "checkpoint_variables", dict)(),
         )
         self._built = True
 
