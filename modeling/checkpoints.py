@@ -38,6 +38,8 @@ VOCAB_FILE = "vocab.txt"
 
 # Checkpoint names that are normal extras when loading weights: optimizer
 # slots, the step counter and names some TF1 optimizers add.
+# The tensor only TF2's object-based checkpoints hold.
+_OBJECT_GRAPH = "_CHECKPOINTABLE_OBJECT_GRAPH"
 # A checkpoint's data files after its prefix: `.data-00000-of-00001`.
 _DATA_TAIL = r"\.data-\d{5}-of-\d{5}"
 OPTIMIZER_NAME_PATTERN = re.compile(
@@ -219,12 +221,22 @@ def checkpoint_files(path, bert_config_file=None):
 
 def _reader(prefix):
     try:
-        return tensor_bundle.read(prefix)
+        reader = tensor_bundle.read(prefix)
     except ValueError as e:
         raise ValueError(
             f"Checkpoint {prefix} is unreadable (truncated or corrupt "
             f"index?): {_first_line(e)}"
         ) from e
+    if _OBJECT_GRAPH in reader.shapes:
+        # Names such as `encoder/layer/.ATTRIBUTES/VARIABLE_VALUE`, none of
+        # the original's: said as such, not as missing variables.
+        raise ValueError(
+            f"Checkpoint {prefix} is a TF2 object-based checkpoint "
+            "(tf.train.Checkpoint or Keras, as TF Model Garden's BERT "
+            "checkpoints are), not the original's name-based format; give "
+            "a checkpoint of the original release, or convert this one first"
+        )
+    return reader
 
 
 def _first_line(error):
@@ -397,7 +409,9 @@ def load_weights(model_or_variables, path, ignore_missing=()):
     )
     values = [(v, tensor(name)) for name, v in to_restore]
     for variable, value in values:
-        variable.assign(np.asarray(value).astype(variable.dtype))
+        # A tf.Variable's dtype is a tf.DType, a Keras variable's a name.
+        dtype = getattr(variable.dtype, "as_numpy_dtype", variable.dtype)
+        variable.assign(np.asarray(value).astype(dtype))
     restored = [name for name, _ in to_restore]
     used = set(restored)
     report = LoadReport(

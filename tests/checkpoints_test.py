@@ -157,6 +157,23 @@ def test_pruning_spares_a_model_and_glob_characters(tmp_path):
     ]
 
 
+def test_object_based_checkpoints_and_plain_tf_variables(tmp_path):
+    """A TF2 object-based checkpoint is named as such (not "corrupt"); a
+    plain tf.Variable loads (its dtype is a tf.DType)."""
+    prefix = tf.train.Checkpoint(w=tf.Variable([1.0, 2.0])).write(
+        str(tmp_path / "tf2" / "ckpt")
+    )
+    with pytest.raises(ValueError, match="is a TF2 object-based checkpoint"):
+        checkpoints.read_checkpoint(prefix)
+    saved = checkpoints.write_checkpoint(
+        str(tmp_path / "v1" / "model.ckpt"),
+        {"bert/w": np.array([3.0, 4.0], np.float32)},
+    )
+    variable = tf.Variable([0.0, 0.0], name="bert/w")
+    checkpoints.load_weights([variable], saved)
+    np.testing.assert_array_equal(variable.numpy(), [3.0, 4.0])
+
+
 def test_resolve_accepts_prefix_file_and_directory(golden_dir, tmp_path):
     init = golden_dir / "tiny_init"
     prefix = str(init / "bert_model.ckpt")
