@@ -338,6 +338,7 @@ def test_served_without_tensorflow(
         "except SystemExit as e:\n"
         "    assert not e.code, e.code\n"
         "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules\n"
+        "print(json.dumps(model.predict(['Who?'], [' '])))\n"
         "print(json.dumps(rows))\n"
     )
     questions = [e.question_text for e in examples]
@@ -352,6 +353,9 @@ def test_served_without_tensorflow(
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    # A context without words has no window: the original's answer.
+    (none,) = json.loads(proc.stdout.strip().splitlines()[-2])
+    assert none["answer"] == ("" if v2 else "empty")
     # The Python path: TensorFlow's logits, the original's post-processing
     # (the --fast_nbest export ranks each window's own positions only).
     features = []

@@ -421,6 +421,9 @@ def answer_logits(predictor, rows, max_seq_length, fast_nbest, total=None):
         fill=-np.inf,
         total=total,
     )
+    if not outputs:  # No window at all: every context was empty.
+        empty = np.zeros([0, max_seq_length], np.float32)
+        return np.zeros([0], np.int64), empty, empty
     start, end = outputs["start_logits"], outputs["end_logits"]
     if fast_nbest:
         padding = features["input_mask"] == 0
