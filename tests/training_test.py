@@ -16,8 +16,8 @@ import tensorflow as tf
 import training_helpers as helpers
 
 from modeling import checkpoints
-from modeling import errors
 from modeling import config as config_lib
+from modeling import errors
 from modeling.data import input_pipeline
 from modeling.tasks import pretraining
 from modeling.training import checkpoint_manager

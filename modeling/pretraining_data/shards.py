@@ -14,6 +14,7 @@ import collections
 import ctypes
 import dataclasses
 import multiprocessing
+import multiprocessing.pool
 import os
 import threading
 
@@ -188,6 +189,25 @@ def _free(lock):
     lock.release()
 
 
+class _WatchedPool(multiprocessing.pool.Pool):
+    """A Pool that keeps every worker process it starts (`workers`): one
+    that died is gone from the pool's own list once replaced, its exit code
+    kept here. Those that retired cleanly (exit code 0) are dropped."""
+
+    def __init__(self, *args, **kwargs):
+        self.workers = collections.deque()
+        super().__init__(*args, **kwargs)
+
+    def Process(self, ctx, *args, **kwargs):  # noqa: N802 (Pool's name)
+        for _ in range(len(self.workers)):
+            worker = self.workers.popleft()
+            if worker.exitcode != 0:
+                self.workers.append(worker)
+        worker = ctx.Process(*args, **kwargs)
+        self.workers.append(worker)
+        return worker
+
+
 class ForkPool:
     """A context: `processes` forked workers that inherit `worker_state`.
 
@@ -213,8 +233,10 @@ class ForkPool:
             # The workers and the `with` that stops them come as one: a
             # SIGTERM meanwhile is delivered once __exit__ is sure to run.
             with errors.sigterm_deferred():
-                self._pool = context.Pool(
-                    self.processes, maxtasksperchild=self._max_tasks
+                self._pool = _WatchedPool(
+                    self.processes,
+                    maxtasksperchild=self._max_tasks,
+                    context=context,
                 )
         return self
 
@@ -224,11 +246,32 @@ class ForkPool:
             return
         pending = collections.deque()
         for item in items:
-            pending.append(self._pool.apply_async(fn, (item,)))
+            pending.append(self.submit(fn, item))
             if len(pending) > self.processes:
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()
+
+    def _result(self, result):
+        """result.get(), unless a worker dies first: multiprocessing.Pool
+        replaces a killed worker (the out-of-memory killer's SIGKILL) and
+        loses its task, whose result would then never come."""
+        while not result.ready():
+            for worker in list(self._pool.workers):
+                code = worker.exitcode
+                if code:  # 0: retired after max_tasks; None: alive.
+                    how = (
+                        f"was killed by signal {-code}"
+                        if code < 0
+                        else f"exited with status {code}"
+                    )
+                    raise errors.UserError(
+                        f"A worker process {how} (out of memory?); nothing "
+                        "was published: use fewer worker processes or "
+                        "smaller shards"
+                    )
+            result.wait(0.5)
+        return result.get()
 
     @property
     def forks(self):
@@ -240,7 +283,7 @@ class ForkPool:
         Without workers fn runs when `.get()` is called."""
         if self._pool is None:
             return _Deferred(fn, item)
-        return self._pool.apply_async(fn, (item,))
+        return _Deferred(self._result, self._pool.apply_async(fn, (item,)))
 
     def __exit__(self, exc_type, exc, tb):
         global _STATE
