@@ -55,6 +55,46 @@ def test_spearman_with_ties():
     assert metrics.pearson(x, y) < 0.9
 
 
+def test_spearman_of_nan_outputs_is_nan_as_pearson():
+    assert math.isnan(metrics.spearman(np.arange(20.0), np.full(20, np.nan)))
+    assert math.isnan(metrics.spearman([1, 2, 3, np.nan], [1, 2, 3, 4]))
+
+
+def test_a_nan_metric_is_never_the_best_checkpoint(tmp_path, monkeypatch):
+    """A first evaluation of nan (constant regression outputs) kept as the
+    best would block every later best (x > nan is False), and a resumed run
+    read it back."""
+    from modeling import checkpoints
+    from modeling.tasks import fine_tuning
+
+    saved = []
+    monkeypatch.setattr(
+        checkpoints,
+        "write_checkpoint",
+        lambda prefix, *a, **k: saved.append(prefix),
+    )
+    monkeypatch.setattr(
+        fine_tuning.checkpoint_manager, "model_variables", lambda model: {}
+    )
+    (tmp_path / "best").mkdir()  # What the stubbed writer would make.
+    values = iter([float("nan"), 0.5, 0.9])
+    keeper = fine_tuning.BestCheckpointKeeper(
+        lambda step: {"eval_pearson": next(values), "global_step": step},
+        None,
+        str(tmp_path),
+        "eval_pearson",
+    )
+    for step in (100, 200, 300):
+        keeper(step)
+    assert [p.rsplit("-", 1)[1] for p in saved] == ["200", "300"]
+    best = tmp_path / "best" / "eval_results.txt"
+    best.write_text("eval_pearson = nan\n")
+    assert (
+        fine_tuning._previous_best(str(tmp_path / "best"), "eval_pearson")
+        is None
+    )
+
+
 def test_task_metrics_keys():
     got = metrics.task_metrics(("accuracy", "f1"), [1, 0, 1], [1, 1, 1])
     assert got == {"eval_accuracy": pytest.approx(2 / 3), "eval_f1": 0.8}

@@ -10,6 +10,7 @@ as numpy arrays rather than written to TFRecords first.
 """
 
 import dataclasses
+import math
 import os
 
 import tensorflow as tf
@@ -289,7 +290,14 @@ class BestCheckpointKeeper:
         line = metrics.format_eval_results(results).replace("\n", "  ")
         with tf.io.gfile.GFile(history, "a") as f:
             f.write(line.rstrip() + "\n")
-        if self.best_value is None or value > self.best_value:
+        if math.isnan(value):
+            # Never a best: nothing would beat it (x > nan is False).
+            logging.warning(
+                "%s is nan at step %d: not a best checkpoint",
+                self.metric,
+                global_step,
+            )
+        elif self.best_value is None or value > self.best_value:
             logging.info(
                 "New best %s = %s at step %d", self.metric, value, global_step
             )
@@ -317,7 +325,8 @@ def _previous_best(best_dir, metric):
         for line in f:
             key, _, value = line.partition(" = ")
             if key == metric:
-                return float(value)
+                value = float(value)
+                return None if math.isnan(value) else value
     return None
 
 

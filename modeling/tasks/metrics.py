@@ -86,6 +86,8 @@ def rankdata(values):
 def spearman(x, y):
     """Spearman rank correlation, ties given average ranks (STS-B)."""
     x, y = _pair(x, y)
+    if np.isnan(x).any() or np.isnan(y).any():
+        return float("nan")  # As scipy: NaN ranks would mean nothing.
     return pearson(rankdata(x), rankdata(y))
 
 
