@@ -129,3 +129,25 @@ def test_v2_missing_predictions_leave_the_totals():
     got = m.evaluate_v2(GOLD_V2, preds)
     assert got["total"] == 3 and got["NoAns_total"] == 1
     assert got["exact"] == pytest.approx(200 / 3)
+
+
+def test_run_squad_scores_as_the_official_script_with_null_odds():
+    """eval_results.txt's best_* are evaluate-v2.0.py's with
+    --na-prob-file null_odds.json: searched over predictions.json as written
+    (q1, answerable but cut to "", scores as ""), not over the best non-null
+    answers."""
+    import types
+
+    from modeling.tasks import squad as squad_lib
+
+    gold = {"q1": ["Paris"], "q2": [], "q3": ["blue whale"]}
+    predictions = types.SimpleNamespace(
+        answers={"q1": "", "q2": "", "q3": "blue whale"},
+        null_odds={"q1": 0.5, "q2": 2.0, "q3": -1.0},
+        best_non_null={"q1": "Paris", "q2": "London", "q3": "blue whale"},
+    )
+    got = squad_lib.score(predictions, gold, True)
+    assert got["best_f1"] == pytest.approx(200 / 3)
+    assert got["best_f1_thresh"] == -1.0
+    assert got["best_exact"] == pytest.approx(200 / 3)
+    assert got["exact"] == pytest.approx(200 / 3)

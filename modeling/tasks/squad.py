@@ -460,21 +460,13 @@ def score(predictions, gold, version_2_with_negative):
         return None
     if not version_2_with_negative:
         return squad_metrics.evaluate_v1(gold, predictions.answers)
-    # exact / f1 / HasAns / NoAns: predictions.json as written; best_*:
-    # the threshold search over null_odds and the best non-null answers,
-    # i.e. what predicting again with that threshold gives.
-    results = squad_metrics.evaluate_v2(gold, predictions.answers)
-    exact_raw, f1_raw = squad_metrics.raw_scores_v2(
-        gold, predictions.best_non_null
+    # As `evaluate-v2.0.py dev.json predictions.json --na-prob-file
+    # null_odds.json`: the search runs over predictions.json as written (a
+    # question cut to "" by the threshold scores as ""). The search over
+    # the best non-null answers is --best_null_threshold's.
+    return squad_metrics.evaluate_v2(
+        gold, predictions.answers, predictions.null_odds
     )
-    has_answer = {qid: bool(a) for qid, a in gold.items()}
-    for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
-        value, thresh = squad_metrics.best_threshold(
-            predictions.best_non_null, raw, predictions.null_odds, has_answer
-        )
-        results[f"best_{name}"] = value
-        results[f"best_{name}_thresh"] = thresh
-    return results
 
 
 def best_null_threshold(predictions, gold):
