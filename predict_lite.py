@@ -1,11 +1,11 @@
-"""Predict a file with a classifier, tagger, multiple-choice or
-question-answering export, without TensorFlow.
+"""Predict a file with a classifier, tagger, multiple-choice,
+question-answering or embedding export, without TensorFlow.
 
     python predict_lite.py --export_dir=/tmp/reviews_export \
       --input_file=reviews_new.jsonl --output_file=/tmp/predictions.jsonl
 
-The export is run_classifier.py's, run_ner.py's, run_multiple_choice.py's
-or run_squad.py's --export_dir written with --predict_runtime=tflite (or
+The export is run_classifier.py's, run_ner.py's, run_multiple_choice.py's,
+run_squad.py's or run_embeddings.py's --export_dir written with --predict_runtime=tflite (or
 tflite_int8): its
 model.tflite runs on the standalone LiteRT runtime (modeling/tasks/lite.py). A classifier's input is
 CSV, TSV or JSON Lines read as run_classifier.py's --test_file (the same
@@ -13,7 +13,8 @@ columns and ids), or a .txt file of one text per line; a tagger's is read as
 run_ner.py's --predict_file (CoNLL-style, or JSON Lines with "tokens"); a
 multiple-choice model's as run_multiple_choice.py's (SWAG's columns); a
 question-answering model's as run_squad.py's (SQuAD JSON, or CSV / TSV /
-JSON Lines with question and context columns). The
+JSON Lines with question and context columns); an embedding model's as
+run_embeddings.py's (.txt, or a table with a text column). The
 output is the script's predictions.jsonl format: one JSON object per row,
 its id and its prediction by name. Neither this script nor what it imports
 loads TensorFlow or Keras.

@@ -11,6 +11,7 @@ import script_runner
 import tensorflow as tf
 import tolerance
 
+from modeling import errors
 from modeling.tasks import classifier as classifier_lib
 from modeling.training import trainer
 
@@ -127,6 +128,41 @@ def test_predict_lite_script(export, tmp_path):
         f"error: The folder of --output_file={missing} does not exist: "
         f"create {missing.parent} first"
     )
+
+
+def test_misuses_of_the_lite_classifier_are_refused(export, tmp_path):
+    """What silently gave wrong rows or destroyed the export: an output
+    inside the export folder, a second text for a single-text model, one
+    string (predicted character by character), an empty .txt; and a bad
+    thread count is named as such, not as a damaged model."""
+    from modeling.tasks import lite
+
+    data = tmp_path / "in.txt"
+    data.write_text("a fine film\n")
+    before = (export / "model.tflite").read_bytes()
+    with pytest.raises(errors.UserError, match="is inside --export_dir"):
+        lite.predict_file(export, str(data), str(export / "model.tflite"))
+    assert (export / "model.tflite").read_bytes() == before
+    with pytest.raises(errors.UserError, match="--num_threads=-5: give 1"):
+        lite.predict_file(
+            export, str(data), str(tmp_path / "p.jsonl"), num_threads=-5
+        )
+    model = lite.load(export)
+    with pytest.raises(ValueError, match="not one string"):
+        model.predict("a fine film")
+    with pytest.raises(ValueError, match="classifies single texts"):
+        model.predict(["a"], ["b"])
+    table = tmp_path / "in.jsonl"
+    table.write_text(json.dumps({"text": "a", "t2": "b"}) + "\n")
+    with pytest.raises(ValueError, match="--text_b_column=t2: this model"):
+        model.predict_file(
+            str(table), str(tmp_path / "p.jsonl"), text_b_column="t2"
+        )
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n")
+    with pytest.raises(ValueError, match="empty.txt: no rows to predict"):
+        model.predict_file(str(empty), str(tmp_path / "p.jsonl"))
+    assert not (tmp_path / "p.jsonl").exists()
 
 
 def test_an_export_without_its_tflite_model_says_how_to_get_one(

@@ -10,8 +10,8 @@ a run holds the converted model beside its SavedModel (`export_files`):
            VM 1.3x TensorFlow's throughput at batch 32 and 3x at batch 1
            (bench/prediction.py), mostly TensorFlow's per-op overhead.
   int8     dynamic-range quantization: every Dense kernel stored as int8
-           with one scale per output channel, activations quantized per
-           batch on the fly, the matmuls done in int8 with int32
+           with one scale per output channel, each row of activations
+           quantized on the fly, the matmuls done in int8 with int32
            accumulation (XNNPACK's dynamically quantized fully-connected
            kernels); embeddings, LayerNorm, softmax and GELU stay float32.
            No calibration data is needed. About 3x TensorFlow float32's

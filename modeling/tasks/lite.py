@@ -32,6 +32,7 @@ one for an export folder (`load`) and predicts a file with it
 
 import os
 
+from modeling import errors
 from modeling.data import file_io
 from modeling.tasks.lite_servers import base
 from modeling.tasks.lite_servers.chooser import LiteChooser
@@ -85,6 +86,17 @@ def predict_file(
       The number of rows predicted.
     """
     file_io.check_file_path(output_file, f"--output_file={output_file}")
+    if file_io.overlap(output_file, export_dir):
+        raise errors.UserError(
+            f"--output_file={output_file} is inside --export_dir="
+            f"{export_dir}: it would replace a file of the export; write "
+            "the predictions elsewhere"
+        )
+    if num_threads is not None and num_threads != -1 and num_threads < 1:
+        raise errors.UserError(
+            f"--num_threads={num_threads}: give 1 or more (or leave it "
+            "unset for the runtime's default)"
+        )
     return load(export_dir, batch_size, num_threads).predict_file(
         input_file,
         output_file,

@@ -45,6 +45,7 @@ import weakref
 import numpy as np
 
 from modeling import backend
+from modeling import errors
 from modeling import progress
 from modeling.data import classifier_data
 from modeling.data import feature_names
@@ -354,8 +355,13 @@ def _interpreter_class():
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
-        import tensorflow as tf
-
+        try:
+            import tensorflow as tf
+        except ImportError:
+            raise errors.UserError(
+                "model.tflite needs the LiteRT runtime: pip install "
+                "ai-edge-litert (or TensorFlow)"
+            ) from None
         return tf.lite.Interpreter
     return Interpreter
 

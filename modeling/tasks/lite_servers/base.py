@@ -94,8 +94,8 @@ def read_export_info(export_dir):
         raise FileNotFoundError(
             f"--export_dir={export_dir} is not an export of this repository "
             f"(this {what} has no {INFO_FILE}): give the --export_dir of "
-            "run_classifier.py, run_ner.py, run_multiple_choice.py or "
-            "run_squad.py"
+            "run_classifier.py, run_ner.py, run_multiple_choice.py, "
+            "run_squad.py or run_embeddings.py"
         )
     try:
         info = json.loads(file_io.read_text(path))
@@ -136,17 +136,30 @@ NO_TFLITE = (
 )
 
 
-def write_lines(output_file, items, lines, done):
+def text_list(texts, what="Texts"):
+    """`texts` as a list; one string is refused (a list of its characters
+    would be predicted, one row each)."""
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"{what} are a list of strings, not one string")
+    return list(texts)
+
+
+def write_lines(output_file, items, lines, done, input_file=None):
     """Writes `lines(chunk)` for each CHUNK_ROWS of `items` to output_file
     (written aside and renamed when complete); logs `done` % count.
 
     Returns:
       The number of items.
+
+    Raises:
+      ValueError: `input_file` gave no item (nothing is written).
     """
     count = 0
     with file_io.atomic_write(output_file) as f:
         for chunk in file_io.chunks(items, CHUNK_ROWS):
             f.writelines(lines(chunk))
             count += len(chunk)
+        if not count and input_file is not None:
+            raise ValueError(f"{input_file}: no rows to predict")
     logging.info(done + ": %s", count, output_file)
     return count

@@ -79,13 +79,18 @@ class LiteClassifier(base.LiteServer):
         predictions.jsonl line holds besides its id ({"label",
         "probabilities": {label: p}}, {"score"}, or {"labels",
         "probabilities"})."""
-        text_a = list(text_a)
-        text_b = None if text_b is None else list(text_b)
+        text_a = base.text_list(text_a)
+        text_b = None if text_b is None else base.text_list(text_b)
         if not text_a:
             return []
         if self.has_text_b and text_b is None:
             raise ValueError(
                 "This model classifies sentence pairs: give text_b"
+            )
+        if text_b is not None and not self.has_text_b:
+            raise ValueError(
+                "This model classifies single texts: it was trained without "
+                "text_b"
             )
         outputs, _ = self.predictor.texts(
             self.tokenizer,
@@ -119,6 +124,11 @@ class LiteClassifier(base.LiteServer):
         """Every row of a .txt file (one text a line) or of a CSV, TSV or
         JSON Lines file (the columns the model was trained on, unless
         named) as a predictions.jsonl line."""
+        if text_b_column and not self.has_text_b:
+            raise ValueError(
+                f"--text_b_column={text_b_column}: this model classifies "
+                "single texts (it was trained without a second text)"
+            )
         if input_file.lower().endswith(".txt"):
             if self.has_text_b:
                 raise ValueError(
@@ -157,7 +167,9 @@ class LiteClassifier(base.LiteServer):
             ):
                 yield predictions.line({"id": row_id, **record})
 
-        return base.write_lines(output_file, rows, lines, "Predicted %d rows")
+        return base.write_lines(
+            output_file, rows, lines, "Predicted %d rows", input_file
+        )
 
 
 def _text_rows(path):

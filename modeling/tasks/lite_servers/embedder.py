@@ -30,7 +30,7 @@ class LiteEmbedder(base.LiteServer):
         return self.predictor.embed(
             self.tokenizer,
             self.max_seq_length,
-            texts,
+            base.text_list(texts),
             self.dimensions,
             long_inputs=self.long_inputs,
             normalize=self.normalize,
@@ -62,4 +62,6 @@ class LiteEmbedder(base.LiteServer):
             for row_id, record in zip(ids, self.predict(texts), strict=True):
                 yield predictions.line({"id": row_id, **record})
 
-        return base.write_lines(output_file, rows, lines, "Embedded %d texts")
+        return base.write_lines(
+            output_file, rows, lines, "Embedded %d texts", input_file
+        )

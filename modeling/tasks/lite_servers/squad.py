@@ -53,7 +53,8 @@ class LiteSquad(base.LiteServer):
         [{"answer": text ("" for none), "probability": its share of the
         n best}], as run_squad's predictions.jsonl lines without their
         id."""
-        questions, contexts = list(questions), list(contexts)
+        questions = base.text_list(questions, "Questions")
+        contexts = base.text_list(contexts, "Contexts")
         if len(questions) != len(contexts):
             raise ValueError(
                 f"{len(questions)} questions but {len(contexts)} contexts"

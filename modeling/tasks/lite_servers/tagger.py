@@ -35,7 +35,7 @@ class LiteTagger(base.LiteServer):
                 None,
                 [],
             )
-            for t in texts
+            for t in base.text_list(texts)
         ]
         return [
             {"tokens": s.words, "tags": tags}

@@ -11,8 +11,8 @@ class Settings:
     """predict_lite.py's flags."""
 
     export_dir: str = option(
-        help="The classifier, tagger, multiple-choice or question-answering export "
-        "(with its model.tflite)."
+        help="The classifier, tagger, multiple-choice, question-answering or "
+        "embedding export (with its model.tflite)."
     )
     input_file: str = option(
         help="The texts: for a classifier .csv, .tsv, .jsonl / .json (columns as "
