@@ -296,7 +296,8 @@ def test_export_answers_like_predictions_json(
     """--export_dir: the SavedModel answers the dev questions from their
     raw text as predictions.json does (the default n_best_size: both rank
     every position of a window's row, padding included), with
-    null_odds.json's null score differences."""
+    null_odds.json's null score differences; with --best_null_threshold,
+    at the threshold the run chose, not the flag's."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401 (registers the tokenizer ops)
 
@@ -308,10 +309,15 @@ def test_export_answers_like_predictions_json(
         tiny_model,
         uncased_vocab_file,
         out,
-        [f"--export_dir={export}"],
+        [
+            f"--export_dir={export}",
+            "--best_null_threshold",
+            "--null_score_diff_threshold=5.0",
+        ],
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     info = _read_json(export / "assets.extra" / "bert_export.json")
+    assert info["null_score_diff_threshold"] == pytest.approx(float(threshold))
     assert info["doc_stride"] == STRIDE and info["version_2_with_negative"]
     serve = tf.saved_model.load(str(export)).signatures["serving_default"]
     data = _read_json(tmp / "dev.json")["data"]

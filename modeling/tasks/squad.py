@@ -496,13 +496,13 @@ def predict(task, answers, global_step, write=True):
                 "to choose a threshold with"
             )
         threshold = best_null_threshold(predictions, answers.gold)
+        predictions = squad_postprocess.apply_threshold(predictions, threshold)
+        results.update(score(predictions, answers.gold, True))
         logging.info(
             "Best null_score_diff_threshold by F1: %s (F1 %.3f)",
             threshold,
-            results["best_f1"],
+            results["f1"],
         )
-        predictions = squad_postprocess.apply_threshold(predictions, threshold)
-        results.update(score(predictions, answers.gold, True))
     if not write:
         return predictions, results
     scores = {}
@@ -548,6 +548,13 @@ def run(settings):
     if s.export_dir and trainer.is_chief:
         from modeling.export import squad as squad_export
 
+        if s.best_null_threshold and results:
+            # The export answers as predictions.json: with the threshold
+            # this run chose, not the flag's.
+            s = dataclasses.replace(
+                s,
+                null_score_diff_threshold=results["null_score_diff_threshold"],
+            )
         squad_export.export_squad(
             trainer.model,
             s,
