@@ -139,6 +139,20 @@ def test_the_current_folder_is_refused_before_the_export(tmp_path, monkeypatch):
     assert sorted(p.name for p in work.iterdir()) == ["export"]
 
 
+def test_a_mount_point_is_refused_before_the_export(tmp_path, monkeypatch):
+    """An empty mount point (a Docker volume) passed the check, then the
+    export failed after the whole run: it cannot be renamed aside."""
+    mount = tmp_path / "volume"
+    mount.mkdir()
+    real = os.path.ismount
+    monkeypatch.setattr(
+        os.path, "ismount", lambda p: os.fspath(p) == str(mount) or real(p)
+    )
+    with pytest.raises(errors.UserError, match="is a mount point"):
+        folders.check_replaceable(str(mount), "export_dir")
+    folders.check_replaceable(str(mount / "export"), "export_dir")
+
+
 def test_a_folder_named_like_a_temporary_is_replaced_cleanly(tmp_path):
     """An export folder whose name holds ".tmp-": its earlier export's
     hidden name keeps the writer's tag last, and goes."""

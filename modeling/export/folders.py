@@ -194,6 +194,14 @@ def check_replaceable(export_dir, flag=None):
     if not file_io.exists(path):
         return
     file_io.check_folder_path(path, name)
+    if not file_io.is_remote(path) and os.path.ismount(path):
+        # Published by renaming the old folder aside: a mount point (a
+        # Docker volume) cannot be renamed. Said now, not after training.
+        raise errors.UserError(
+            f"{name} is a mount point, which an export cannot replace "
+            "atomically: export into a new folder inside it, e.g. "
+            f"{os.path.join(os.fspath(export_dir), 'export')}"
+        )
     foreign = foreign_entries(path)
     if not foreign:
         return
