@@ -167,6 +167,18 @@ def test_masking_statistics_hold_over_many_batches():
     np.testing.assert_allclose(fractions, [0.8, 0.1, 0.1], atol=0.005)
 
 
+def test_more_prediction_slots_than_positions_pad_as_the_records():
+    """max_predictions_per_seq > max_seq_length is allowed (the records pad
+    the slots): the masked-LM features are that wide, the rest weight 0."""
+    seq, preds = 16, 20
+    dataset = _data(seq, preds).dataset(4, True, seed=1)
+    for name in ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+        assert dataset.element_spec[name].shape == [4, preds], name
+    (batch,) = _numpy(dataset.take(1))
+    assert not batch["masked_lm_weights"][:, seq:].any()
+    assert batch["masked_lm_weights"].sum(axis=1).min() >= 1
+
+
 def test_whole_word_masking_masks_whole_words():
     """With do_whole_word_mask a word's pieces ("##" continuations) are
     masked together, and the count never exceeds the original's budget."""

@@ -537,6 +537,10 @@ class TextPretrainingData:
         order = tf.argsort(
             tf.where(chosen, position, seq + position), axis=1, stable=True
         )[:, :preds]
+        if preds > seq:
+            # More prediction slots than positions (allowed, as the records
+            # pad them): the rest point at [CLS], never chosen, weight 0.
+            order = tf.pad(order, [[0, 0], [0, preds - seq]])
         weights = tf.gather(chosen, order, batch_dims=1)
         positions = tf.where(weights, order, 0)
         lm_ids = tf.where(weights, tf.gather(ids, order, batch_dims=1), 0)
@@ -572,13 +576,21 @@ class TextPretrainingData:
         starts = candidate & (first | tf.logical_not(cont))
         word = tf.cumsum(tf.cast(starts, tf.int32), axis=1) - 1
         word = tf.where(candidate, word, seq)  # seq: no word
-        one_hot = tf.one_hot(word, seq + 1, dtype=tf.int32)[:, :, :seq]
-        word_len = tf.reduce_sum(one_hot, axis=1)  # [B, words]
+        # Per (row, word) sums and minimums as segments of the flattened
+        # batch: O(batch x seq) memory (a one-hot over words was seq times
+        # that, hundreds of MB per seq-512 batch).
+        rows = tf.shape(ids)[0]
+        segment = word + tf.range(rows)[:, None] * (seq + 1)
+        num_segments = rows * (seq + 1)
+
+        def per_word(reduce, values):
+            out = reduce(values, segment, num_segments)
+            return tf.reshape(out, [rows, seq + 1])[:, :seq]  # [B, words]
+
+        word_len = per_word(tf.math.unsorted_segment_sum, tf.ones_like(word))
         # A word's random key is its first piece's.
         keys = tf.where(starts, uniform, 2.0)
-        word_key = tf.reduce_min(
-            tf.where(one_hot > 0, keys[:, :, None], 2.0), axis=1
-        )
+        word_key = per_word(tf.math.unsorted_segment_min, keys)
         word_key = tf.where(word_len > 0, word_key, 3.0)
         order = tf.argsort(word_key, axis=1)
         lengths = tf.gather(word_len, order, batch_dims=1)
