@@ -400,3 +400,62 @@ def test_served_without_tensorflow(
         ]
         assert probabilities
         tolerance.assert_float32_close(*np.array(probabilities).T)
+
+
+def test_an_unknown_character_beside_the_answer_keeps_it_cut(
+    uncased_vocab_file,
+):
+    """get_final_text falls back to the whole words only when an [UNK] is
+    among the answer's own pieces. An [UNK] elsewhere in the same word (a
+    rare character in CJK text written without spaces: one "word" is the
+    whole paragraph) made the export answer with the whole paragraph."""
+    vocab = tokenization.FullTokenizer(uncased_vocab_file).vocab
+    cases = [
+        ("Where?", "hello abc,\u2603\u2603 world", "abc", "abc", "abc"),
+        (
+            "Where?",
+            "\u6771\u4eac\u306f\u65e5\u672c\u306e\u9996\u90fd\u3067\u3059"
+            "\u3002\U00020bb7\u91ce\u5bb6",
+            "\u6771",
+            "\u4eac",
+            "\u6771\u4eac",
+        ),
+    ]
+
+    for question, context, start, end, want in cases:
+        start_id, end_id = vocab[start], vocab[end]
+
+        def model(features, training=False, start_id=start_id, end_id=end_id):
+            ids = features["input_ids"]
+            return {
+                "start_logits": tf.cast(tf.equal(ids, start_id), tf.float32)
+                * 9,
+                "end_logits": tf.cast(tf.equal(ids, end_id), tf.float32) * 9,
+            }
+
+        server = squad_export.SquadServer(
+            model,
+            uncased_vocab_file,
+            True,
+            SEQ,
+            STRIDE,
+            QUERY,
+            20,
+            30,
+            False,
+            0.0,
+        )
+        out = server.serve_text(tf.constant([question]), tf.constant([context]))
+        assert out["answer"].numpy()[0].decode() == want
+        # The Python path (the original's get_final_text) agrees.
+        examples = [
+            squad_data.SquadExample(
+                qas_id="q",
+                question_text=question,
+                doc_tokens=squad_data.split_paragraph(context)[0],
+            )
+        ]
+        _, expected = run_squad_test.python_predictions(
+            model, uncased_vocab_file, examples, False, n_best=20
+        )
+        assert expected.answers["q"] == want

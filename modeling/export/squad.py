@@ -62,8 +62,8 @@ _PARAGRAPH_WHITESPACE = "[ \\t\\r\\n\\x{202f}]+"
 
 def piece_char_lengths(tokens):
     """Characters each vocabulary entry stands for in the normalized text:
-    "##" continuations without their prefix; -1 for [UNK] (its text is not
-    the word's)."""
+    "##" continuations without their prefix; -1 for [UNK] (it stands for a
+    whole basic token, of any length)."""
     lengths = []
     for token in tokens:
         if token == vocabulary.UNK_TOKEN:
@@ -160,7 +160,10 @@ class SquadServer(base.Server):
         )
         words = tf.ragged.boolean_mask(words, tf.strings.length(words) > 0)
         flat_words = words.flat_values
-        word_pieces = tf.cast(self.tokenizer.tokenize(flat_words), tf.int32)
+        # [words, (basic tokens), (pieces)]: tokenize's ids, grouped so an
+        # [UNK] piece knows the length of the token it stands for.
+        grouped = tf.cast(self.tokenizer.tokenize_words(flat_words), tf.int32)
+        word_pieces = grouped.merge_dims(1, 2)
         # [B, (pieces)] and each piece's word (an index into flat_words).
         pieces = tf.RaggedTensor.from_row_splits(
             word_pieces.flat_values,
@@ -273,7 +276,12 @@ class SquadServer(base.Server):
         answer = tf.cond(
             total > 0,
             lambda: self._answer_text(
-                flat_words, word_pieces, piece_word, first_piece, last_piece
+                flat_words,
+                grouped,
+                word_pieces,
+                piece_word,
+                first_piece,
+                last_piece,
             ),
             lambda: tf.fill([batch], ""),
         )
@@ -298,13 +306,27 @@ class SquadServer(base.Server):
             "end_piece": tf.where(found, last_piece - row_start, -1),
         }
 
-    def _answer_text(self, flat_words, word_pieces, piece_word, first, last):
+    def _answer_text(
+        self, flat_words, grouped, word_pieces, piece_word, first, last
+    ):
         """The answer's text from its first and last flat piece index, as
         get_final_text: the words it covers, cut to its pieces' characters
-        when every word of it keeps its length once normalized and no piece
-        is [UNK]."""
+        when every word of it keeps its length once normalized and none of
+        the answer's own pieces is [UNK] (one elsewhere in its words, as a
+        rare character in a paragraph of CJK text written without spaces,
+        does not matter there)."""
         ids = word_pieces.flat_values
-        char_len = tf.gather(self.piece_lengths, ids)
+        vocab_len = tf.gather(self.piece_lengths, ids)
+        is_unk = vocab_len < 0
+        # An [UNK] stands for its whole basic token.
+        basic_len = tf.strings.length(
+            self.tokenizer.basic_tokens(flat_words).flat_values,
+            unit="UTF8_CHAR",
+        )
+        piece_basic = tf.cast(grouped.values.value_rowids(), tf.int32)
+        char_len = tf.where(
+            is_unk, tf.gather(basic_len, piece_basic), vocab_len
+        )
         # A piece's first character in its word: the lengths before it.
         before = tf.cumsum(char_len, exclusive=True)
         word_start = tf.gather(
@@ -312,24 +334,23 @@ class SquadServer(base.Server):
         )
         in_word = before - tf.gather(before, word_start)
         word_chars = tf.strings.length(flat_words, unit="UTF8_CHAR")
-        pieces_chars = tf.math.segment_sum(tf.maximum(char_len, 0), piece_word)
+        pieces_chars = tf.math.segment_sum(char_len, piece_word)
         pieces_chars = tf.pad(
             pieces_chars, [[0, tf.size(flat_words) - tf.size(pieces_chars)]]
         )
-        has_unk = tf.math.segment_max(
-            tf.cast(char_len < 0, tf.int32), piece_word
-        )
-        has_unk = tf.pad(has_unk, [[0, tf.size(flat_words) - tf.size(has_unk)]])
-        kept = tf.equal(pieces_chars, word_chars) & tf.equal(has_unk, 0)
+        kept = tf.equal(pieces_chars, word_chars)
         # The words of the answer, and whether all of them kept.
         first_word = tf.gather(piece_word, first)
         last_word = tf.gather(piece_word, last)
         bad_before = tf.concat(
             [[0], tf.cumsum(tf.cast(~kept, tf.int32))], axis=0
         )
+        unk_before = tf.concat([[0], tf.cumsum(tf.cast(is_unk, tf.int32))], 0)
         exact = tf.equal(
             tf.gather(bad_before, last_word + 1),
             tf.gather(bad_before, first_word),
+        ) & tf.equal(
+            tf.gather(unk_before, last + 1), tf.gather(unk_before, first)
         )
         text = tf.strings.reduce_join(
             tf.gather(flat_words, tf.ragged.range(first_word, last_word + 1)),

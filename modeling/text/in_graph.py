@@ -292,14 +292,7 @@ class InGraphTokenizer(tf.Module):
           string RaggedTensor [batch_size, (words)]: BasicTokenizer's tokens,
           words over `max_input_chars_per_word` replaced by `unk_token`.
         """
-        p = self._patterns
-        text = self._clean(text)
-        if self.do_lower_case:
-            text = self._lower(text)
-            text = tf_text.normalize_utf8(text, "NFD")
-            text = tf.strings.regex_replace(text, p["mark"], "")
-        text = tf.strings.regex_replace(text, p["punct"], r" \0 ")
-        words = tf.strings.split(text)  # On " ", the only space left.
+        words = self.basic_tokens(text)
         flat = words.flat_values
         too_long = (
             tf.strings.length(flat, unit="UTF8_CHAR")
@@ -308,6 +301,19 @@ class InGraphTokenizer(tf.Module):
         flat = tf.where(too_long, self.unk_token, flat)
         # "[UNK]" is a whole vocabulary entry, so WordPiece maps it to one id.
         return words.with_flat_values(flat)
+
+    def basic_tokens(self, text):
+        """BasicTokenizer's tokens of a batch of strings, long ones as they
+        are (`split_words` makes those `unk_token`): string RaggedTensor
+        [batch_size, (words)]."""
+        p = self._patterns
+        text = self._clean(text)
+        if self.do_lower_case:
+            text = self._lower(text)
+            text = tf_text.normalize_utf8(text, "NFD")
+            text = tf.strings.regex_replace(text, p["mark"], "")
+        text = tf.strings.regex_replace(text, p["punct"], r" \0 ")
+        return tf.strings.split(text)  # On " ", the only space left.
 
     def _lower(self, text):
         """Python's str.lower(): ICU full case mapping plus Unicode 14."""
