@@ -425,6 +425,23 @@ def test_plan_shards_cover_the_file_at_line_starts(tmp_path):
     assert len(shards) > 10
 
 
+@pytest.mark.parametrize(
+    "newline, blank", [(b"\n", b""), (b"\r\n", b""), (b"\n", b"  ")]
+)
+def test_shards_are_cut_at_document_boundaries(tmp_path, newline, blank):
+    """A blank line (CRLF, or spaces on it, blank for the text reader too)
+    is where a shard ends: documents are not split between shards."""
+    doc = newline.join([b"one sentence here.", b"two sentences here."])
+    data = (newline + blank + newline).join([doc] * 30) + newline
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(data)
+    shards = list(shards_lib.plan_shards([str(path)], 100))
+    assert len(shards) > 5
+    # The last cut may come after the last blank line: at a line start.
+    for shard in shards[1:-1]:
+        assert data[shard.start :].startswith(blank + newline), shard
+
+
 def test_parsed_records_have_the_pretraining_spec():
     encoder = records.RecordEncoder(16, 3, _FakeVocabIds(200))
     record = encoder.encode([2, 7, 3, 8, 9, 3], 1, 2, [1, 4], [7, 9], True)

@@ -16,6 +16,7 @@ import dataclasses
 import multiprocessing
 import multiprocessing.pool
 import os
+import re
 import threading
 
 from modeling import errors
@@ -57,13 +58,18 @@ def file_size(path):
     return os.path.getsize(path)
 
 
+_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
+
+
 def _cut(f, nominal, size):
     """The byte offset of the first line start at or after a good cut."""
     f.seek(nominal)
     window = f.read(_BOUNDARY_WINDOW)
-    blank = window.find(b"\n\n")
-    if blank >= 0:
-        return nominal + blank + 1
+    # A blank line (CRLF, or spaces on it, count as blank, as the text
+    # reader has them) begins the next shard: documents are not split.
+    blank = _BLANK_LINE.search(window)
+    if blank is not None:
+        return nominal + blank.start() + 1
     pos = nominal
     while window:
         newline = window.find(b"\n")
