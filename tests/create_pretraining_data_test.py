@@ -16,6 +16,7 @@ import script_runner
 import tensorflow as tf
 
 from modeling import errors
+from modeling.data import file_io
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
 from modeling.pretraining_data import scale
@@ -344,10 +345,21 @@ def test_scale_mode_is_deterministic_whatever_the_worker_count(
 
 
 def test_scale_mode_per_shard_output_is_the_one_file_output_cut_by_shard(
-    toy_tokenizer, tmp_path
+    toy_tokenizer, tmp_path, monkeypatch
 ):
     corpus = _corpus(tmp_path, num_docs=60)
     options = generation.GenerationOptions(max_seq_length=32, dupe_factor=2)
+    # Whole shards of records wait for the writer beside the output, not in
+    # the system's /tmp (memory, on tmpfs); nothing is left there.
+    scratch_folders = []
+    real_scratch = file_io.scratch_dir
+    monkeypatch.setattr(
+        file_io,
+        "scratch_dir",
+        lambda prefix, folder=None: (
+            scratch_folders.append(folder) or real_scratch(prefix, folder)
+        ),
+    )
     outputs = {}
     for per_shard in (False, True):
         (tmp_path / str(per_shard)).mkdir()
@@ -361,6 +373,7 @@ def test_scale_mode_per_shard_output_is_the_one_file_output_cut_by_shard(
             per_shard_output=per_shard,
         )
         outputs[per_shard] = sorted(os.listdir(tmp_path / str(per_shard)))
+    assert scratch_folders == [str(tmp_path / "False"), str(tmp_path / "True")]
     count = len(list(shards.plan_shards([str(corpus)], 1500)))
     assert count > 3
     assert outputs[True] == [

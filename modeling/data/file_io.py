@@ -111,14 +111,17 @@ def sweep_stale_temps(folder):
     sweep(folder, _TEMP_RE)
 
 
-def scratch_dir(prefix):
+def scratch_dir(prefix, folder=None):
     """A `tempfile.TemporaryDirectory` for work files that are never
-    published, named `<prefix><pid>-<host tag>_...` in the system's temporary
-    folder; scratch folders of the same prefix whose process is gone are
-    deleted first."""
+    published, named `<prefix><pid>-<host tag>_...` in `folder` (None: the
+    system's temporary folder); scratch folders of the same prefix whose
+    process is gone are deleted first."""
+    folder = folder or tempfile.gettempdir()
     pattern = re.compile(re.escape(prefix) + r"(\d+)-([0-9a-f]{4})_")
-    sweep(tempfile.gettempdir(), pattern)
-    return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-{_HOST}_")
+    sweep(folder, pattern)
+    return tempfile.TemporaryDirectory(
+        prefix=f"{prefix}{os.getpid()}-{_HOST}_", dir=folder
+    )
 
 
 def publish(temp, final):

@@ -305,8 +305,16 @@ def create_scaled(
     shards = shards_lib.plan_shards(input_files, shard_bytes)
     shards_lib.release_large_blocks_to_os()  # Workers inherit it.
     # The pool forks before the writers open; one worker runs in-process.
+    # Whole shards of records wait there for the writer: beside the output
+    # (its disk), not in a /tmp that may be memory (tmpfs) or small.
+    beside = output_files[0]
+    scratch = (
+        None
+        if file_io.is_remote(beside)
+        else os.path.dirname(os.path.abspath(beside))
+    )
     with (
-        file_io.scratch_dir("bert_shards_") as tmpdir,
+        file_io.scratch_dir(".bert_shards_", scratch) as tmpdir,
         shards_lib.ForkPool(
             num_workers,
             dataclasses.replace(state, tmpdir=tmpdir),
