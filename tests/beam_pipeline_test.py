@@ -239,6 +239,15 @@ def test_without_beam_the_runner_says_how_to_install_it(tmp_path, monkeypatch):
         ({"runner": "spark"}, "--runner=spark: must be one of local, beam"),
         ({"runner": "beam", "num_workers": 2}, "the local runner's"),
         ({"per_shard_output": True}, "--per_shard_output needs input shards"),
+        # A runner of other machines cannot read this one's files.
+        (
+            {
+                "runner": "beam",
+                "beam_pipeline_options": "--runner=DataflowRunner "
+                "--project=p --region=r --temp_location=gs://b/t",
+            },
+            "on this machine, which the DataflowRunner's workers cannot reach",
+        ),
     ],
 )
 def test_bad_runner_settings(fields, message, tmp_path):

@@ -85,6 +85,8 @@ _PROGRESS_SECS = 30.0
 _NUM_LOGGED = 20
 # Runner names that mean Beam's local runner (compared lower-case).
 _DIRECT_NAMES = ("direct", "directrunner", "switchingdirectrunner")
+# Runners whose workers share this machine's files.
+_LOCAL_RUNNERS = (*_DIRECT_NAMES, "fnapirunner", "prism", "prismrunner")
 
 
 def import_beam():
@@ -118,6 +120,28 @@ def pipeline_options(flag_value):
     if (standard.runner or "DirectRunner").lower() in _DIRECT_NAMES:
         standard.runner = "FnApiRunner"
     return options
+
+
+def _check_paths_reach_the_workers(beam_options, input_files, output_files):
+    """A runner of other machines (Dataflow, Flink, Spark) cannot read or
+    write this machine's files: said before the job starts, not as a
+    worker's FileNotFoundError after it has."""
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    runner = str(beam_options.view_as(StandardOptions).runner or "")
+    if runner.lower() in _LOCAL_RUNNERS:
+        return
+    for flag, paths in (
+        ("--input_file", input_files),
+        ("--output_file", output_files),
+    ):
+        local = [p for p in paths if not file_io.is_remote(p)]
+        if local:
+            raise errors.UserError(
+                f"{flag}={local[0]} is on this machine, which the {runner}'s "
+                "workers cannot reach: give a path on storage they read "
+                "(gs://...)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -388,6 +412,7 @@ def create_with_beam(
     # The vocabulary's errors come here, not from every worker.
     scale.worker_state(tokenizer, options, decode_errors)
     beam_options = pipeline_options(beam_pipeline_options)
+    _check_paths_reach_the_workers(beam_options, input_files, output_files)
     total_bytes = sum(shards_lib.file_size(f) for f in input_files)
     with records.ShardRecordFiles(output_files[0]) as out:
         job = _Job(tokenizer, options, decode_errors, out.prefix, out.work_dir)
