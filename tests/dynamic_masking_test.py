@@ -120,16 +120,19 @@ def test_text_is_read_in_blocks_of_whole_documents():
     """Blocks end after a blank line, with the file's end closing the last
     document; a document longer than MAX_DOCUMENT_BLOCKS blocks is cut."""
     data = _data(block_lines=3)
-    lines = ["a1", "a2", "", "b1", "b2", "b3", "b4", "  ", "c1"]
+    # A line of invalid bytes only is blank, as the original decodes it.
+    lines = [b"a1", b"a2", b"", b"b1", b"b2", b"b3", b"b4", b"\xff ", b"c1"]
     blocks = [
-        [line.decode() for line in block.numpy()]
+        list(block.numpy())
         for block in data.blocks(tf.data.Dataset.from_tensor_slices(lines))
     ]
     assert blocks == [
-        ["a1", "a2", ""],
-        ["b1", "b2", "b3", "b4", "  "],
-        ["c1", ""],
+        [b"a1", b"a2", b""],
+        [b"b1", b"b2", b"b3", b"b4", b"\xff "],
+        [b"c1", b""],
     ]
+    _, document = data.segments(tf.constant(lines))
+    assert document.numpy().tolist() == [0, 0, 1, 1, 1, 1, 2]
     cap = dynamic_masking.MAX_DOCUMENT_BLOCKS * 3
     long = [f"x{i}" for i in range(cap + 5)]
     blocks = list(data.blocks(tf.data.Dataset.from_tensor_slices(long)))

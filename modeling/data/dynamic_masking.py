@@ -90,6 +90,16 @@ _BLANK_LINE = (
 )
 
 
+def _is_blank(lines):
+    """Whether each line is blank as the original reads it: invalid bytes
+    vanish first (it decodes with "ignore"), so a line of nothing else is
+    blank too."""
+    valid = tf.strings.unicode_transcode(
+        lines, "UTF-8", "UTF-8", errors="ignore"
+    )
+    return tf.strings.regex_full_match(valid, _BLANK_LINE)
+
+
 def _key(seed, *path):
     """A stateless seed ([2] int32) for `seed` folded with `path`, so each
     use of randomness has its own independent stream."""
@@ -256,7 +266,7 @@ class TextPretrainingData:
         the rest (an unfinished document) over to the next batch of lines."""
         lines = tf.concat([carry, lines], axis=0)
         size = tf.size(lines)
-        blank = tf.strings.regex_full_match(lines, _BLANK_LINE)
+        blank = _is_blank(lines)
         last_blank = tf.reduce_max(
             tf.where(blank, tf.range(size), -tf.ones_like(size))
         )
@@ -300,7 +310,7 @@ class TextPretrainingData:
           (segments, document): int32 RaggedTensor [num_segments, (tokens)]
           and int32 [num_segments], each sentence's document: 0, 1, ...
         """
-        blank = tf.strings.regex_full_match(lines, _BLANK_LINE)
+        blank = _is_blank(lines)
         tokens = self.tokenizer.tokenize(lines)
         document = tf.cumsum(tf.cast(blank, tf.int32))
         keep = tf.logical_and(tf.logical_not(blank), tokens.row_lengths() > 0)
