@@ -43,6 +43,21 @@ def test_word_windows_overlap_whole_words_and_advance():
         assert (
             sum(min(c, 4) for c in counts[start:end]) <= 4 or end == start + 1
         )
+    # Stepping back never leaves the next word out: each window takes a
+    # word the last one lacked (a long word after short ones made windows
+    # that were subsets of the one before, hundreds of them a text).
+    counts = [1] * 8 + [5] + [1] * 3
+    windows = long_inputs.word_windows(counts, 10, overlap=8)
+    assert windows == [(0, 8), (3, 9), (5, 11), (7, 12)]
+    for (_, end), (_, next_end) in zip(windows, windows[1:]):
+        assert next_end > end
+    config = long_inputs.LongInputs("chunks", chunk_stride=64)
+    config.check(128)
+    a = [[f"a{i}"] for i in range(800)]
+    b = [[f"b{i}"] for i in range(1000)]
+    # The longer text has 125 - 62 = 63 pieces a window; the overlap is
+    # held to half of that: 1000 / 32 windows, not 938.
+    assert len(list(config.windows(a, b, 128))) <= 1000 // 31 + 1
     # Every word is in some window; a word longer than a window is alone.
     assert long_inputs.word_windows([9, 1], 4, overlap=3) == [(0, 1), (1, 2)]
     assert long_inputs.word_windows([], 4) == []
@@ -254,7 +269,8 @@ def test_in_graph_windows_are_the_written_ones(uncased_vocab_file):
         )
         for e in examples
     ]
-    for seq, stride in ((48, 0), (20, 5)):
+    # (20, 12): a stride over half a pair's room for its longer text.
+    for seq, stride in ((48, 0), (20, 5), (20, 12)):
         preprocessor = in_graph.TextPreprocessor(uncased_vocab_file, True, seq)
         for strategy in STRATEGIES:
             config = long_inputs.LongInputs(

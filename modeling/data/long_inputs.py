@@ -217,7 +217,21 @@ class LongInputs:
                 self._head_tail(pieces_a if a_longer else pieces_b, budget)
             ]
         else:
-            longer = self._chunks(words_a if a_longer else words_b, budget)
+            overlap = pair_overlap(self.chunk_stride, budget)
+            if overlap < self.chunk_stride:
+                logging.log_first_n(
+                    logging.WARNING,
+                    "--chunk_stride=%d is over half the room a pair leaves "
+                    "its longer text (%d pieces): windows share at most %d "
+                    "(else each would advance by a word or so)",
+                    1,
+                    self.chunk_stride,
+                    budget,
+                    overlap,
+                )
+            longer = self._chunks(
+                words_a if a_longer else words_b, budget, overlap
+            )
         for piece in longer:
             yield (piece, shorter) if a_longer else (shorter, piece)
 
@@ -228,10 +242,10 @@ class LongInputs:
         tail = room - head
         return pieces[:head] + (pieces[-tail:] if tail else [])
 
-    def _chunks(self, words, room):
-        for start, end in word_windows(
-            [len(w) for w in words], room, self.chunk_stride
-        ):
+    def _chunks(self, words, room, overlap=None):
+        if overlap is None:
+            overlap = self.chunk_stride
+        for start, end in word_windows([len(w) for w in words], room, overlap):
             yield [p for w in words[start:end] for p in w[:room]]
 
     def combine(self, outputs):
@@ -328,8 +342,9 @@ def word_windows(piece_counts, max_pieces, overlap=0):
       piece_counts: the number of WordPieces of each word.
       max_pieces: the most pieces a window holds.
       overlap: each window after the first starts with the previous one's
-        last words holding at most this many pieces (never its first word:
-        every window advances).
+        last words holding at most this many pieces (never its first word,
+        and never so many that the word after the previous window no longer
+        fits: every window advances by at least one word).
 
     Returns:
       list of (first word, end word) pairs covering every word; a word
@@ -348,14 +363,24 @@ def word_windows(piece_counts, max_pieces, overlap=0):
         windows.append((start, end))
         if end == len(counts):
             break
+        # Step back over at most `overlap` pieces, keeping room for word
+        # `end`: every window takes at least one word the last one lacked.
         following, shared = end, 0
         while (
-            following - 1 > start and shared + counts[following - 1] <= overlap
+            following - 1 > start
+            and shared + counts[following - 1] <= overlap
+            and shared + counts[following - 1] + counts[end] <= max_pieces
         ):
             following -= 1
             shared += counts[following]
         start = following
     return windows
+
+
+def pair_overlap(chunk_stride, budget):
+    """The pieces windows of a pair's longer text share: --chunk_stride, at
+    most half the room the pair leaves that text (`budget`)."""
+    return min(chunk_stride, budget // 2)
 
 
 def _flat(words):

@@ -503,7 +503,8 @@ def word_windows(piece_counts, max_pieces, overlap):
     Args:
       piece_counts: int64 RaggedTensor [B, (words)], each <= max_pieces.
       max_pieces: int64 [B], the most pieces a window of each text holds.
-      overlap: int, the pieces a window may share with the previous one.
+      overlap: int64 [B] (or an int), the pieces a window may share with
+        the previous one.
 
     Returns:
       (text, start, end) int64 [R]: each window's text and word range, the
@@ -536,6 +537,11 @@ def word_windows(piece_counts, max_pieces, overlap):
         # The next window starts at the first word after `start` from
         # which at most `overlap` pieces reach `end`.
         following = search(at(end) - overlap, "left")
+        # ... keeping room for word `end`: every window takes a new word.
+        after = tf.minimum(end + 1, words)
+        following = tf.maximum(
+            following, search(at(after) - max_pieces, "left")
+        )
         following = tf.maximum(following, start + 1)
         active = active & (end < words)
         return (
@@ -625,9 +631,10 @@ def long_input_windows(words_a, words_b, max_seq_length, long_inputs):
         word_budget = tf.gather(budget, longer.value_rowids())
         cut = head(longer.values, word_budget)
         counts = longer.with_values(cut.row_lengths())
-        text, start, end = word_windows(
-            counts, budget, long_inputs.chunk_stride
-        )
+        # long_inputs.pair_overlap for pairs.
+        stride = tf.constant(long_inputs.chunk_stride, tf.int64)
+        overlap = tf.where(has_b, tf.minimum(stride, budget // 2), stride)
+        text, start, end = word_windows(counts, budget, overlap)
         first = tf.gather(longer.row_starts(), text)
         word_ids = tf.ragged.range(first + start, first + end)
         window = tf.gather(cut, word_ids).merge_dims(1, 2)
