@@ -109,6 +109,13 @@ class TaskKind:
           ValueError: the value is not a label of this kind (the message
             names it and the column).
         """
+        if isinstance(value, (list, dict)):
+            # str() of it would be a class named "['x', 'y']".
+            raise ValueError(
+                f"label {value!r} (column {column!r}) is a JSON "
+                f"{type(value).__name__}, not one label; a list of labels "
+                "per text needs --task_type=multi_label"
+            )
         name = label_text(value)
         if name is None:
             raise ValueError(f"empty label (column {column!r})")

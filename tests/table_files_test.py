@@ -125,6 +125,11 @@ def test_rows_stream_one_at_a_time(tmp_path, name):
             "line 2: not a JSON object",
         ),
         ("a.jsonl", '{"text": "a"}\n["b"]\n', "line 2: expected a JSON object"),
+        (
+            "a.jsonl",
+            '{"text": "a"}\n{"text": "b", "text": "c"}\n',
+            "line 2: the key 'text' appears twice in one object",
+        ),
     ],
 )
 def test_bad_rows_name_file_and_line(tmp_path, name, text, message):
@@ -134,6 +139,21 @@ def test_bad_rows_name_file_and_line(tmp_path, name, text, message):
     rows, bad = _rows(path, skip=True)
     assert bad.count == 1
     assert len(rows) == 1
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('text,"la"bel\nx,1\n', "line 1: not CSV: ',' expected after"),
+        ("text,label\rx,1\ry,0\r", "lone carriage return"),
+    ],
+)
+def test_a_header_csv_cannot_read_is_one_line(tmp_path, text, message):
+    """csv.Error is no ValueError: from the header it was a traceback that
+    named no file."""
+    path = _write(tmp_path, "a.csv", text)
+    with pytest.raises(ValueError, match=_literal(f"{path}") + ".*" + message):
+        _rows(path)
 
 
 @pytest.mark.parametrize(
@@ -281,6 +301,18 @@ def test_bad_examples_name_file_and_line(tmp_path, text, kwargs, message):
     if kwargs.get("labels"):
         p.labels = ["yes", "no", "1"]
     assert len(p.get_train_examples()) == 1
+
+
+def test_a_list_label_and_a_missing_id_column_are_named(tmp_path):
+    """A JSON list as a single label became the class "['x', 'y']"; an
+    --id_column not in the file gave line numbers as ids, silently."""
+    path = _write(tmp_path, "a.jsonl", '{"text": "x", "label": ["x", "y"]}\n')
+    with pytest.raises(ValueError, match="needs --task_type=multi_label"):
+        _processor(path).get_train_examples()
+    path = _write(tmp_path, "b.csv", "id,text\n7,x\n")
+    processor = custom.CustomProcessor(files={"test": path}, id_column="doc_id")
+    with pytest.raises(ValueError, match="no column 'doc_id'"):
+        list(processor.iter_test_examples())
 
 
 def test_bad_json_values_name_the_field(tmp_path):

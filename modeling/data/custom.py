@@ -294,8 +294,14 @@ class CustomProcessor:
             label = table_files.find_column(
                 table, "label_column", self.label_column or LABEL_COLUMN, ()
             )
+        # A column the flag names must be in the file to predict (a typo
+        # gave line numbers as ids); training files need none.
         id_column = table_files.find_column(
-            table, "id_column", self.id_column, ID_COLUMNS, required=False
+            table,
+            "id_column",
+            self.id_column,
+            ID_COLUMNS,
+            required=bool(self.id_column) and is_test,
         )
         if not bad.quiet:
             used = {text_a, text_b, label, id_column}

@@ -210,7 +210,17 @@ class TableFile:
     def _header(self):
         """(header names or None, the reader positioned after them)."""
         reader = self._reader(self._text_lines())
-        for row in reader:
+        for row, error in _rows_and_errors(reader):
+            if error is not None:
+                hint = (
+                    " (do its lines end in a lone carriage return, as old Mac "
+                    "files? save it with \\n or \\r\\n line ends)"
+                    if "new-line character" in str(error)
+                    else ""
+                )
+                raise ValueError(
+                    f"{self.where(reader.line_num)}: not CSV: {error}{hint}"
+                )
             if row:  # Blank lines before the header are skipped.
                 if len(set(row)) != len(row):
                     twice = sorted({c for c in row if row.count(c) > 1})
@@ -307,21 +317,40 @@ class TableFile:
             if not line.strip():
                 continue
             try:
-                yield number, json.loads(line)
+                yield number, json.loads(line, object_pairs_hook=_unique_keys)
             except json.JSONDecodeError as e:
                 self.bad_rows.report(
                     self.where(number), f"not a JSON object: {e.msg}"
                 )
+            except _RepeatedKey as e:
+                self.bad_rows.report(self.where(number), str(e))
 
     def _json_array_values(self):
         text = "".join(self._text_lines())
         try:
-            items = json.load(io.StringIO(text))
+            items = json.load(io.StringIO(text), object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise ValueError(
                 f"{self.path} line {e.lineno}: not JSON: {e.msg}"
             ) from None
+        except _RepeatedKey as e:
+            raise ValueError(f"{self.path}: {e}") from None
         yield from enumerate(items, start=1)
+
+
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs):
+    """A JSON object's dict, refusing a key given twice (json keeps the
+    last silently; a CSV header naming a column twice is an error too)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
 
 
 def _rows_and_errors(reader):
