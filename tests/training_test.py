@@ -370,6 +370,35 @@ def test_float16_loss_scaling_skips_overflowing_steps(data, tmp_path):
             np.testing.assert_array_equal(after[name], value, err_msg=name)
 
 
+def test_a_nan_gradient_under_a_finite_loss_is_never_applied_or_saved(
+    data, tmp_path, monkeypatch
+):
+    """The loss was checked, not the gradient: a NaN gradient made every
+    weight NaN through the clip, and the checkpoint after it was saved (the
+    error then named it the last good one)."""
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path, num_train_steps=4)
+    dataset_fn = _dataset_fn(records)
+    trainer.build(dataset_fn(0).element_spec)
+    real = trainer._steps._grad_fn
+
+    def poisoned(features):
+        logs, grads = real(features)
+        step = trainer.optimizer.global_step
+        poison = tf.where(step == 1, float("nan"), 1.0)
+        return logs, [None if g is None else g * poison for g in grads]
+
+    trainer._steps._grad_fn = poisoned
+    with pytest.raises(
+        trainer_lib.NonFiniteLossError, match="at global_step 1"
+    ):
+        trainer.train(dataset_fn)
+    for name in os.listdir(tmp_path):
+        assert not name.startswith("model.ckpt-2"), name
+    weights = checkpoint_manager.model_variables(trainer.model).values()
+    assert all(np.isfinite(w.numpy()).all() for w in weights)
+
+
 @pytest.mark.slow
 def test_xla_matches_the_plain_step(data, tmp_path):
     bert_config, records = data

@@ -225,7 +225,12 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
     # === Update ===
 
     def apply(
-        self, grads, trainable_variables=None, should_apply=None, reduced=False
+        self,
+        grads,
+        trainable_variables=None,
+        should_apply=None,
+        reduced=False,
+        skip_non_finite=False,
     ):
         """Sums over replicas, clips, then applies one update and increments
         `iterations`.
@@ -243,6 +248,9 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
             Trainer's mean); else, under tf.distribute, they are summed over
             the replicas here (Keras divides each replica's loss by their
             number, so the sum is the gradient of the global batch's mean).
+          skip_non_finite: a NaN or Inf gradient (its global norm not
+            finite) changes nothing, as a skipped step (the clip would have
+            made every weight NaN).
 
         Returns:
           The global norm of the gradients before clipping (float32 scalar).
@@ -283,6 +291,11 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         # Densified after clipping, as the original's tf.multiply did.
         grads = [self._dense(g, v) for g, (_, v) in zip(grads, pairs)]
         lr = self._current_rate()
+        if skip_non_finite:
+            finite = ops.isfinite(norm)
+            should_apply = (
+                finite if should_apply is None else should_apply & finite
+            )
         if should_apply is not None:
             # Through Keras's update step (on TensorFlow, the strategy's
             # per-variable update) with the rate: update_step unpacks it.

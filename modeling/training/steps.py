@@ -139,9 +139,22 @@ class StepFunctions:
         if self.fp16:
             grads, should_apply = self._unscale(grads)
         variables = self.model.trainable_variables
-        self.optimizer.apply(
-            grads, variables, should_apply=should_apply, reduced=True
+        norm = self.optimizer.apply(
+            grads,
+            variables,
+            should_apply=should_apply,
+            reduced=True,
+            skip_non_finite=not self.fp16,
         )
+        if not self.fp16:
+            # A NaN or Inf gradient under a finite loss: nothing was
+            # applied, and the step reports a non-finite loss, so the run
+            # stops there with no checkpoint after it (fp16 instead skips
+            # the step and lowers its loss scale).
+            loss = logs["loss"]
+            logs["loss"] = tf.where(
+                tf.math.is_finite(norm), loss, tf.cast(float("nan"), loss.dtype)
+            )
         first = next(iter(features.values()))
         logs[EXAMPLES_KEY] = tf.cast(tf.shape(first)[0], tf.float32)
         return {k: tf.cast(v, tf.float32) for k, v in logs.items()}

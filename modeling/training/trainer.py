@@ -452,7 +452,8 @@ class Trainer:
     def _raise_non_finite(self, step, sums):
         latest = self.manager.candidates()
         raise NonFiniteLossError(
-            f"Non-finite loss ({float(sums['loss'])}) at global_step {step}: "
+            f"Non-finite loss or gradients (loss {float(sums['loss'])}) at "
+            f"global_step {step}: "
             "training stopped and no checkpoint was written after it; the "
             f"last good checkpoint is {latest[0] if latest else 'none'}. "
             "Lower --learning_rate or check the input data."
