@@ -305,6 +305,17 @@ def test_in_graph_windows_are_the_written_ones(uncased_vocab_file):
                 np.testing.assert_array_equal(got, np.array(want))
                 np.testing.assert_array_equal(got_text.numpy(), text)
                 assert (len(want) > len(rows)) == (strategy == "chunks")
+    # A batch in which no text has a word (a serving request of [""]):
+    # one [CLS] [SEP] window each, as in a mixed batch (it crashed).
+    for texts_b in (None, tf.constant(["", " "])):
+        features, got_text = preprocessor.windows(
+            long_inputs.LongInputs("chunks", chunk_stride=2),
+            tf.constant(["", "\u200b"]),
+            texts_b,
+        )
+        assert got_text.numpy().tolist() == [0, 1]
+        cls, sep = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+        assert features["input_ids"].numpy()[:, :2].tolist() == [[cls, sep]] * 2
 
 
 # === run_classifier on long texts ===

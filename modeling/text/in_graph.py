@@ -512,7 +512,9 @@ def word_windows(piece_counts, max_pieces, overlap):
       one empty window.
     """
     words = piece_counts.row_lengths()
-    counts = piece_counts.to_tensor(0)
+    # One column more than the longest text: a batch of texts without any
+    # word (all "" or blank) still has a column to gather from.
+    counts = tf.pad(piece_counts.to_tensor(0), [[0, 0], [0, 1]])
     # cum[t, w]: the pieces of text t before word w; flat past its end.
     cum = tf.concat([tf.zeros_like(counts[:, :1]), tf.cumsum(counts, 1)], 1)
     texts = tf.shape(counts, out_type=tf.int64)[0]
