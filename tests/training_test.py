@@ -166,6 +166,31 @@ def test_sigterm_saves_a_checkpoint_mid_loop(data, tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+def test_sigterm_during_an_evaluation_at_a_checkpoint_stops_it(data, tmp_path):
+    """--eval_during_training evaluates at each scheduled checkpoint: a
+    SIGTERM then stops that evaluation at its next batch (it ran to its
+    end, however long), and a SIGTERM checkpoint runs no evaluation."""
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path, num_train_steps=4)
+    eval_data = input_pipeline.pretraining_dataset(
+        [records], BATCH, helpers.SEQ, helpers.PRED, False
+    )
+    evaluated = []
+
+    def evaluate_with_sigterm(step, prefix):
+        os.kill(os.getpid(), signal.SIGTERM)
+        evaluated.append(step)
+        trainer.evaluate(eval_data, max_eval_steps=10**6)
+
+    trainer.save_callbacks.append(evaluate_with_sigterm)
+    start = time.time()
+    with pytest.raises(trainer_lib.TrainingInterrupted, match="evaluation"):
+        trainer.train(_dataset_fn(records))
+    assert evaluated == [2]
+    assert time.time() - start < 60
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
+
+
 def test_sigterm_right_after_a_save_writes_it_once(data, tmp_path, monkeypatch):
     """SIGTERM just after the scheduled checkpoint of step 2: the next
     compiled call runs no step, and that step's checkpoint is not written a

@@ -432,8 +432,9 @@ class Trainer:
                         cfg.save_checkpoints_secs,
                     )
                 # Callbacks (e.g. --eval_during_training) follow the step
-                # schedule, not the safety checkpoints.
-                if on_schedule or stopping:
+                # schedule, not the safety checkpoints; after SIGTERM none
+                # runs (an evaluation would delay the exit unboundedly).
+                if on_schedule and not stopping:
                     for callback in self.save_callbacks:
                         callback(step, prefix)
             elif repeat:
@@ -574,6 +575,13 @@ class Trainer:
         )
         self._steps.sync()
         for features in self._batches(dataset):
+            if self.stop_signal.is_requested():
+                # SIGTERM during an evaluation at a checkpoint (saved).
+                raise TrainingInterrupted(
+                    "SIGTERM during an evaluation: stopped it; the newest "
+                    f"checkpoint is saved in {self.config.output_dir}; re-run "
+                    "the same command to resume."
+                )
             for name, (s, w) in self._steps.eval_step(features).items():
                 total = totals.setdefault(name, [0.0, 0.0])
                 total[0] += float(s)
