@@ -222,6 +222,15 @@ def _guarded(main):
     def guarded(argv):
         try:
             try:
+                if len(argv) > 1:
+                    # absl leaves words after the flags to main: dropped,
+                    # they changed a run silently ("--do_lower_case False"
+                    # lower-cased; "--input_file=a.txt, b.txt" read a.txt).
+                    raise errors.UserError(
+                        f"unexpected argument {argv[1]!r}: give each flag "
+                        "as --flag=value (booleans: --flag=false or "
+                        "--noflag), lists without spaces (a.txt,b.txt)"
+                    )
                 if "backend" in FLAGS:
                     # Before main imports Keras.
                     backend.select(FLAGS.backend)

@@ -64,6 +64,32 @@ def test_help_lists_every_flag_of_the_script():
     assert missing == []
 
 
+def test_words_after_the_flags_are_an_error_not_dropped(tmp_path):
+    """`--do_lower_case False` (a space, not "="): absl takes the flag as
+    true and leaves "False" to main, which dropped it: the run lower-cased
+    silently. Now one line naming it, before any work."""
+    proc = script_runner.python(
+        [
+            "extract_features.py",
+            f"--input_file={tmp_path / 'in.txt'}",
+            f"--output_file={tmp_path / 'out.jsonl'}",
+            "--vocab_file=v.txt",
+            "--bert_config_file=c.json",
+            "--init_checkpoint=x",
+            "--do_lower_case",
+            "False",
+        ]
+    )
+    assert proc.returncode == 1
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "error: unexpected argument 'False': give each flag as --flag=value"
+        )
+    )
+
+
 @dataclasses.dataclass(kw_only=True)
 class _Config:
     output_dir: str
