@@ -12,8 +12,10 @@ class Settings(common.FineTuningSettings):
     """run_squad's flags (same names and defaults) plus the new ones; the
     shared ones are common.FineTuningSettings'."""
 
-    # run_squad has no --eval_batch_size (it evaluates by predicting).
+    # run_squad has no --eval_batch_size nor --do_eval (it evaluates by
+    # predicting, with --do_predict).
     eval_batch_size: int = 8
+    do_eval: bool = False
 
     train_file: str | None = option(
         None, "SQuAD json for training. E.g., train-v1.1.json"
