@@ -318,3 +318,36 @@ def test_full_disk_leaves_nothing_half_built(tmp_path):
         with pytest.raises(errors.UserError, match="No space left"):
             convert.hf_to_original(hf, disk / "converted")
         assert os.listdir(disk) == []
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (
+            {"iterations_per_loop": 0},
+            "--iterations_per_loop=0: must be at least 1",
+        ),
+        ({"save_checkpoints_steps": None}, "--save_checkpoints_steps=None"),
+        ({"save_checkpoints_secs": -5}, "--save_checkpoints_secs=-5: seconds"),
+    ],
+)
+def test_run_config_values_the_original_refused(tmp_path, fields, message):
+    """A negative --save_checkpoints_secs saved after every step; a zero
+    --iterations_per_loop ran as 1, silently (the original's TPUConfig
+    refused both)."""
+    with pytest.raises(ValueError, match=message):
+        trainer_lib.RunConfig(str(tmp_path), 10, **fields)
+
+
+def test_extract_features_batch_size_is_checked_up_front():
+    from modeling.tasks.settings import extract as extract_settings
+
+    with pytest.raises(ValueError, match="--batch_size=0: must be at least 1"):
+        extract_settings.Settings(
+            input_file="i",
+            output_file="o",
+            bert_config_file="c",
+            init_checkpoint="x",
+            vocab_file="v",
+            batch_size=0,
+        )

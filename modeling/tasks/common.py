@@ -84,7 +84,9 @@ _AT_LEAST_ONE = (
     "train_batch_size",
     "eval_batch_size",
     "predict_batch_size",
+    "batch_size",  # extract_features.py's
     "max_eval_steps",
+    "num_tpu_cores",
 )
 
 

@@ -121,20 +121,24 @@ class RunConfig:
           ValueError: an unknown runtime; int8 with
             --predict_runtime=tensorflow; TF Lite after a mixed precision
             (its converter takes the float32 model); a negative
-            --keep_checkpoint_max or a --save_checkpoints_steps below 1.
+            --keep_checkpoint_max or --save_checkpoints_secs, a
+            --save_checkpoints_steps or --iterations_per_loop below 1.
         """
         if self.keep_checkpoint_max < 0:
             raise ValueError(
                 f"--keep_checkpoint_max={self.keep_checkpoint_max}: keep how "
                 "many newest checkpoints (0: all)"
             )
-        if (
-            self.save_checkpoints_steps is not None
-            and self.save_checkpoints_steps < 1
-        ):
+        # As the original's TPUConfig refused them (it checked them even
+        # off TPU): a safety checkpoint after every step, or a silent 1.
+        for name in ("save_checkpoints_steps", "iterations_per_loop"):
+            value = getattr(self, name)
+            if value is None or value < 1:
+                raise ValueError(f"--{name}={value}: must be at least 1")
+        if self.save_checkpoints_secs is not None and self.save_checkpoints_secs < 0:
             raise ValueError(
-                f"--save_checkpoints_steps={self.save_checkpoints_steps}: "
-                "must be at least 1"
+                f"--save_checkpoints_secs={self.save_checkpoints_secs}: "
+                "seconds between safety checkpoints (0: none)"
             )
         runtime = self.predict_runtime
         if runtime is not None and runtime not in RUNTIMES:

@@ -6,6 +6,7 @@ import typing
 
 from modeling import options
 from modeling.options import option
+from modeling.tasks import common as common_lib
 from modeling.tasks.settings import common
 
 
@@ -53,3 +54,7 @@ class Settings(common.CommonSettings):
         "tf.nn.embedding_lookup will be used. On TPUs, this should be True "
         "since it is much faster.",
     )
+
+    def __post_init__(self):
+        # Before the features are made and the checkpoint read.
+        common_lib.check_counts(self)
