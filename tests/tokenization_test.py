@@ -192,6 +192,9 @@ def test_validate_case_matches_checkpoint():
         validate(False, "/m/uncased_L-12_H-768_A-12/bert_model.ckpt")
     with pytest.raises(ValueError, match="--do_lower_case=False` so that"):
         validate(True, "gs://b/multi_cased_L-12_H-768_A-12/bert_model.ckpt")
+    # The released folder itself, as --init_checkpoint accepts it here.
+    with pytest.raises(ValueError, match="seems to be a lowercased model"):
+        validate(False, "/m/uncased_L-12_H-768_A-12/")
 
 
 # --- Parity with the original on the real vocabulary. ---

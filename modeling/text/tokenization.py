@@ -69,8 +69,7 @@ _CASED_MODELS = (
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
     """Checks whether the casing config agrees with the checkpoint's name.
 
-    As in the original, this recognizes only the names of the released
-    checkpoints and returns silently for any other path.
+    As the original, it knows only the released checkpoints' names.
 
     Args:
       do_lower_case: bool, the `--do_lower_case` flag.
@@ -83,9 +82,10 @@ def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
     if not init_checkpoint:
         return
     m = re.match("^.*?([A-Za-z0-9_-]+)/bert_model.ckpt", init_checkpoint)
-    if m is None:
-        return
-    model_name = m.group(1)
+    # A released model's folder itself (accepted here as a checkpoint).
+    model_name = (
+        m.group(1) if m else os.path.basename(init_checkpoint.rstrip("/"))
+    )
     if model_name in _LOWER_MODELS and not do_lower_case:
         flags = ("False", "lowercased", "True")
     elif model_name in _CASED_MODELS and do_lower_case:
