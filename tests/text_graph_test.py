@@ -179,6 +179,18 @@ def test_split_words_is_str_split():
     assert [[w.decode() for w in row] for row in got] == want
 
 
+def test_a_sequence_length_without_room_is_refused():
+    """[CLS] and [SEP] need 2 positions, a pair 3: below that B was cut off
+    without a word (the original fails on such a pair)."""
+    with pytest.raises(ValueError, match="at least 2 positions"):
+        in_graph_lib.InputPacker(1, 101, 102)
+    packer = in_graph_lib.InputPacker(2, 101, 102)
+    ids = tf.ragged.constant([[7]])
+    assert packer(ids)["input_ids"].numpy().tolist() == [[101, 102]]
+    with pytest.raises(ValueError, match="a pair needs at least 3"):
+        packer(ids, ids)
+
+
 def test_input_packer():
     packer = in_graph_lib.InputPacker(max_seq_length=8, cls_id=101, sep_id=102)
     a = tf.ragged.constant([[1, 2, 3, 4, 5], [7]])

@@ -401,6 +401,11 @@ class InputPacker(tf.Module):
 
     def __init__(self, max_seq_length, cls_id, sep_id, name=None):
         super().__init__(name=name)
+        if max_seq_length < 2:
+            raise ValueError(
+                f"sequence length {max_seq_length}: a row needs at least 2 "
+                "positions, for [CLS] and [SEP]"
+            )
         self.max_seq_length = max_seq_length
         self.cls_id = cls_id
         self.sep_id = sep_id
@@ -445,6 +450,13 @@ class InputPacker(tf.Module):
             pieces = [cls, head(segment_a, keep_a), sep]
             types = [0, 0, 0]
         else:
+            if isinstance(seq_length, int) and seq_length < 3:
+                # The original's truncation fails there; cut to the width,
+                # B and its [SEP] would vanish silently.
+                raise ValueError(
+                    f"sequence length {seq_length}: a pair needs at least 3 "
+                    "positions, for [CLS] and two [SEP]"
+                )
             segment_b = tf.cast(segment_b, tf.int32)
             len_b = tf.cast(segment_b.row_lengths(), tf.int32)
             keep_a, keep_b = truncated_lengths(len_a, len_b, seq_length - 3)
