@@ -125,6 +125,23 @@ def test_convert_pair_and_single_and_padding():
     assert f.label_id == 0 and f.is_real_example is False
 
 
+def test_the_first_five_examples_are_logged_as_the_original(caplog):
+    tok = _CharTokenizer()
+    examples = [
+        classifier_data.InputExample(f"train-{i}", "ab", "c", label="1")
+        for i in range(7)
+    ]
+    with caplog.at_level("INFO"):
+        classifier_data.convert_examples_to_features(
+            examples, ["0", "1"], 8, tok
+        )
+    assert caplog.text.count("*** Example ***") == 5
+    assert "guid: train-4" in caplog.text and "train-5" not in caplog.text
+    assert "tokens: [CLS] a b [SEP] c [SEP]" in caplog.text
+    assert "segment_ids: 0 0 0 0 1 1 0 0" in caplog.text
+    assert "label: 1 (id = 1)" in caplog.text
+
+
 def test_convert_unknown_label_and_regression():
     tok = _CharTokenizer()
     bad = classifier_data.InputExample("dev-3", "ab", label="2")

@@ -86,8 +86,8 @@ def convert_single_example(
     """Converts a single `InputExample` into a single `InputFeatures`.
 
     Args:
-      ex_index: int, position of the example (kept for the original's
-        signature).
+      ex_index: int, position of the example (the first 5 are logged, as
+        the original logs them).
       example: an `InputExample` or `PaddingInputExample`.
       label_list: list of label strings, in id order; None for regression,
         whose label is the float score.
@@ -103,7 +103,6 @@ def convert_single_example(
     Raises:
       ValueError: the label is not in `label_list`.
     """
-    del ex_index  # The original only used it to log the first examples.
     if isinstance(example, PaddingInputExample):
         if multi_label:
             label_id = [0] * len(label_list)
@@ -139,7 +138,25 @@ def convert_single_example(
     # Not in the original: whether tokens were cut to fit (counted in the
     # log by the converters).
     feature.truncated = truncated
+    _log_example(ex_index, example, feature, tokens_a, tokens_b)
     return feature
+
+
+def _log_example(ex_index, example, feature, tokens_a, tokens_b):
+    """The original's log of the first 5 examples' features: the user's
+    check of tokenization, segment ids and labels."""
+    if ex_index >= 5:
+        return
+    tokens = [CLS_TOKEN, *tokens_a, SEP_TOKEN]
+    if tokens_b:
+        tokens += [*tokens_b, SEP_TOKEN]
+    logging.info("*** Example ***")
+    logging.info("guid: %s", example.guid)
+    logging.info("tokens: %s", " ".join(tokens))
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        values = getattr(feature, name)
+        logging.info("%s: %s", name, " ".join(str(x) for x in values))
+    logging.info("label: %s (id = %s)", example.label, feature.label_id)
 
 
 def pack(tokens_a, tokens_b, max_seq_length, tokenizer, label_id):
@@ -205,10 +222,12 @@ def convert_example_windows(
         )
     )
     label_id = _label_id(example, label_list)
-    for tokens_a, tokens_b in windows:
+    for number, (tokens_a, tokens_b) in enumerate(windows):
         feature = pack(tokens_a, tokens_b, max_seq_length, tokenizer, label_id)
         feature.example_index, feature.num_windows = ex_index, len(windows)
         feature.truncated = False
+        if not number:
+            _log_example(ex_index, example, feature, tokens_a, tokens_b)
         yield feature
 
 
