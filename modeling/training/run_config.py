@@ -50,7 +50,11 @@ class RunConfig:
     gradient_accumulation_steps: int = option(
         1,
         "Split each training batch into this many micro-batches and apply "
-        "their mean gradient once: the same update with less memory. "
+        "their mean gradient once, with less memory: one batch's update "
+        "where the loss is a mean over examples (classification, SQuAD); "
+        "the masked-LM and NER losses are normalized by each micro-batch's "
+        "own count of predicted tokens (as the original's TPU cores each "
+        "did over their shard), so there it is close to it, not equal. "
         "train_batch_size must be divisible by it (times the replicas).",
     )
     optimizer_type: str = option(
@@ -135,7 +139,10 @@ class RunConfig:
             value = getattr(self, name)
             if value is None or value < 1:
                 raise ValueError(f"--{name}={value}: must be at least 1")
-        if self.save_checkpoints_secs is not None and self.save_checkpoints_secs < 0:
+        if (
+            self.save_checkpoints_secs is not None
+            and self.save_checkpoints_secs < 0
+        ):
             raise ValueError(
                 f"--save_checkpoints_secs={self.save_checkpoints_secs}: "
                 "seconds between safety checkpoints (0: none)"
