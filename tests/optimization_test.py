@@ -226,3 +226,48 @@ def test_resume_from_the_originals_checkpoint_continues(golden_dir):
         np.testing.assert_allclose(
             a[name].numpy(), b[name].numpy(), rtol=0, atol=5e-5, err_msg=name
         )
+
+
+def test_accumulated_rows_are_clipped_as_one_batch():
+    """Two micro-batches' word-embedding IndexedSlices, accumulated as the
+    Trainer does (steps._counted/_add/_scaled) and given as a
+    CountedGradient: the clip norm counts their rows one by one, as the
+    one batch's IndexedSlices (both micro-batches' rows, halved): the same
+    norm and update. Summed rows (a dense gradient) count otherwise."""
+    from modeling.training import steps
+
+    names = {}
+    emb = tf.Variable(np.zeros((5, 3), np.float32), name="emb")
+    names[id(emb)] = "bert/embeddings/word_embeddings"
+    rng = np.random.default_rng(1)
+    parts = [
+        tf.IndexedSlices(
+            tf.constant(rng.normal(size=(4, 3)).astype(np.float32) * 3),
+            tf.constant(indices),
+            tf.constant([5, 3]),
+        )
+        for indices in ([0, 1, 1, 2], [1, 2, 2, 4])
+    ]
+    one_batch = tf.IndexedSlices(
+        tf.concat([p.values for p in parts], 0) / 2,
+        tf.concat([p.indices for p in parts], 0),
+        tf.constant([5, 3]),
+    )
+    counted = steps._counted([parts[0]])[0]
+    counted = steps._add(counted, steps._counted([parts[1]])[0])
+    counted = steps._scaled(counted, 0.5)
+    results = []
+    for grad in (one_batch, counted, tf.convert_to_tensor(counted.dense)):
+        emb.assign(tf.zeros_like(emb))
+        opt = optimization.create_optimizer(
+            1e-1, 10, 0, name_fn=lambda var: names[id(var)]
+        )
+        opt.build([emb])
+        norm = float(opt.apply([grad], [emb]))
+        results.append((norm, emb.numpy().copy()))
+    (norm_one, one), (norm_counted, got), (norm_dense, _) = results
+    assert norm_one > 1.0  # The clip is active.
+    assert norm_counted == pytest.approx(norm_one, rel=1e-6)
+    tolerance.assert_float32_close(got, one)
+    # What summed rows counted: another norm, so another clip factor.
+    assert abs(norm_dense - norm_one) > 0.05 * norm_one

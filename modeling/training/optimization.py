@@ -324,11 +324,15 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         lookup was a one-hot matmul, whose gradient is dense. A Keras gather
         elsewhere is densified here so the norm, and the update, match.
         """
+        name = self._names[self._get_variable_index(var)]
         if isinstance(grad, update_rules.CountedGradient):
-            return grad.dense, grad.squares
+            # The original's own gathers (the word embeddings) count rows;
+            # a Keras gather elsewhere was a dense gradient there.
+            if update_rules.has_sparse_gradient(name):
+                return grad.dense, grad.squares
+            return grad.dense, None
         if not _is_indexed_slices(grad):
             return grad, None
-        name = self._names[self._get_variable_index(var)]
         if update_rules.has_sparse_gradient(name):
             return grad, None  # global_norm reads its values
         return self._dense(grad, var), None

@@ -14,6 +14,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling.training import distribute
+from modeling.training import update_rules
 
 # Dynamic loss scaling for float16 (the tf.keras LossScaleOptimizer defaults).
 INITIAL_LOSS_SCALE = 2.0**15
@@ -102,19 +103,18 @@ class StepFunctions:
             for k, v in features.items()
         }
         logs, grads = self._grad_fn({k: v[0] for k, v in micro.items()})
-        grads = _dense(grads)
+        grads = _counted(grads)
         # A Python loop: N calls of the same traced function (a tf.while_loop
         # over gradient computations traces and runs markedly slower).
         for i in range(1, n):
             more_logs, more = self._grad_fn({k: v[i] for k, v in micro.items()})
             grads = [
-                None if g is None else g + m
-                for g, m in zip(grads, _dense(more), strict=True)
+                _add(g, m) for g, m in zip(grads, _counted(more), strict=True)
             ]
             logs = {k: logs[k] + more_logs[k] for k in logs}
         # A variable the loss does not use (the pooler, for SQuAD and NER)
         # keeps no gradient: the optimizer leaves it as it is.
-        grads = [None if g is None else g / n for g in grads]
+        grads = [_scaled(g, 1.0 / n) for g in grads]
         logs = {k: v / n for k, v in logs.items()}
         return logs, grads
 
@@ -123,18 +123,33 @@ class StepFunctions:
             logs, grads = self._accumulated_grads(features)
         else:
             logs, grads = self._grad_fn(features)
-        if self.strategy.num_replicas_in_sync > 1:
+        replicas = self.strategy.num_replicas_in_sync
+        if replicas > 1:
             # Mean over replicas: each replica's loss is a mean over its
-            # slice, so this is the gradient of the global-batch loss.
+            # slice, so this is the gradient of the global-batch loss. The
+            # rows' squares an embedding's clip norm counts: their sum.
             ctx = tf.distribute.get_replica_context()
+            grads = _counted(grads)
             present = [i for i, g in enumerate(grads) if g is not None]
-            reduced = ctx.all_reduce(
+            counted = [i for i in present if _is_counted(grads[i])]
+            dense = ctx.all_reduce(
                 tf.distribute.ReduceOp.MEAN,
-                [tf.convert_to_tensor(grads[i]) for i in present],
+                [_dense_part(grads[i]) for i in present],
             )
+            squares = {}
+            if counted:
+                squares = ctx.all_reduce(
+                    tf.distribute.ReduceOp.SUM,
+                    [grads[i].squares for i in counted],
+                )
+                squares = dict(zip(counted, squares, strict=True))
             grads = list(grads)
-            for i, g in zip(present, reduced, strict=True):
-                grads[i] = g
+            for i, g in zip(present, dense, strict=True):
+                grads[i] = (
+                    update_rules.CountedGradient(g, squares[i] / replicas**2)
+                    if i in squares
+                    else g
+                )
         should_apply = None
         if self.fp16:
             grads, should_apply = self._unscale(grads)
@@ -162,10 +177,10 @@ class StepFunctions:
     def _unscale(self, grads):
         """Divides out the loss scale; skips the step and halves it on Inf."""
         scale = self.loss_scale.read_value()
-        grads = [None if g is None else g / scale for g in _dense(grads)]
+        grads = [_scaled(g, 1.0 / scale) for g in _counted(grads)]
         finite = tf.reduce_all(
             [
-                tf.reduce_all(tf.math.is_finite(g))
+                tf.reduce_all(tf.math.is_finite(_dense_part(g)))
                 for g in grads
                 if g is not None
             ]
@@ -265,10 +280,49 @@ class StepFunctions:
         }
 
 
-def _dense(grads):
-    """Gradients as dense tensors (an embedding's IndexedSlices summed);
-    None, a variable the loss does not use, stays None."""
-    return [None if g is None else tf.convert_to_tensor(g) for g in grads]
+def _counted(grads):
+    """Gradients as dense tensors; an IndexedSlices (the word embeddings')
+    as an update_rules.CountedGradient: summed, with the sum of squares of
+    its rows, which the clip norm counts one by one as the original's did
+    (summed rows would count less). None, a variable the loss does not
+    use, stays None."""
+    out = []
+    for g in grads:
+        if isinstance(g, tf.IndexedSlices):
+            squares = tf.reduce_sum(tf.square(tf.cast(g.values, tf.float32)))
+            g = update_rules.CountedGradient(tf.convert_to_tensor(g), squares)
+        out.append(g)
+    return out
+
+
+def _is_counted(g):
+    return isinstance(g, update_rules.CountedGradient)
+
+
+def _dense_part(g):
+    return g.dense if _is_counted(g) else tf.convert_to_tensor(g)
+
+
+def _add(a, b):
+    """The sum of two micro-batches' gradients (None stays None)."""
+    if a is None:
+        return None
+    if _is_counted(a):
+        return update_rules.CountedGradient(
+            a.dense + b.dense, a.squares + b.squares
+        )
+    return a + b
+
+
+def _scaled(g, factor):
+    """g * factor; a counted gradient's squares by factor squared."""
+    if g is None:
+        return None
+    if _is_counted(g):
+        return update_rules.CountedGradient(
+            g.dense * factor, g.squares * factor * factor
+        )
+    return g * factor
 
 
 class StopSignal:
