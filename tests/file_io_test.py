@@ -302,3 +302,26 @@ def test_an_exit_that_skips_clean_up_removes_the_temporaries(tmp_path):
         f.write("done")
     file_io.remove_open_temporaries()  # Nothing under way: nothing goes.
     assert final.read_text() == "done"
+
+
+def test_a_remote_path_that_cannot_be_reached_is_one_line(monkeypatch):
+    """No network, no such bucket, no credentials: tf.errors other than
+    NotFound / PermissionDenied were a traceback of TensorFlow's."""
+    import tensorflow as tf
+
+    from modeling import errors
+
+    def unreachable(path):
+        raise tf.errors.FailedPreconditionError(
+            None,
+            None,
+            "Error executing an HTTP request: Could not resolve host",
+        )
+
+    monkeypatch.setattr(tf.io.gfile, "exists", unreachable)
+    with pytest.raises(errors.UserError) as e:
+        file_io.check_folder_path("gs://no-such-bucket/out", "--output_dir")
+    assert str(e.value) == (
+        "gs://no-such-bucket/out: cannot reach it (Error executing an HTTP "
+        "request: Could not resolve host)"
+    )

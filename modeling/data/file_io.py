@@ -31,6 +31,8 @@ import zlib
 
 from absl import logging
 
+from modeling import errors
+
 # Four hex digits of the host name: a leftover is only ever judged by the
 # host that wrote it (on a shared file system another host's live writer
 # has a process id that means nothing here).
@@ -52,6 +54,21 @@ def _gfile():
     import tensorflow as tf  # Only remote paths need TensorFlow.
 
     return tf.io.gfile
+
+
+def _remote(call, path):
+    """`call()` on a remote path; one that cannot be reached (no network,
+    no such bucket, no credentials) is one line naming it, not a traceback
+    of tf.errors (a missing or forbidden path keeps its own error)."""
+    import tensorflow as tf
+
+    try:
+        return call()
+    except (tf.errors.NotFoundError, tf.errors.PermissionDeniedError):
+        raise
+    except tf.errors.OpError as e:
+        reason = (e.message or type(e).__name__).strip().splitlines()[0]
+        raise errors.UserError(f"{path}: cannot reach it ({reason})") from e
 
 
 def temp_name(final):
@@ -345,7 +362,7 @@ def make_dirs(path):
     """Creates a folder and its parents; nothing when it exists."""
     path = os.fspath(path)
     if is_remote(path):
-        _gfile().makedirs(path)
+        _remote(lambda: _gfile().makedirs(path), path)
     else:
         os.makedirs(path, exist_ok=True)
 
@@ -388,14 +405,18 @@ def remove_empty_run_dirs():
 
 def exists(path):
     path = os.fspath(path)
-    return _gfile().exists(path) if is_remote(path) else os.path.exists(path)
+    if is_remote(path):
+        return _remote(lambda: _gfile().exists(path), path)
+    return os.path.exists(path)
 
 
 def is_dir(path):
     """Whether `path` is a folder (local, a link to one included, or
     remote)."""
     path = os.fspath(path)
-    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(path)
+    if is_remote(path):
+        return _remote(lambda: _gfile().isdir(path), path)
+    return os.path.isdir(path)
 
 
 def list_dir(path):
@@ -403,7 +424,8 @@ def list_dir(path):
     tf.io.gfile's trailing "/")."""
     path = os.fspath(path)
     if is_remote(path):
-        return sorted(name.rstrip("/") for name in _gfile().listdir(path))
+        names = _remote(lambda: _gfile().listdir(path), path)
+        return sorted(name.rstrip("/") for name in names)
     return sorted(os.listdir(path))
 
 
@@ -461,9 +483,9 @@ def overlap(a, b):
 def size(path):
     """A file's size in bytes (local or remote)."""
     path = os.fspath(path)
-    return (
-        _gfile().stat(path).length if is_remote(path) else os.path.getsize(path)
-    )
+    if is_remote(path):
+        return _remote(lambda: _gfile().stat(path).length, path)
+    return os.path.getsize(path)
 
 
 def files_named(prefix, tail):
@@ -486,7 +508,7 @@ def glob_files(pattern):
     """The sorted paths matching one glob pattern (local or remote)."""
     pattern = os.fspath(pattern)
     if is_remote(pattern):
-        return sorted(_gfile().glob(pattern))
+        return sorted(_remote(lambda: _gfile().glob(pattern), pattern))
     return sorted(glob.glob(pattern))
 
 
