@@ -127,7 +127,18 @@ def settings_from_flags(settings_cls, **overrides):
             values[field.name] = nested(**inner)
     settings = settings_cls(**values)
     check_outputs_are_not_inputs(settings)
+    _warn_ignored(settings)
     return settings
+
+
+def _warn_ignored(settings):
+    """A warning for each flag given on the command line that this run
+    does not read (`settings.ignored_flags()`: {flag: why}): accepted, as
+    the original accepted it, but never silently."""
+    ignored = getattr(settings, "ignored_flags", dict)()
+    for name, why in sorted(ignored.items()):
+        if name in FLAGS and FLAGS[name].present:
+            logging.warning("--%s has no effect here: %s", name, why)
 
 
 def _paths(value):

@@ -170,6 +170,35 @@ def test_settings_from_flags_fills_the_run_config(tmp_path):
     assert out == ["None", "tflite", "tflite", "2e-05", "lamb", "True", "0"]
 
 
+def test_flags_given_but_not_read_are_warned_about(tmp_path):
+    """The original accepted flags it then ignored (the text options with
+    records, TPU names without --use_tpu): accepted here too, not silently."""
+    code = (
+        "import run_pretraining\n"
+        "from absl import flags, logging\n"
+        "from modeling import flags as shared_flags\n"
+        "from modeling.tasks.settings import pretraining\n"
+        "flags.FLAGS(['x', '--input_file=r.tfrecord', '--output_dir=OUT',\n"
+        "             '--bert_config_file=c.json', '--do_train',\n"
+        "             '--do_whole_word_mask', '--masked_lm_prob=0.3',\n"
+        "             '--tpu_name=bar', '--num_train_steps=2'])\n"
+        "shared_flags.settings_from_flags(pretraining.Settings)\n"
+    ).replace("OUT", str(tmp_path / "out"))
+    proc = script_runner.python(["-c", code])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    warned = [
+        line[line.index("--") :]
+        for line in proc.stderr.splitlines()
+        if "has no effect here" in line
+    ]
+    assert [w.split(" ", 1)[0] for w in warned] == [
+        "--do_whole_word_mask",
+        "--masked_lm_prob",
+        "--tpu_name",
+    ]
+    assert "--input_format=tfrecord" in warned[0]
+
+
 @dataclasses.dataclass
 class _FileSettings:
     input_file: str

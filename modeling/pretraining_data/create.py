@@ -112,6 +112,18 @@ class Settings:
         "and output paths.",
     )
 
+    def ignored_flags(self):
+        """{flag: why} of the flags this run does not read (modeling/
+        flags.py warns about those given)."""
+        ignored = {}
+        if self.runner == "local" and not self.num_workers:
+            ignored["shard_size_mb"] = (
+                "exact mode (--num_workers=0) reads the corpus whole"
+            )
+        if self.runner != "beam":
+            ignored["beam_pipeline_options"] = "--runner is not beam"
+        return ignored
+
     def options(self):
         """The generation.GenerationOptions of these settings."""
         return generation.GenerationOptions(

@@ -79,6 +79,18 @@ class CommonSettings:
     # built from them, or None for a runner that does not train.
     run_config: typing.Any = options.nested(run_config_lib.RunConfig)
 
+    def ignored_flags(self):
+        """{flag: why} of the flags this run does not read (warned about
+        when given: modeling/flags.py)."""
+        ignored = {
+            "num_tpu_cores": "a TPU run uses every core of the TPU it "
+            "connects to (TPUStrategy)"
+        }
+        if not self.use_tpu and self.strategy != "tpu":
+            for name in ("tpu_name", "tpu_zone", "gcp_project", "master"):
+                ignored[name] = "it names a TPU, and --use_tpu is not set"
+        return ignored
+
 
 @dataclasses.dataclass(kw_only=True)
 class FineTuningSettings(CommonSettings):

@@ -85,6 +85,24 @@ class Settings(common.CommonSettings):
                 "that tokenizes the text"
             )
 
+    def ignored_flags(self):
+        ignored = super().ignored_flags()
+        if self.input_format != "text":
+            why = (
+                "the records were tokenized and masked when made "
+                "(--input_format=tfrecord; set it with "
+                "create_pretraining_data.py, or use --input_format=text)"
+            )
+            for name in (
+                "vocab_file",
+                "do_lower_case",
+                "masked_lm_prob",
+                "short_seq_prob",
+                "do_whole_word_mask",
+            ):
+                ignored[name] = why
+        return ignored
+
     @property
     def data_seed(self):
         """The input's seed: --random_seed, else a fixed one (resuming
