@@ -497,10 +497,9 @@ def _entry_proto(array, offset, size, crc):
 def write(prefix, tensors):
     """Writes `<prefix>.data-00000-of-00001` and then `<prefix>.index`.
 
-    Each file is written under a temporary name and renamed into place
-    (file_io.atomic_write); the index, which marks a checkpoint present,
-    comes last, and the data file is removed again if the index cannot be
-    written. Tensors are converted and written one at a time, in sorted name
+    Both files are written under temporary names, synced to disk and
+    renamed into place together (file_io.atomic_writes), the index, which
+    marks a checkpoint present, last. Tensors are converted and written one at a time, in sorted name
     order, so memory holds one tensor's bytes beyond the values given.
 
     Args:
@@ -518,7 +517,12 @@ def write(prefix, tensors):
         raise ValueError("A checkpoint tensor name cannot be empty")
     data_file = data_filename(prefix, 0, 1)
     entries, offset = [(b"", _HEADER)], 0
-    with file_io.atomic_write(data_file, "wb") as f:
+    # Both files published as one (the index, which marks a checkpoint
+    # present, last), on disk first: a rewrite of an existing prefix that
+    # fails leaves the old checkpoint whole, and a power cut after an older
+    # checkpoint is pruned cannot leave this one empty.
+    finals = [data_file, prefix + ".index"]
+    with file_io.atomic_writes(finals, "wb") as (f, index):
         for key, name in keys:
             array = _as_array(tensors[name], name)
             data = array.tobytes()
@@ -527,9 +531,7 @@ def write(prefix, tensors):
             entries.append((key, _entry_proto(array, offset, len(data), crc)))
             offset += len(data)
             del data
-    try:
-        with file_io.atomic_write(prefix + ".index", "wb") as f:
-            f.write(_build_table(entries))
-    except BaseException:
-        file_io.remove_if_exists(data_file)
-        raise
+        index.write(_build_table(entries))
+        file_io.sync(f)
+        file_io.sync(index)
+    file_io.sync_folder(os.path.dirname(prefix) or ".")

@@ -282,3 +282,27 @@ def test_checkpoints_work_without_tensorflow_or_keras(tmp_path, golden_dir):
     np.testing.assert_array_equal(
         reader.get_tensor("jax/bf16").astype(np.float32), [0, 1, 2, 3]
     )
+
+
+def test_a_failed_rewrite_of_a_prefix_leaves_the_old_checkpoint(
+    tmp_path, monkeypatch
+):
+    """The data file was renamed over the old one first, then removed when
+    the index failed: the checkpoint at that prefix was gone. Both files
+    are now published as one."""
+    prefix = str(tmp_path / "model.ckpt-0")
+    tensor_bundle.write(prefix, {"w": np.arange(3, dtype=np.float32)})
+
+    def failing(entries):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tensor_bundle, "_build_table", failing)
+    with pytest.raises(OSError, match="disk full"):
+        tensor_bundle.write(prefix, {"w": np.zeros(5, np.float32)})
+    np.testing.assert_array_equal(
+        tensor_bundle.read(prefix).get_tensor("w"), [0.0, 1.0, 2.0]
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "model.ckpt-0.data-00000-of-00001",
+        "model.ckpt-0.index",
+    ]

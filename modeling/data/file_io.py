@@ -332,6 +332,31 @@ def chunks(items, size):
         yield chunk
 
 
+def sync(f):
+    """Flushes a local file open for writing to the disk (os.fsync): what
+    must survive a power cut before an older copy is removed."""
+    f.flush()
+    if hasattr(f, "fileno"):
+        os.fsync(f.fileno())
+
+
+def sync_folder(folder):
+    """Makes the renames into a local folder durable (fsync of the folder);
+    nothing for a remote one or where folders cannot be opened."""
+    if is_remote(folder):
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def write_text(path, text):
     """Writes the str `text` to `path` atomically (see `atomic_write`)."""
     with atomic_write(path) as f:
