@@ -613,3 +613,23 @@ def _update_state(directory, prefix, keep_max):
     _write_state(directory, name, all_paths)
     for old in dropped:
         _delete_checkpoint_files(os.path.join(directory, old))
+    if keep_max and _series(name):
+        _delete_older_leftovers(directory, _series(name), all_paths)
+
+
+def _delete_older_leftovers(directory, series, kept):
+    """Files of the series older than every checkpoint kept that no state
+    lists: a kill while pruning, or between a checkpoint's two renames,
+    left them (each as large as a checkpoint), and nothing else would."""
+    shape = re.compile(re.escape(series) + r"-(\d+)$")
+    steps = [int(m.group(1)) for p in kept if (m := shape.match(p))]
+    if not steps:
+        return
+    tail = rf"-(\d+)(\.index|\.meta|{_DATA_TAIL})"
+    for path in file_io.files_named(os.path.join(directory, series), tail):
+        step = re.search(
+            r"-(\d+)\.[a-z]", os.path.basename(path)[len(series) :]
+        )
+        if step and int(step.group(1)) < min(steps):
+            logging.info("Removing %s, left by an interrupted run", path)
+            file_io.remove_if_exists(path)

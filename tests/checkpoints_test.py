@@ -157,6 +157,36 @@ def test_pruning_spares_a_model_and_glob_characters(tmp_path):
     ]
 
 
+def test_leftovers_of_an_interrupted_run_are_pruned(tmp_path):
+    """A kill while pruning (or between a checkpoint's two renames) left
+    files no state lists, each as large as a checkpoint, forever: those
+    older than every kept checkpoint go; a newer one, or another series,
+    stays."""
+    for name in (
+        "model.ckpt-1.index",
+        "model.ckpt-1.data-00000-of-00001",
+        "model.ckpt-2.data-00000-of-00001",
+        "model.ckpt-9.data-00000-of-00001",
+        "other.ckpt-1.index",
+    ):
+        (tmp_path / name).write_bytes(b"x")
+    for step in (3, 4):
+        checkpoints.write_checkpoint(
+            str(tmp_path / f"model.ckpt-{step}"),
+            {"w": np.zeros([1], np.float32)},
+            keep_max=2,
+        )
+    assert sorted(os.listdir(tmp_path)) == [
+        "checkpoint",
+        "model.ckpt-3.data-00000-of-00001",
+        "model.ckpt-3.index",
+        "model.ckpt-4.data-00000-of-00001",
+        "model.ckpt-4.index",
+        "model.ckpt-9.data-00000-of-00001",
+        "other.ckpt-1.index",
+    ]
+
+
 def test_object_based_checkpoints_and_plain_tf_variables(tmp_path):
     """A TF2 object-based checkpoint is named as such (not "corrupt"); a
     plain tf.Variable loads (its dtype is a tf.DType)."""
