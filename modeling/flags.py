@@ -68,6 +68,23 @@ def define_settings_flags(settings_cls):
     for flag in declared:
         if flag.name not in FLAGS:
             flags.DEFINE_flag(_absl_flag(flag), FLAGS, module_name=module)
+        _DEFINED.append(flag.name)
+
+
+# The flags define_settings_flags declared in this process (run_script
+# lists them under the running program for `--help`).
+_DEFINED = []
+
+
+def _list_flags_under_the_program():
+    """`--help` lists the flags of sys.argv[0]: an installed command
+    (bert-run-squad) or a script whose flags another script declared
+    (run_classifier_with_tfhub's, run_classifier's) listed none."""
+    program = sys.argv[0]
+    listed = {f.name for f in FLAGS.flags_by_module_dict().get(program, [])}
+    for name in dict.fromkeys(_DEFINED):
+        if name in FLAGS and name not in listed:
+            FLAGS.register_flag_by_module(program, FLAGS[name])
 
 
 def _trains(settings_cls):
@@ -223,6 +240,12 @@ def run_script(main, required=()):
     """
     for name in required:
         flags.mark_flag_as_required(name)
+    _list_flags_under_the_program()
+    main_module = sys.modules.get("__main__")
+    script = sys.modules.get(main.__module__)
+    if main_module is not None and not getattr(main_module, "__doc__", None):
+        # An installed command's wrapper: the script's usage for --help.
+        main_module.__doc__ = getattr(script, "__doc__", None)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     logging.set_verbosity(logging.INFO)
     signals.install_sigterm_exit()

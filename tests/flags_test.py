@@ -90,6 +90,32 @@ def test_words_after_the_flags_are_an_error_not_dropped(tmp_path):
     )
 
 
+def test_help_of_an_installed_command_and_of_the_tfhub_script():
+    """`bert-run-ner --help` (a console wrapper: its flags were registered
+    under the module, not the program) listed none, and
+    run_classifier_with_tfhub.py --help only its own one."""
+    want = json.loads(SNAPSHOT.read_text())
+    wrapper = (
+        "import sys\n"
+        "import run_ner\n"
+        "sys.argv = ['bert-run-ner', '--help']\n"
+        "run_ner.run()\n"
+    )
+    for text, script in (
+        (_run(["-c", wrapper], check=False), "run_ner"),
+        (
+            _run(["run_classifier_with_tfhub.py", "--help"], check=False),
+            "run_classifier_with_tfhub",
+        ),
+    ):
+        missing = [
+            name
+            for name in want[script]
+            if f"--{name}" not in text and f"--[no]{name}" not in text
+        ]
+        assert missing == [], script
+
+
 @dataclasses.dataclass(kw_only=True)
 class _Config:
     output_dir: str
