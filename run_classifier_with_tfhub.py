@@ -17,23 +17,15 @@ test_results.tsv. The original's version fine-tuned a TF1 hub.Module.
 
 from absl import flags
 
-# run_classifier's flags, as the original imported them; the model flags
-# below come from the SavedModel instead, so they are removed (giving one is
-# an error rather than silently ignored).
+# run_classifier's flags, as the original imported them. The model flags
+# (settings.FROM_THE_MODULE) come from the SavedModel instead: accepted, as
+# the original accepted them, with a warning that they have no effect.
 import run_classifier  # noqa: F401
 from modeling import flags as shared_flags
 from modeling.tasks.settings import classifier as settings
 
 FLAGS = flags.FLAGS
 
-FROM_THE_MODULE = (
-    "bert_config_file",
-    "init_checkpoint",
-    "vocab_file",
-    "do_lower_case",
-)
-for _name in FROM_THE_MODULE:
-    delattr(FLAGS, _name)
 # Its own: --bert_hub_module_handle.
 shared_flags.define_settings_flags(settings.HubSettings)
 
@@ -42,19 +34,20 @@ def main(_):
     # Imported here so that `--help` does not load TensorFlow.
     from modeling.tasks import classifier
 
-    classifier.run(shared_flags.settings_from_flags(classifier.HubSettings))
+    # The module's, not the flags' (HubSettings' defaults).
+    unset = {name: None for name in settings.FROM_THE_MODULE}
+    unset["do_lower_case"] = True
+    classifier.run(
+        shared_flags.settings_from_flags(classifier.HubSettings, **unset)
+    )
 
 
 def run():
     """Console entry point (setup.py: bert-run-classifier-with-tfhub)."""
     shared_flags.run_script(
         main,
-        required=(
-            "data_dir",
-            "task_name",
-            "bert_hub_module_handle",
-            "output_dir",
-        ),
+        # --data_dir too, except with --task_name=custom (checked then).
+        required=("task_name", "bert_hub_module_handle", "output_dir"),
     )
 
 

@@ -216,8 +216,10 @@ def test_no_saved_model(tmp_path):
         classifier_lib.prepare(_hub_settings(tmp_path, tmp_path))
 
 
-def test_the_checkpoint_flags_are_not_flags_of_the_script(tmp_path):
-    # They come from the SavedModel: giving one is an error, not ignored.
+def test_the_checkpoint_flags_are_accepted_with_a_warning(tmp_path):
+    """They come from the SavedModel. The original accepted them (and
+    ignored them silently): a command line copied from run_classifier.py
+    runs, with a warning for each, and the module's values are used."""
     proc = script_runner.python(
         [
             str(REPO / "run_classifier_with_tfhub.py"),
@@ -226,8 +228,17 @@ def test_the_checkpoint_flags_are_not_flags_of_the_script(tmp_path):
             f"--bert_hub_module_handle={tmp_path}",
             f"--output_dir={tmp_path / 'out'}",
             "--vocab_file=vocab.txt",
+            "--do_lower_case=False",
+            "--do_train",
         ],
         timeout=300,
     )
     assert proc.returncode == 1
-    assert "Unknown command line flag 'vocab_file'" in proc.stderr
+    for name in ("vocab_file", "do_lower_case"):
+        assert f"--{name} has no effect here: the model" in proc.stderr
+    # The module was looked for (the flags' values were not used).
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("error: No SavedModel at")
+    )

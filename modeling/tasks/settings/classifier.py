@@ -148,6 +148,16 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
     )
 
 
+# run_classifier's flags that run_classifier_with_tfhub reads from the
+# SavedModel instead.
+FROM_THE_MODULE = (
+    "bert_config_file",
+    "init_checkpoint",
+    "vocab_file",
+    "do_lower_case",
+)
+
+
 @dataclasses.dataclass(kw_only=True)
 class HubSettings(Settings):
     """run_classifier_with_tfhub's flags: run_classifier's, with the encoder
@@ -167,3 +177,12 @@ class HubSettings(Settings):
     init_checkpoint: str | None = None
     vocab_file: str | None = None
     do_lower_case: bool = True
+
+    def ignored_flags(self):
+        ignored = super().ignored_flags()
+        for name in FROM_THE_MODULE:
+            ignored[name] = (
+                "the model, its vocabulary and its casing are read from "
+                "--bert_hub_module_handle's SavedModel"
+            )
+        return ignored
