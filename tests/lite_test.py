@@ -277,6 +277,30 @@ def test_lite_tagger_equals_the_saved_model(tagger_export, tmp_path):
     assert [r["tags"] for r in rows] == want
 
 
+def test_lite_tagger_reads_the_tokens_field_it_was_trained_with(
+    tagger_export, tmp_path
+):
+    """run_ner --tokens_field=words: the export records it, and
+    predict_lite (which has no such flag) reads JSON Lines by it."""
+    import shutil
+
+    from modeling.tasks import lite
+
+    info_path = tagger_export / "assets.extra" / "bert_export.json"
+    assert json.loads(info_path.read_text())["tokens_field"] == "tokens"
+    export = tmp_path / "export"
+    shutil.copytree(tagger_export, export)
+    info = json.loads(info_path.read_text())
+    info["tokens_field"] = "words"
+    (export / "assets.extra" / "bert_export.json").write_text(json.dumps(info))
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"id": "a", "words": ["Peter", "lives"]}) + "\n")
+    out = tmp_path / "p.jsonl"
+    assert lite.load(export).predict_file(str(data), str(out)) == 1
+    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert row["tokens"] == ["Peter", "lives"] and len(row["tags"]) == 2
+
+
 def test_lite_chooser_equals_the_saved_model(
     tmp_path, tiny_config_dict_module, uncased_vocab_file
 ):

@@ -119,9 +119,11 @@ def export_tagger(
     label_list,
     export_dir,
     extra_files=None,
+    tokens_field="tokens",
 ):
     """Writes run_ner's serving SavedModel to export_dir (extra_files: see
-    base.save_export)."""
+    base.save_export; tokens_field: run_ner's --tokens_field, recorded for
+    predict_lite's JSON Lines input)."""
     server = TaggerServer(
         model, vocab_file, do_lower_case, max_seq_length, label_list
     )
@@ -131,5 +133,6 @@ def export_tagger(
         "max_seq_length": max_seq_length,
         "inputs": ["text"],
         "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
+        "tokens_field": tokens_field,
     }
     return server.save(export_dir, info, extra_files, vocab_file, do_lower_case)

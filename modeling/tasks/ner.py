@@ -357,6 +357,7 @@ def run(settings):
             task.label_list,
             s.export_dir,
             extra_files=fine_tuning.tflite_export_files(s, model),
+            tokens_field=s.tokens_field,
         )
 
     return fine_tuning.evaluate_predict_export(

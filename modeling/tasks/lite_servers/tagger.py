@@ -69,7 +69,12 @@ class LiteTagger(base.LiteServer):
         """predict_file of a tagger: a CoNLL-style or JSON Lines file read as
         run_ner.py's --predict_file, its sentences' tags as run_ner's
         predictions.jsonl lines."""
-        data = conll.read_tagged_file(input_file, require_tags=False)
+        # JSON Lines: the words under the field run_ner was trained with.
+        data = conll.read_tagged_file(
+            input_file,
+            require_tags=False,
+            tokens_field=self.info.get("tokens_field", "tokens"),
+        )
 
         def lines(block):
             for sentence, tags in zip(
