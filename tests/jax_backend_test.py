@@ -160,6 +160,18 @@ def test_gradient_accumulation_equals_one_batch(jax_results):
     assert got["flops_2x2"] < 0.8 * got["flops_2"], got
 
 
+def test_a_nan_gradient_is_not_applied_under_jax(jax_results):
+    """As on TensorFlow: a NaN gradient under a finite loss changes no
+    weight (the clip would have made them all NaN) and reports a NaN loss,
+    so the Trainer stops there with nothing saved after it."""
+    out = jax_results["nan_gradient"]
+    assert np.isnan(out["loss"])
+    count = len([k for k in out if k.startswith("before")])
+    assert count > 10
+    for i in range(count):
+        np.testing.assert_array_equal(out[f"after{i}"], out[f"before{i}"])
+
+
 def test_gradient_checkpointing_drops_the_same_units(jax_results):
     """keras.remat (jax.checkpoint) with dropout on: the rerun in the
     backward pass draws the masks of the forward pass, so the step equals

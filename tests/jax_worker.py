@@ -245,6 +245,30 @@ def accumulation(_):
     return out
 
 
+def nan_gradient(_):
+    """A loss whose value is finite and whose gradient is NaN (0 * sqrt at
+    0): the step changes no weight and reports a NaN loss."""
+    from keras import ops
+
+    step, batch = _small_step(NO_DROPOUT)
+
+    def loss_fn(features, outputs):
+        logs = _loss_fn(features, outputs)
+        zero = ops.sum(outputs["next_sentence_log_probs"] * 0.0)
+        return {"loss": logs["loss"] + 0.0 * ops.sqrt(zero)}
+
+    step.loss_fn = loss_fn
+    before = [np.array(v.value) for v in step.model.trainable_variables]
+    state = step.initial_state()
+    state, logs = step(state, batch)
+    out = {"loss": np.asarray(logs["loss"])}
+    out.update({f"before{i}": w for i, w in enumerate(before)})
+    out.update(
+        {f"after{i}": np.asarray(w) for i, w in enumerate(state["trainable"])}
+    )
+    return out
+
+
 def mixed_bfloat16(_):
     import keras
 
@@ -457,6 +481,7 @@ JOBS = {
         data_parallel,
         remat,
         accumulation,
+        nan_gradient,
         mixed_bfloat16,
         fused_attention,
         dropout_masks,

@@ -122,6 +122,9 @@ class TrainStep:
         self.model = model
         self.loss_fn = loss_fn
         self.optimizer = optimizer
+        # A NaN or Inf gradient is not applied (its step reports a NaN
+        # loss, so the Trainer stops with nothing saved after it).
+        optimizer.skip_non_finite = True
         optimizer.build(model.trainable_variables)
         self.accumulation = gradient_accumulation_steps
         self.names = [
@@ -323,6 +326,7 @@ class TrainStep:
             state["trainable"], state["non_trainable"], batch
         )
         grads = [jnp.asarray(g, jnp.float32) for g in grads]
+        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in grads]))
         for i, rows in squares.items():
             grads[i] = update_rules.CountedGradient(grads[i], rows)
         trainable, optimizer = self.optimizer.stateless_apply(
@@ -334,6 +338,7 @@ class TrainStep:
             "optimizer": optimizer,
         }
         logs = {k: jnp.asarray(v, jnp.float32) for k, v in logs.items()}
+        logs["loss"] = jnp.where(finite, logs["loss"], jnp.nan)
         if votes is not None:
             logs[VOTE_KEY] = jnp.max(votes)
         return new, logs

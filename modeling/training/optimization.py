@@ -109,6 +109,9 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
 
     slot_names = ("adam_m", "adam_v")
 
+    # See `apply`: a step whose gradient is not finite changes nothing.
+    skip_non_finite = False
+
     def __init__(
         self,
         learning_rate=1e-3,
@@ -230,7 +233,7 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         trainable_variables=None,
         should_apply=None,
         reduced=False,
-        skip_non_finite=False,
+        skip_non_finite=None,
     ):
         """Sums over replicas, clips, then applies one update and increments
         `iterations`.
@@ -250,7 +253,8 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
             number, so the sum is the gradient of the global batch's mean).
           skip_non_finite: a NaN or Inf gradient (its global norm not
             finite) changes nothing, as a skipped step (the clip would have
-            made every weight NaN).
+            made every weight NaN); None: the `skip_non_finite` attribute
+            (the JAX step, through Keras's stateless_apply, sets it).
 
         Returns:
           The global norm of the gradients before clipping (float32 scalar).
@@ -291,6 +295,8 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         # Densified after clipping, as the original's tf.multiply did.
         grads = [self._dense(g, v) for g, (_, v) in zip(grads, pairs)]
         lr = self._current_rate()
+        if skip_non_finite is None:
+            skip_non_finite = self.skip_non_finite
         if skip_non_finite:
             finite = ops.isfinite(norm)
             should_apply = (
