@@ -33,7 +33,11 @@ mapped explicitly, in a branch that runs only when a batch holds one. 20
 code points unassigned in Python's Unicode 14 that ICU's NFD decomposes
 (Unicode 16 scripts) could differ only inside words that hold them, which
 are "[UNK]" under any vocabulary without those scripts (a vocabulary with
-them is refused). tests/text_graph_test.py checks every code point.
+them is refused). A capital sigma right beside one of about 410 letters or
+marks new in Unicode 14 may lower to the other sigma (ICU's casing context
+does not know them): a different id only next to such characters, which
+real text essentially never holds. tests/text_graph_test.py checks every
+code point.
 
 One module, over 500 lines: the in-graph twin of text/tokenization.py, of the
 features' packing and of the long-input windows, compared id for id by the
