@@ -412,15 +412,18 @@ class TextFile:
         column, no text at all.
     """
 
-    def __init__(self, path, text_column=None, id_column=None):
+    def __init__(
+        self, path, text_column=None, id_column=None, text_flag="text_column"
+    ):
         self.path = path
         self.text_column = text_column
         self.id_column = id_column
         self.is_text = path.lower().endswith(".txt")
         if not self.is_text:
             self.table = TableFile(path)
+            # `text_flag`: how the running script names the column's flag.
             self.text_column = find_column(
-                self.table, "text_column", text_column, TEXT_COLUMNS
+                self.table, text_flag, text_column, TEXT_COLUMNS
             )
             self.id_column = find_column(
                 self.table,

@@ -55,7 +55,9 @@ class LiteEmbedder(base.LiteServer):
         """predict_file of an embedding model: texts read as run_embeddings.py
         reads them (.txt, or CSV / TSV / JSON Lines with a text column), one
         {"id", "embedding"} line each."""
-        rows = table_files.TextFile(input_file, text_a_column, id_column).rows()
+        rows = table_files.TextFile(
+            input_file, text_a_column, id_column, text_flag="text_a_column"
+        ).rows()
 
         def lines(chunk):
             ids, texts = zip(*chunk, strict=True)
