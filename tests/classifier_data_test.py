@@ -140,6 +140,11 @@ def test_the_first_five_examples_are_logged_as_the_original(caplog):
     assert "tokens: [CLS] a b [SEP] c [SEP]" in caplog.text
     assert "segment_ids: 0 0 0 0 1 1 0 0" in caplog.text
     assert "label: 1 (id = 1)" in caplog.text
+    # Texts served (Predictor, LiteRT, Keras) are not logged.
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        classifier_data.text_arrays(["ab", "cd"], 8, tok)
+    assert "*** Example ***" not in caplog.text
 
 
 def test_convert_unknown_label_and_regression():

@@ -81,13 +81,18 @@ truncate_seq_pair = long_inputs_lib.truncate_seq_pair
 
 
 def convert_single_example(
-    ex_index, example, label_list, max_seq_length, tokenizer, multi_label=False
+    ex_index,
+    example,
+    label_list,
+    max_seq_length,
+    tokenizer,
+    multi_label=False,
+    log=False,
 ):
     """Converts a single `InputExample` into a single `InputFeatures`.
 
     Args:
-      ex_index: int, position of the example (the first 5 are logged, as
-        the original logs them).
+      ex_index: int, position of the example (see `log`).
       example: an `InputExample` or `PaddingInputExample`.
       label_list: list of label strings, in id order; None for regression,
         whose label is the float score.
@@ -96,6 +101,8 @@ def convert_single_example(
         `convert_tokens_to_ids(tokens)` (modeling.text.tokenization.FullTokenizer).
       multi_label: bool, the labels are sets: `label_id` is a 0/1 list over
         label_list (not in the original).
+      log: log the example's features when ex_index < 5, as the original
+        does while it converts a data file (not for texts served).
 
     Returns:
       An `InputFeatures`.
@@ -138,7 +145,8 @@ def convert_single_example(
     # Not in the original: whether tokens were cut to fit (counted in the
     # log by the converters).
     feature.truncated = truncated
-    _log_example(ex_index, example, feature, tokens_a, tokens_b)
+    if log:
+        _log_example(ex_index, example, feature, tokens_a, tokens_b)
     return feature
 
 
@@ -192,6 +200,7 @@ def convert_example_windows(
     tokenizer,
     multi_label=False,
     long_inputs=None,
+    log=False,
 ):
     """The features of an example under --long_inputs (a
     long_inputs.LongInputs; None: truncate): `convert_single_example`'s one
@@ -209,6 +218,7 @@ def convert_example_windows(
             max_seq_length,
             tokenizer,
             multi_label,
+            log=log,
         )
         feature.example_index, feature.num_windows = ex_index, 1
         yield feature
@@ -226,7 +236,7 @@ def convert_example_windows(
         feature = pack(tokens_a, tokens_b, max_seq_length, tokenizer, label_id)
         feature.example_index, feature.num_windows = ex_index, len(windows)
         feature.truncated = False
-        if not number:
+        if log and not number:
             _log_example(ex_index, example, feature, tokens_a, tokens_b)
         yield feature
 
@@ -318,7 +328,7 @@ def convert_examples_to_features(
     original kept it for its notebooks; the scripts write records)."""
     return [
         convert_single_example(
-            i, example, label_list, max_seq_length, tokenizer
+            i, example, label_list, max_seq_length, tokenizer, log=True
         )
         for i, example in enumerate(examples)
     ]
@@ -430,6 +440,7 @@ def file_based_convert_examples_to_features(
                 tokenizer,
                 multi_label=multi_label,
                 long_inputs=long_inputs,
+                log=True,
             ):
                 truncated += getattr(feature, "truncated", False)
                 # Once per example, at its first window.
