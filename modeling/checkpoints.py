@@ -234,7 +234,7 @@ def _reader(prefix):
             f"Checkpoint {prefix} is a TF2 object-based checkpoint "
             "(tf.train.Checkpoint or Keras, as TF Model Garden's BERT "
             "checkpoints are), not the original's name-based format; give "
-            "a checkpoint of the original release, or convert this one first"
+            "a checkpoint of the original release (or one this project wrote)"
         )
     return reader
 
@@ -613,14 +613,16 @@ def _update_state(directory, prefix, keep_max):
     _write_state(directory, name, all_paths)
     for old in dropped:
         _delete_checkpoint_files(os.path.join(directory, old))
-    if keep_max and _series(name):
+    if keep_max and _series(name) and previous:
+        # Only with a state that listed checkpoints: without one (missing,
+        # empty, damaged), those on disk are what a resume falls back to.
         _delete_older_leftovers(directory, _series(name), all_paths)
 
 
 def _delete_older_leftovers(directory, series, kept):
-    """Files of the series older than every checkpoint kept that no state
-    lists: a kill while pruning, or between a checkpoint's two renames,
-    left them (each as large as a checkpoint), and nothing else would."""
+    """Files of the series older than every checkpoint the state keeps,
+    which it no longer lists: a kill while pruning left them (each as large
+    as a checkpoint), and nothing else would remove them."""
     shape = re.compile(re.escape(series) + r"-(\d+)$")
     steps = [int(m.group(1)) for p in kept if (m := shape.match(p))]
     if not steps:

@@ -158,24 +158,32 @@ def test_pruning_spares_a_model_and_glob_characters(tmp_path):
 
 
 def test_leftovers_of_an_interrupted_run_are_pruned(tmp_path):
-    """A kill while pruning (or between a checkpoint's two renames) left
-    files no state lists, each as large as a checkpoint, forever: those
-    older than every kept checkpoint go; a newer one, or another series,
-    stays."""
-    for name in (
-        "model.ckpt-1.index",
-        "model.ckpt-1.data-00000-of-00001",
-        "model.ckpt-2.data-00000-of-00001",
-        "model.ckpt-9.data-00000-of-00001",
-        "other.ckpt-1.index",
-    ):
-        (tmp_path / name).write_bytes(b"x")
-    for step in (3, 4):
+    """A kill while pruning left files the state no longer lists, each as
+    large as a checkpoint, forever: those older than every kept checkpoint
+    go; a newer one, or another series, stays. Without a readable state
+    (missing, damaged), nothing unlisted goes: the checkpoints on disk are
+    what a resume falls back to."""
+
+    def save(step):
         checkpoints.write_checkpoint(
             str(tmp_path / f"model.ckpt-{step}"),
             {"w": np.zeros([1], np.float32)},
             keep_max=2,
         )
+
+    save(2)
+    for name in (
+        "model.ckpt-1.index",
+        "model.ckpt-1.data-00000-of-00001",
+        "model.ckpt-0.data-00000-of-00001",
+        "model.ckpt-9.data-00000-of-00001",
+        "other.ckpt-1.index",
+    ):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "checkpoint").write_bytes(b"")  # damaged: nothing goes
+    save(3)
+    assert (tmp_path / "model.ckpt-1.index").exists()
+    save(4)  # The state (of 3) is read: 1 and 0 go, 2 is pruned.
     assert sorted(os.listdir(tmp_path)) == [
         "checkpoint",
         "model.ckpt-3.data-00000-of-00001",
