@@ -87,6 +87,14 @@ def test_a_nan_metric_is_never_the_best_checkpoint(tmp_path, monkeypatch):
     for step in (100, 200, 300):
         keeper(step)
     assert [p.rsplit("-", 1)[1] for p in saved] == ["200", "300"]
+    # A resumed run offers its restored step again: evaluated once only.
+    again = fine_tuning.BestCheckpointKeeper(
+        lambda step: pytest.fail("evaluated twice"),
+        None,
+        str(tmp_path),
+        "eval_pearson",
+    )
+    assert again(300) is None
     best = tmp_path / "best" / "eval_results.txt"
     best.write_text("eval_pearson = nan\n")
     assert (

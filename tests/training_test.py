@@ -191,6 +191,25 @@ def test_sigterm_during_an_evaluation_at_a_checkpoint_stops_it(data, tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
 
 
+def test_a_resumed_run_offers_its_restored_step_to_the_callbacks(
+    data, tmp_path
+):
+    """A checkpoint saved on SIGTERM runs no callback (its evaluation would
+    delay the exit): the resumed run offers it (here the last step, where
+    nothing else would evaluate it); the keeper passes over steps it has."""
+    bert_config, records = data
+    _trainer(bert_config, tmp_path, num_train_steps=4).train(
+        _dataset_fn(records)
+    )
+    resumed = _trainer(bert_config, tmp_path, num_train_steps=4)
+    seen = []
+    resumed.save_callbacks.append(
+        lambda step, prefix: seen.append((step, prefix))
+    )
+    assert resumed.train(_dataset_fn(records)) == 4
+    assert seen == [(4, str(tmp_path / "model.ckpt-4"))]
+
+
 def test_sigterm_right_after_a_save_writes_it_once(data, tmp_path, monkeypatch):
     """SIGTERM just after the scheduled checkpoint of step 2: the next
     compiled call runs no step, and that step's checkpoint is not written a

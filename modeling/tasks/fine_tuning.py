@@ -12,6 +12,7 @@ as numpy arrays rather than written to TFRecords first.
 import dataclasses
 import math
 import os
+import re
 
 import tensorflow as tf
 from absl import logging
@@ -279,9 +280,18 @@ class BestCheckpointKeeper:
         self.write = write
         self.best_dir = os.path.join(output_dir, BEST_DIR)
         self.best_value = _previous_best(self.best_dir, metric)
+        # Steps an earlier run of this output_dir evaluated (a resume
+        # offers its restored step again: see Trainer.train).
+        self.evaluated = _evaluated_steps(
+            os.path.join(output_dir, EVAL_HISTORY_FILE)
+        )
 
     def __call__(self, global_step):
-        """Evaluates the current weights; returns the eval results."""
+        """Evaluates the current weights; returns the eval results (None
+        for a step evaluated already)."""
+        if int(global_step) in self.evaluated:
+            return None
+        self.evaluated.add(int(global_step))
         results = self.evaluate(global_step)
         if not self.write:
             return results
@@ -314,6 +324,14 @@ class BestCheckpointKeeper:
                 os.path.join(self.best_dir, common.EVAL_RESULTS_FILE), results
             )
         return results
+
+
+def _evaluated_steps(history):
+    """The global_steps of eval_history.txt's lines (none without one)."""
+    if not tf.io.gfile.exists(history):
+        return set()
+    with tf.io.gfile.GFile(history) as f:
+        return {int(m) for m in re.findall(r"global_step = (\d+)", f.read())}
 
 
 def _previous_best(best_dir, metric):

@@ -280,6 +280,14 @@ class Trainer:
         dataset = dataset_fn(0)
         self.build(dataset.element_spec)
         start = self.restore_or_initialize()
+        if start and self.save_callbacks and self._on_schedule(start):
+            # A checkpoint saved on SIGTERM ran no callback (an evaluation
+            # would have delayed the exit): they see it now (the best-
+            # checkpoint keeper passes over a step it has evaluated).
+            with self.stop_signal.installed(cfg.handle_sigterm):
+                prefix = self.manager.candidates()[0]
+                for callback in self.save_callbacks:
+                    callback(start, prefix)
         if start >= cfg.num_train_steps:
             logging.info("Already trained to step %d.", start)
             return start
@@ -324,6 +332,14 @@ class Trainer:
             # lock (modeling/signals.py; a no-op outside the scripts).
             signals.arm_exit_backstop()
             raise
+
+    def _on_schedule(self, step):
+        """Whether `step` is a scheduled checkpoint's (its callbacks run)."""
+        cfg = self.config
+        return (
+            step % cfg.save_checkpoints_steps == 0
+            or step >= cfg.num_train_steps
+        )
 
     def run_steps(self, iterator, num_steps):
         """Runs `num_steps` training steps in one call: no checkpoints, no
@@ -409,10 +425,7 @@ class Trainer:
                     )
                 self._log(step, logs, done, elapsed, batch_size, eta)
             stopping = self.stop_signal.requested(self.strategy)
-            on_schedule = (
-                step % cfg.save_checkpoints_steps == 0
-                or step >= cfg.num_train_steps
-            )
+            on_schedule = self._on_schedule(step)
             on_time = bool(cfg.save_checkpoints_secs) and (
                 time.time() - last_save >= cfg.save_checkpoints_secs
             )
@@ -575,7 +588,9 @@ class Trainer:
         )
         self._steps.sync()
         for features in self._batches(dataset):
-            if self.stop_signal.is_requested():
+            # One process only: several evaluate in collectives, where one
+            # stopping alone would leave the others waiting on it.
+            if self.stop_signal.in_graph and self.stop_signal.is_requested():
                 # SIGTERM during an evaluation at a checkpoint (saved).
                 raise TrainingInterrupted(
                     "SIGTERM during an evaluation: stopped it; the newest "
