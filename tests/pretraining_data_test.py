@@ -426,7 +426,14 @@ def test_plan_shards_cover_the_file_at_line_starts(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "newline, blank", [(b"\n", b""), (b"\r\n", b""), (b"\n", b"  ")]
+    "newline, blank",
+    [
+        (b"\n", b""),
+        (b"\r\n", b""),
+        (b"\n", b"  "),
+        (b"\n", "\u3000".encode()),  # a full-width space (CJK text)
+        (b"\n", "\u00a0".encode()),
+    ],
 )
 def test_shards_are_cut_at_document_boundaries(tmp_path, newline, blank):
     """A blank line (CRLF, or spaces on it, blank for the text reader too)

@@ -16,7 +16,6 @@ import dataclasses
 import multiprocessing
 import multiprocessing.pool
 import os
-import re
 import threading
 
 from modeling import errors
@@ -58,18 +57,30 @@ def file_size(path):
     return os.path.getsize(path)
 
 
-_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
+def _first_blank_line(window):
+    """The offset of the first whole line of `window` that is blank as the
+    text reader has it (str.strip() of its text, invalid bytes dropped,
+    leaves nothing: CRLF, a full-width space U+3000, a no-break space), or
+    None."""
+    start = window.find(b"\n")
+    while start >= 0:
+        end = window.find(b"\n", start + 1)
+        if end < 0:
+            return None
+        if not window[start + 1 : end].decode("utf-8", "ignore").strip():
+            return start + 1
+        start = end
+    return None
 
 
 def _cut(f, nominal, size):
     """The byte offset of the first line start at or after a good cut."""
     f.seek(nominal)
     window = f.read(_BOUNDARY_WINDOW)
-    # A blank line (CRLF, or spaces on it, count as blank, as the text
-    # reader has them) begins the next shard: documents are not split.
-    blank = _BLANK_LINE.search(window)
+    # A blank line begins the next shard: documents are not split.
+    blank = _first_blank_line(window)
     if blank is not None:
-        return nominal + blank.start() + 1
+        return nominal + blank
     pos = nominal
     while window:
         newline = window.find(b"\n")
