@@ -501,7 +501,8 @@ def predict(task, answers, global_step, write=True):
         logging.info(
             "Best null_score_diff_threshold by F1: %s (F1 %.3f)",
             threshold,
-            results["f1"],
+            # predictions.json's own F1 at it (no --na-prob-thresh cut).
+            squad_metrics.evaluate_v2(answers.gold, predictions.answers)["f1"],
         )
     if not write:
         return predictions, results
