@@ -201,3 +201,79 @@ def test_join_processes_reads_keras_variables(monkeypatch):
     monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "two")
     with pytest.raises(errors.UserError, match="NUM_PROCESSES='two': expected"):
         backend.join_processes()
+
+
+_MIRRORED_CLIP = """
+import sys
+import tensorflow as tf
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 2
+)
+import pathlib
+import numpy as np
+import training_helpers as helpers
+from keras import ops
+from modeling import checkpoints, losses, models
+from modeling import config as config_lib
+from modeling.data import input_pipeline
+from modeling.training import trainer as trainer_lib
+
+root = pathlib.Path(sys.argv[1])
+cfg = config_lib.BertConfig.from_json_file(helpers.tiny_config(root / "c.json"))
+records = helpers.write_records(root / "d.tfrecord")
+
+
+def loss_fn(features, logits):
+    labels = ops.reshape(features["next_sentence_labels"], [-1])
+    loss = ops.mean(losses.softmax_cross_entropy(logits, labels))
+    return {"loss": loss * 50.0}  # A global norm over 1: the clip acts.
+
+
+def build():
+    model = models.BertClassifier(cfg, 2)
+    model.classifier.dropout.rate = 0.0
+    return model
+
+
+def data(start):
+    return input_pipeline.pretraining_dataset(
+        [records], 8, helpers.SEQ, helpers.PRED, True, seed=3
+    )
+
+
+strategies = {
+    "one": tf.distribute.get_strategy(),
+    "mirrored": tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]),
+}
+out = {}
+for name, strategy in strategies.items():
+    tf.keras.utils.set_random_seed(7)
+    config = trainer_lib.RunConfig(
+        str(root / name), 1, learning_rate=1e-3, num_warmup_steps=0
+    )
+    task = trainer_lib.Task(build, loss_fn)
+    trainer_lib.Trainer(task, config, strategy=strategy).train(data)
+    out[name] = checkpoints.read_checkpoint(str(root / name))
+keys = [k for k in out["one"] if k.endswith("/adam_m")]
+scale = max(np.abs(out["one"][k]).max() for k in keys)
+worst = max(np.abs(out["one"][k] - out["mirrored"][k]).max() for k in keys)
+print("relative", worst / scale)
+"""
+
+
+def test_mirrored_clip_counts_embedding_rows_as_one_device(tmp_path):
+    """A classifier's word-embedding gradient (a gather's IndexedSlices),
+    mean-reduced over 2 replicas: the clip norm counts its rows one by one,
+    as one device's IndexedSlices. Densified first, it counted summed rows:
+    another clip factor, 8e-6 of the largest first moment here (1.6e-7,
+    float32 sums in another order, with the rows counted; seen 2026-11-28
+    on the development VM, oneDNN on and off). 2e-6 holds a 12x margin."""
+    proc = script_runner.python(
+        ["-c", _MIRRORED_CLIP, str(tmp_path)],
+        env={"PYTHONPATH": os.path.join(ROOT, "tests")},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    relative = float(proc.stdout.split("relative")[-1])
+    assert relative < 2e-6
