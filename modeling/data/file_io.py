@@ -145,8 +145,7 @@ def publish(temp, final):
     """Renames `temp` over `final` (atomic for local paths)."""
     temp, final = os.fspath(temp), os.fspath(final)
     if is_remote(temp) or is_remote(final):
-        gfile = _gfile()
-        gfile.rename(temp, final, overwrite=True)
+        _remote(lambda: _gfile().rename(temp, final, overwrite=True), final)
     else:
         os.replace(temp, final)
 
@@ -156,10 +155,10 @@ def remove_if_exists(path):
     path = os.fspath(path)
     if is_remote(path):
         gfile = _gfile()
-        if gfile.isdir(path):
-            gfile.rmtree(path)
-        elif gfile.exists(path):
-            gfile.remove(path)
+        if is_dir(path):
+            _remote(lambda: gfile.rmtree(path), path)
+        elif exists(path):
+            _remote(lambda: gfile.remove(path), path)
     elif os.path.isdir(path) and not os.path.islink(path):
         import shutil
 
@@ -272,10 +271,9 @@ def read_bytes(path, offset=0, size=None):
     """
     path = os.fspath(path)
     if is_remote(path):
-        gfile = _gfile()
-        if not gfile.exists(path):
+        if not exists(path):
             raise FileNotFoundError(f"File not found: {path}")
-        opened = gfile.GFile(path, "rb")
+        opened = _gfile().GFile(path, "rb")
     else:
         opened = open(path, "rb")  # noqa: SIM115 (closed below)
     with opened as f:

@@ -384,10 +384,10 @@ class ShardRecordFiles:
         return out.num_written, nbytes
 
     def publish(self, count):
-        """Renames shards 0 .. count - 1 into place; then removes the files
-        of an earlier run under the same prefix with another shard count,
-        or a single file of the prefix's name (a reader globbing the prefix
-        would mix the two: `stale_files`), and the folder.
+        """Removes an earlier run's files under the prefix (`stale_files`:
+        shards of any count, or a single file of the prefix's name; a
+        reader globbing the prefix would mix them with these), then renames
+        shards 0 .. count - 1 into place, SIGTERM held; then the folder.
 
         Raises:
           RuntimeError: a shard file is missing (a runner lost work).
