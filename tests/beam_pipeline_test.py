@@ -255,6 +255,22 @@ def test_bad_runner_settings(fields, message, tmp_path):
         create.run(_settings(tmp_path, **fields))
 
 
+def test_a_loopback_runner_may_use_local_paths():
+    """A runner that calls back into this process (LOOPBACK) reads this
+    machine's files: not refused as a runner of other machines."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from modeling.pretraining_data import beam
+
+    options = PipelineOptions(
+        ["--runner=FlinkRunner", "--environment_type=LOOPBACK"]
+    )
+    beam._check_paths_reach_the_workers(options, ["in.txt"], ["out"])
+    options = PipelineOptions(["--runner=FlinkRunner"])
+    with pytest.raises(errors.UserError, match="cannot reach"):
+        beam._check_paths_reach_the_workers(options, ["in.txt"], ["out"])
+
+
 def test_one_output_prefix(tokenizer, tmp_path, beam_workers):
     outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
     with pytest.raises(ValueError, match="give one --output_file"):
