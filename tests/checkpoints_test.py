@@ -85,14 +85,19 @@ def test_load_and_resave_keeps_everything(tiny_config, golden_dir, tmp_path):
     assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
-def test_keep_max_deletes_the_oldest(tmp_path):
-    for step in range(1, 5):
+def _save_steps(folder, steps, keep_max):
+    """model.ckpt-<step> for each step, as a training run saves them."""
+    for step in steps:
         checkpoints.write_checkpoint(
-            str(tmp_path / f"model.ckpt-{step}"),
+            str(folder / f"model.ckpt-{step}"),
             {"w": np.full([2], step, np.float32)},
             global_step=step,
-            keep_max=2,
+            keep_max=keep_max,
         )
+
+
+def test_keep_max_deletes_the_oldest(tmp_path):
+    _save_steps(tmp_path, range(1, 5), keep_max=2)
     state = tf.train.get_checkpoint_state(str(tmp_path))
     assert list(state.all_model_checkpoint_paths) == [
         str(tmp_path / "model.ckpt-3"),
@@ -109,13 +114,7 @@ def test_keep_max_deletes_the_oldest(tmp_path):
         checkpoints.read_checkpoint(tmp_path)["w"], [4.0, 4.0]
     )
     # 0, as the original's RunConfig: every checkpoint is kept.
-    for step in range(5, 8):
-        checkpoints.write_checkpoint(
-            str(tmp_path / f"model.ckpt-{step}"),
-            {"w": np.full([2], step, np.float32)},
-            global_step=step,
-            keep_max=0,
-        )
+    _save_steps(tmp_path, range(5, 8), keep_max=0)
     state = tf.train.get_checkpoint_state(str(tmp_path))
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == [
         f"model.ckpt-{step}" for step in range(3, 8)
@@ -132,13 +131,7 @@ def test_pruning_spares_a_model_and_glob_characters(tmp_path):
     model = checkpoints.write_checkpoint(
         str(folder / "bert_model.ckpt"), {"w": np.zeros([2], np.float32)}
     )
-    for step in range(1, 5):
-        checkpoints.write_checkpoint(
-            str(folder / f"model.ckpt-{step}"),
-            {"w": np.full([2], step, np.float32)},
-            global_step=step,
-            keep_max=2,
-        )
+    _save_steps(folder, range(1, 5), keep_max=2)
     assert sorted(os.listdir(folder)) == [
         "bert_model.ckpt.data-00000-of-00001",
         "bert_model.ckpt.index",
@@ -165,11 +158,7 @@ def test_leftovers_of_an_interrupted_run_are_pruned(tmp_path):
     what a resume falls back to."""
 
     def save(step):
-        checkpoints.write_checkpoint(
-            str(tmp_path / f"model.ckpt-{step}"),
-            {"w": np.zeros([1], np.float32)},
-            keep_max=2,
-        )
+        _save_steps(tmp_path, [step], keep_max=2)
 
     save(2)
     for name in (
