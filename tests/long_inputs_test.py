@@ -78,6 +78,19 @@ def test_head_tail_keeps_the_head_and_the_tail():
     assert a == [f"w{i}" for i in range(5)] + [f"w{i}" for i in range(15, 20)]
 
 
+def test_a_head_tail_cut_counts_as_truncated(uncased_vocab_file):
+    """--long_inputs=head_tail logged no count of the texts it cut, as
+    truncate does."""
+    tokenizer = tokenization.FullTokenizer(uncased_vocab_file, True)
+    config = long_inputs.LongInputs("head_tail", head_tokens=2)
+    for words, cut in ((4, False), (40, True)):
+        example = classifier_data.InputExample("g", "the " * words, None, "0")
+        (feature,) = classifier_data.convert_example_windows(
+            0, example, ["0"], 12, tokenizer, long_inputs=config
+        )
+        assert feature.truncated == cut
+
+
 def test_pairs_keep_the_shorter_text_and_window_the_longer():
     question = _words(3, "q")
     config = long_inputs.LongInputs("chunks")

@@ -223,19 +223,19 @@ def convert_example_windows(
         feature.example_index, feature.num_windows = ex_index, 1
         yield feature
         return
+    words_a = tokenizer.tokenize_words(example.text_a)
     words_b = (
         tokenizer.tokenize_words(example.text_b) if example.text_b else None
     )
-    windows = list(
-        long_inputs.windows(
-            tokenizer.tokenize_words(example.text_a), words_b, max_seq_length
-        )
-    )
+    windows = list(long_inputs.windows(words_a, words_b, max_seq_length))
     label_id = _label_id(example, label_list)
+    # One window that lost pieces (head_tail's cut) counts as truncated.
+    pieces = sum(len(w) for w in [*words_a, *(words_b or ())])
     for number, (tokens_a, tokens_b) in enumerate(windows):
         feature = pack(tokens_a, tokens_b, max_seq_length, tokenizer, label_id)
         feature.example_index, feature.num_windows = ex_index, len(windows)
-        feature.truncated = False
+        kept = len(tokens_a) + len(tokens_b or ())
+        feature.truncated = len(windows) == 1 and kept < pieces
         if log and not number:
             _log_example(ex_index, example, feature, tokens_a, tokens_b)
         yield feature
