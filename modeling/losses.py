@@ -14,6 +14,18 @@ from keras import ops
 # The MLM loss denominator is sum(weights) + this, so that a batch with no
 # real predictions gives 0 and not NaN.
 MLM_LOSS_EPSILON = 1e-5
+# A feature the training steps add to each part of a batch split into
+# micro-batches (and replicas): the whole batch's (sum(w) + 1e-5) / parts,
+# the same on every row, so that the mean of the parts' gradients is the
+# whole batch's (each part's own sum(w) would weigh its masks otherwise).
+MLM_DENOMINATOR = "masked_lm_denominator"
+
+
+def mlm_denominator(weights_sum, parts, rows):
+    """The MLM_DENOMINATOR feature of `rows` rows: the whole batch's
+    float32 `weights_sum` over `parts` parts."""
+    value = (ops.cast(weights_sum, "float32") + MLM_LOSS_EPSILON) / parts
+    return ops.full((rows,), value)
 
 
 def softmax_cross_entropy(logits, labels):
@@ -94,9 +106,12 @@ def pretraining_losses(outputs, features):
     )
     one_hot = ops.one_hot(label_ids, vocab_size, dtype="float32")
     mlm_example_loss = -ops.sum(mlm_log_probs * one_hot, axis=-1)
-    mlm_loss = ops.sum(label_weights * mlm_example_loss) / (
-        ops.sum(label_weights) + MLM_LOSS_EPSILON
-    )
+    denominator = features.get(MLM_DENOMINATOR)
+    if denominator is None:
+        denominator = ops.sum(label_weights) + MLM_LOSS_EPSILON
+    else:  # A part of a larger batch (see MLM_DENOMINATOR).
+        denominator = ops.cast(denominator, "float32")[0]
+    mlm_loss = ops.sum(label_weights * mlm_example_loss) / denominator
 
     nsp_log_probs = ops.cast(outputs["next_sentence_log_probs"], "float32")
     nsp_labels = ops.reshape(

@@ -219,8 +219,9 @@ def remat(_):
 
 
 def accumulation(_):
-    """1 and 2 micro-batches on one device, 2 over 2 devices (`2x2`); with
-    2, the compiled step's FLOPs per device (XLA's count)."""
+    """1 and 2 micro-batches on one device, 2 over 2 devices (`2x2`), the
+    first rows with 1 masked token, the others 3; with 2, the compiled
+    step's FLOPs per device (XLA's count)."""
     import jax
 
     out = {}
@@ -230,6 +231,9 @@ def accumulation(_):
             gradient_accumulation_steps=n,
             devices=jax.devices()[:devices],
         )
+        # Micro-batches with different masked-token counts: one batch's
+        # update still (losses.MLM_DENOMINATOR).
+        batch["masked_lm_weights"][:4, 1:] = 0.0
         if n > 1:  # Before training: the steps free the first state.
             cost = (
                 step._step.lower(

@@ -23,9 +23,10 @@ def tiny_config(path, dropout=0.0):
     return str(path)
 
 
-def write_records(path, num_records=64, seed=0):
+def write_records(path, num_records=64, seed=0, varied_masks=False):
     """Random pre-training records; every record has PRED real predictions
-    (equal weights per replica, so replica means equal the global mean)."""
+    (equal weights per replica, so replica means equal the global mean),
+    or with `varied_masks` 1 to PRED of them (weight 1, the rest 0)."""
     import tensorflow as tf
 
     rng = np.random.default_rng(seed)
@@ -37,13 +38,15 @@ def write_records(path, num_records=64, seed=0):
             mask = (np.arange(SEQ) < length).astype(np.int64)
             segments = (np.arange(SEQ) >= length // 2).astype(np.int64) * mask
             positions = np.sort(rng.choice(np.arange(1, length), PRED, False))
+            real = int(rng.integers(1, PRED + 1)) if varied_masks else PRED
+            weights = [1.0] * real + [0.0] * (PRED - real)
             features = {
                 "input_ids": input_pipeline.int_feature(ids),
                 "input_mask": input_pipeline.int_feature(mask),
                 "segment_ids": input_pipeline.int_feature(segments),
                 "masked_lm_positions": input_pipeline.int_feature(positions),
                 "masked_lm_ids": input_pipeline.int_feature(ids[positions]),
-                "masked_lm_weights": input_pipeline.float_feature([1.0] * PRED),
+                "masked_lm_weights": input_pipeline.float_feature(weights),
                 "next_sentence_labels": input_pipeline.int_feature(
                     [int(rng.integers(0, 2))]
                 ),

@@ -314,6 +314,29 @@ def test_gradient_accumulation_matches_the_full_batch(data, tmp_path):
     )
 
 
+def test_accumulation_equals_one_batch_with_varied_mask_counts(data, tmp_path):
+    """Micro-batches of different masked-token counts: each one's masked-LM
+    loss divides by the whole batch's count (losses.MLM_DENOMINATOR), so the
+    update is one batch's. With each part's own count (the mean of the
+    parts' ratios) the weights differed by 3e-3 after 3 steps here."""
+    bert_config, _ = data
+    records = helpers.write_records(
+        tmp_path / "varied.tfrecord", seed=1, varied_masks=True
+    )
+    runs = {}
+    for n in (1, 2):
+        trainer = _trainer(
+            bert_config,
+            tmp_path / str(n),
+            num_train_steps=3,
+            gradient_accumulation_steps=n,
+        )
+        trainer.train(_dataset_fn(records))
+        runs[n] = tmp_path / str(n) / "model.ckpt-3"
+    # As test_gradient_accumulation_matches_the_full_batch: 2e-5.
+    _assert_same_checkpoint(runs[1], runs[2], atol=2e-5)
+
+
 def test_evaluate_returns_the_original_keys(data, full_run):
     bert_config, records = data
     trainer = _trainer(bert_config, full_run)

@@ -61,6 +61,7 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import errors
+from modeling import losses
 from modeling import row_gradients
 from modeling.training import update_rules
 
@@ -296,6 +297,18 @@ class TrainStep:
             x = x.reshape((d, n, x.shape[0] // (d * n)) + rest)
             return x.swapaxes(0, 1).reshape((n, x.shape[0] * x.shape[2]) + rest)
 
+        weights = batch.get("masked_lm_weights")
+        if weights is not None:
+            # Each micro-batch's masked-LM loss over the whole batch's
+            # weight sum: the accumulated update is one batch's.
+            batch = dict(
+                batch,
+                **{
+                    losses.MLM_DENOMINATOR: losses.mlm_denominator(
+                        jnp.sum(weights), n, weights.shape[0]
+                    )
+                },
+            )
         micro = jax.tree.map(split, batch)
         if self._mesh is not None:
             micro = jax.lax.with_sharding_constraint(

@@ -51,10 +51,9 @@ class RunConfig:
         1,
         "Split each training batch into this many micro-batches and apply "
         "their mean gradient once, with less memory: one batch's update "
-        "where the loss is a mean over examples (classification, SQuAD); "
-        "the masked-LM and NER losses are normalized by each micro-batch's "
-        "own count of predicted tokens (as the original's TPU cores each "
-        "did over their shard), so there it is close to it, not equal. "
+        "(the masked-LM loss of each divides by the whole batch's count of "
+        "masked tokens); NER's token loss is normalized per micro-batch, "
+        "so there the update is close to one batch's, not equal. "
         "train_batch_size must be divisible by it (times the replicas).",
     )
     optimizer_type: str = option(

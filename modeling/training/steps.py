@@ -13,6 +13,7 @@ import threading
 import tensorflow as tf
 from absl import logging
 
+from modeling import losses
 from modeling.training import distribute
 from modeling.training import update_rules
 
@@ -118,7 +119,31 @@ class StepFunctions:
         logs = {k: v / n for k, v in logs.items()}
         return logs, grads
 
+    def _whole_batch_denominators(self, features):
+        """With the batch split (replicas, micro-batches), the masked-LM
+        loss of each part divides by the whole batch's weight sum, so the
+        update is one batch's (losses.MLM_DENOMINATOR)."""
+        replicas = self.strategy.num_replicas_in_sync
+        parts = replicas * self.accumulation
+        weights = features.get("masked_lm_weights")
+        if parts == 1 or weights is None:
+            return features
+        total = tf.reduce_sum(tf.cast(weights, tf.float32))
+        if replicas > 1:
+            ctx = tf.distribute.get_replica_context()
+            total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, total)
+        rows = tf.shape(weights)[0]
+        return dict(
+            features,
+            **{
+                losses.MLM_DENOMINATOR: losses.mlm_denominator(
+                    total, parts, rows
+                )
+            },
+        )
+
     def _replica_step(self, features):
+        features = self._whole_batch_denominators(features)
         if self.accumulation > 1:
             logs, grads = self._accumulated_grads(features)
         else:
