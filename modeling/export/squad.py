@@ -162,7 +162,9 @@ class SquadServer(base.Server):
         flat_words = words.flat_values
         # [words, (basic tokens), (pieces)]: tokenize's ids, grouped so an
         # [UNK] piece knows the length of the token it stands for.
-        grouped = tf.cast(self.tokenizer.tokenize_words(flat_words), tf.int32)
+        basic = self.tokenizer.basic_tokens(flat_words)
+        basic_len = tf.strings.length(basic.flat_values, unit="UTF8_CHAR")
+        grouped = tf.cast(self.tokenizer.tokenize_basic_tokens(basic), tf.int32)
         word_pieces = grouped.merge_dims(1, 2)
         # [B, (pieces)] and each piece's word (an index into flat_words).
         pieces = tf.RaggedTensor.from_row_splits(
@@ -278,6 +280,7 @@ class SquadServer(base.Server):
             lambda: self._answer_text(
                 flat_words,
                 grouped,
+                basic_len,
                 word_pieces,
                 piece_word,
                 first_piece,
@@ -307,7 +310,14 @@ class SquadServer(base.Server):
         }
 
     def _answer_text(
-        self, flat_words, grouped, word_pieces, piece_word, first, last
+        self,
+        flat_words,
+        grouped,
+        basic_len,
+        word_pieces,
+        piece_word,
+        first,
+        last,
     ):
         """The answer's text from its first and last flat piece index, as
         get_final_text: the words it covers, cut to its pieces' characters
@@ -318,11 +328,7 @@ class SquadServer(base.Server):
         ids = word_pieces.flat_values
         vocab_len = tf.gather(self.piece_lengths, ids)
         is_unk = vocab_len < 0
-        # An [UNK] stands for its whole basic token.
-        basic_len = tf.strings.length(
-            self.tokenizer.basic_tokens(flat_words).flat_values,
-            unit="UTF8_CHAR",
-        )
+        # An [UNK] stands for its whole basic token (`basic_len` chars).
         piece_basic = tf.cast(grouped.values.value_rowids(), tf.int32)
         char_len = tf.where(
             is_unk, tf.gather(basic_len, piece_basic), vocab_len

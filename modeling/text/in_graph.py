@@ -256,7 +256,13 @@ class InGraphTokenizer(tf.Module):
         Returns:
           int32 RaggedTensor [batch_size, (words), (pieces)].
         """
-        return self._wordpiece.tokenize(self.split_words(text))
+        return self.tokenize_basic_tokens(self.basic_tokens(text))
+
+    def tokenize_basic_tokens(self, tokens):
+        """WordPiece ids of `basic_tokens`' output (a RaggedTensor [...,
+        (words)] of strings), the long ones as `unk_token`: [...,
+        (words), (pieces)], for a caller that needs the tokens too."""
+        return self._wordpiece.tokenize(self._long_as_unk(tokens))
 
     def tokenize_text_words(self, text):
         """WordPiece ids grouped by whitespace word, as
@@ -296,7 +302,10 @@ class InGraphTokenizer(tf.Module):
           string RaggedTensor [batch_size, (words)]: BasicTokenizer's tokens,
           words over `max_input_chars_per_word` replaced by `unk_token`.
         """
-        words = self.basic_tokens(text)
+        return self._long_as_unk(self.basic_tokens(text))
+
+    def _long_as_unk(self, words):
+        """Tokens over max_input_chars_per_word as `unk_token`."""
         flat = words.flat_values
         too_long = (
             tf.strings.length(flat, unit="UTF8_CHAR")
