@@ -45,6 +45,7 @@ from modeling.data import input_pipeline
 from modeling.data import long_inputs as long_inputs_lib
 from modeling.text import tokenization
 from modeling.training import optimization
+from modeling.training import predictor
 
 DEFAULT_BATCH_SIZE = text_model.DEFAULT_BATCH_SIZE
 DEFAULT_LEARNING_RATE = 2e-5
@@ -321,8 +322,7 @@ class BertTextEmbedder(text_model.TextModel):
 
 
 def _string_array(texts):
-    if isinstance(texts, str):
-        raise ValueError("Texts are a list of strings, not one string")
+    predictor.refuse_one_string(texts)
     return text_model.string_array(texts)
 
 

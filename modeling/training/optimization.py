@@ -109,7 +109,10 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
 
     slot_names = ("adam_m", "adam_v")
 
-    # See `apply`: a step whose gradient is not finite changes nothing.
+    # True: a step whose gradient is not finite (its global norm NaN or
+    # Inf) changes nothing, as a skipped step, where the clip would make
+    # every weight NaN (the JAX step sets it; Keras's stateless_apply
+    # passes no argument).
     skip_non_finite = False
 
     def __init__(
@@ -233,7 +236,6 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         trainable_variables=None,
         should_apply=None,
         reduced=False,
-        skip_non_finite=None,
     ):
         """Sums over replicas, clips, then applies one update and increments
         `iterations`.
@@ -251,10 +253,6 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
             Trainer's mean); else, under tf.distribute, they are summed over
             the replicas here (Keras divides each replica's loss by their
             number, so the sum is the gradient of the global batch's mean).
-          skip_non_finite: a NaN or Inf gradient (its global norm not
-            finite) changes nothing, as a skipped step (the clip would have
-            made every weight NaN); None: the `skip_non_finite` attribute
-            (the JAX step, through Keras's stateless_apply, sets it).
 
         Returns:
           The global norm of the gradients before clipping (float32 scalar).
@@ -295,9 +293,7 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         # Densified after clipping, as the original's tf.multiply did.
         grads = [self._dense(g, v) for g, (_, v) in zip(grads, pairs)]
         lr = self._current_rate()
-        if skip_non_finite is None:
-            skip_non_finite = self.skip_non_finite
-        if skip_non_finite:
+        if self.skip_non_finite:
             finite = ops.isfinite(norm)
             should_apply = (
                 finite if should_apply is None else should_apply & finite

@@ -348,6 +348,14 @@ class TFLiteBackend:
             yield features, self(features)
 
 
+def refuse_one_string(texts, what="Texts"):
+    """Raises ValueError for one string given where a list of texts goes
+    (its characters would be predicted, one row each): the one check of
+    the Keras models and the LiteRT servers."""
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"{what} are a list of strings, not one string")
+
+
 def _interpreter_class():
     """The standalone LiteRT runtime's interpreter (ai-edge-litert: no
     TensorFlow needed), else TensorFlow's own tf.lite one (deprecated in

@@ -137,10 +137,8 @@ NO_TFLITE = (
 
 
 def text_list(texts, what="Texts"):
-    """`texts` as a list; one string is refused (a list of its characters
-    would be predicted, one row each)."""
-    if isinstance(texts, (str, bytes)):
-        raise ValueError(f"{what} are a list of strings, not one string")
+    """`texts` as a list (one string refused: predictor.refuse_one_string)."""
+    predictor.refuse_one_string(texts, what)
     return list(texts)
 
 
