@@ -14,18 +14,44 @@ from keras import ops
 # The MLM loss denominator is sum(weights) + this, so that a batch with no
 # real predictions gives 0 and not NaN.
 MLM_LOSS_EPSILON = 1e-5
-# A feature the training steps add to each part of a batch split into
-# micro-batches (and replicas): the whole batch's (sum(w) + 1e-5) / parts,
-# the same on every row, so that the mean of the parts' gradients is the
-# whole batch's (each part's own sum(w) would weigh its masks otherwise).
-MLM_DENOMINATOR = "masked_lm_denominator"
+# Features the training steps add to each part of a batch split into
+# micro-batches (and replicas), for the losses that are a weighted mean over
+# a batch's positions: the whole batch's denominator / parts, the same on
+# every row, so that the mean of the parts' gradients is the whole batch's
+# (each part's own weight sum would weigh its positions otherwise).
+MLM_DENOMINATOR = "masked_lm_denominator"  # sum(masked_lm_weights) + 1e-5
+TOKEN_DENOMINATOR = "label_mask_denominator"  # max(sum(label_mask), 1)
+# The weight feature of each such loss -> (its denominator feature, the
+# denominator of a whole batch's weight sum).
+WHOLE_BATCH_DENOMINATORS = {
+    "masked_lm_weights": (MLM_DENOMINATOR, lambda s: s + MLM_LOSS_EPSILON),
+    "label_mask": (TOKEN_DENOMINATOR, lambda s: ops.maximum(s, 1.0)),
+}
 
 
-def mlm_denominator(weights_sum, parts, rows):
-    """The MLM_DENOMINATOR feature of `rows` rows: the whole batch's
-    float32 `weights_sum` over `parts` parts."""
-    value = (ops.cast(weights_sum, "float32") + MLM_LOSS_EPSILON) / parts
-    return ops.full((rows,), value)
+def whole_batch_denominators(features, parts, batch_sum):
+    """`features` of one of `parts` parts of a batch, with the denominator
+    feature of each weighted loss it feeds (WHOLE_BATCH_DENOMINATORS).
+    `batch_sum(x)` sums a part's tensor over the whole batch (the backend's
+    sum over its replicas)."""
+    added = {}
+    for weights_name, (name, denominator) in WHOLE_BATCH_DENOMINATORS.items():
+        weights = features.get(weights_name)
+        if weights is None:
+            continue
+        total = batch_sum(ops.sum(ops.cast(weights, "float32")))
+        value = denominator(total) / parts
+        added[name] = ops.full((ops.shape(weights)[0],), value)
+    return dict(features, **added) if added else features
+
+
+def _part_denominator(features, name, default):
+    """A part's denominator feature (see WHOLE_BATCH_DENOMINATORS), else
+    `default`, its own batch's."""
+    value = features.get(name)
+    if value is None:
+        return default
+    return ops.cast(value, "float32")[0]
 
 
 def softmax_cross_entropy(logits, labels):
@@ -106,11 +132,9 @@ def pretraining_losses(outputs, features):
     )
     one_hot = ops.one_hot(label_ids, vocab_size, dtype="float32")
     mlm_example_loss = -ops.sum(mlm_log_probs * one_hot, axis=-1)
-    denominator = features.get(MLM_DENOMINATOR)
-    if denominator is None:
-        denominator = ops.sum(label_weights) + MLM_LOSS_EPSILON
-    else:  # A part of a larger batch (see MLM_DENOMINATOR).
-        denominator = ops.cast(denominator, "float32")[0]
+    denominator = _part_denominator(
+        features, MLM_DENOMINATOR, ops.sum(label_weights) + MLM_LOSS_EPSILON
+    )
     mlm_loss = ops.sum(label_weights * mlm_example_loss) / denominator
 
     nsp_log_probs = ops.cast(outputs["next_sentence_log_probs"], "float32")
@@ -129,7 +153,7 @@ def pretraining_losses(outputs, features):
     }
 
 
-def token_classification_loss(logits, label_ids, label_mask):
+def token_classification_loss(logits, label_ids, label_mask, features=None):
     """run_ner's loss: softmax cross-entropy averaged over the labelled
     pieces (the first WordPiece of each word); other positions, [CLS],
     [SEP] and padding have label_mask 0. A batch without any labelled
@@ -139,6 +163,8 @@ def token_classification_loss(logits, label_ids, label_mask):
         logits: float Tensor [B, T, L].
         label_ids: int Tensor [B, T].
         label_mask: 0/1 Tensor [B, T].
+        features: the batch's features, for the denominator of a part of a
+            larger batch (TOKEN_DENOMINATOR), if any.
 
     Returns:
         float32 scalar.
@@ -148,7 +174,10 @@ def token_classification_loss(logits, label_ids, label_mask):
         ops.reshape(logits, (-1, num_labels)), ops.reshape(label_ids, (-1,))
     )
     mask = ops.reshape(ops.cast(label_mask, "float32"), (-1,))
-    return ops.sum(nll * mask) / ops.maximum(ops.sum(mask), 1.0)
+    denominator = _part_denominator(
+        features or {}, TOKEN_DENOMINATOR, ops.maximum(ops.sum(mask), 1.0)
+    )
+    return ops.sum(nll * mask) / denominator
 
 
 def multiple_choice_loss(logits, labels):

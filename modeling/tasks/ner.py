@@ -165,7 +165,9 @@ def loss_fn(features, logits):
     """Cross-entropy over the labelled pieces, and their accuracy
     (keras.ops: it runs inside either backend's compiled step)."""
     mask = ops.cast(features[LABEL_MASK], "float32")
-    loss = losses.token_classification_loss(logits, features[LABEL_IDS], mask)
+    loss = losses.token_classification_loss(
+        logits, features[LABEL_IDS], mask, features
+    )
     predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
     labels = ops.cast(features[LABEL_IDS], "int32")
     correct = ops.cast(ops.equal(predicted, labels), "float32")

@@ -297,18 +297,9 @@ class TrainStep:
             x = x.reshape((d, n, x.shape[0] // (d * n)) + rest)
             return x.swapaxes(0, 1).reshape((n, x.shape[0] * x.shape[2]) + rest)
 
-        weights = batch.get("masked_lm_weights")
-        if weights is not None:
-            # Each micro-batch's masked-LM loss over the whole batch's
-            # weight sum: the accumulated update is one batch's.
-            batch = dict(
-                batch,
-                **{
-                    losses.MLM_DENOMINATOR: losses.mlm_denominator(
-                        jnp.sum(weights), n, weights.shape[0]
-                    )
-                },
-            )
+        # Each micro-batch's weighted losses over the whole batch's weight
+        # sum: the accumulated update is one batch's.
+        batch = losses.whole_batch_denominators(batch, n, lambda x: x)
         micro = jax.tree.map(split, batch)
         if self._mesh is not None:
             micro = jax.lax.with_sharding_constraint(

@@ -51,9 +51,8 @@ class RunConfig:
         1,
         "Split each training batch into this many micro-batches and apply "
         "their mean gradient once, with less memory: one batch's update "
-        "(the masked-LM loss of each divides by the whole batch's count of "
-        "masked tokens); NER's token loss is normalized per micro-batch, "
-        "so there the update is close to one batch's, not equal. "
+        "(the masked-LM and NER token losses of each divide by the whole "
+        "batch's count of masked tokens or labelled words). "
         "train_batch_size must be divisible by it (times the replicas).",
     )
     optimizer_type: str = option(

@@ -120,27 +120,22 @@ class StepFunctions:
         return logs, grads
 
     def _whole_batch_denominators(self, features):
-        """With the batch split (replicas, micro-batches), the masked-LM
-        loss of each part divides by the whole batch's weight sum, so the
-        update is one batch's (losses.MLM_DENOMINATOR)."""
+        """With the batch split (replicas, micro-batches), each part's
+        weighted losses (masked LM, NER's tokens) divide by the whole
+        batch's weight sum, so the update is one batch's
+        (losses.WHOLE_BATCH_DENOMINATORS)."""
         replicas = self.strategy.num_replicas_in_sync
         parts = replicas * self.accumulation
-        weights = features.get("masked_lm_weights")
-        if parts == 1 or weights is None:
+        if parts == 1:
             return features
-        total = tf.reduce_sum(tf.cast(weights, tf.float32))
-        if replicas > 1:
+
+        def batch_sum(x):
+            if replicas == 1:
+                return x
             ctx = tf.distribute.get_replica_context()
-            total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, total)
-        rows = tf.shape(weights)[0]
-        return dict(
-            features,
-            **{
-                losses.MLM_DENOMINATOR: losses.mlm_denominator(
-                    total, parts, rows
-                )
-            },
-        )
+            return ctx.all_reduce(tf.distribute.ReduceOp.SUM, x)
+
+        return losses.whole_batch_denominators(features, parts, batch_sum)
 
     def _replica_step(self, features):
         features = self._whole_batch_denominators(features)
