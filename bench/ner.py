@@ -123,7 +123,7 @@ def _testb_scores(prediction_file):
     for s in data.sentences:
         columns = [data.lines[n - 1].split() for n in s.line_numbers]
         gold.append(conll.iob1_to_iob2([c[-2] for c in columns]))
-        pred.append([c[-1] for c in columns])
+        pred.append(conll.iob1_to_iob2([c[-1] for c in columns]))
     return conlleval.evaluate(gold, pred)
 
 

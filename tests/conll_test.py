@@ -223,8 +223,45 @@ def test_prediction_lines_line_up_with_the_input(tmp_path, tokenizer):
             assert got == want + " O"  # conlleval: same column count
         else:
             assert got.rsplit(" ", 1)[0] == want
-    assert lines[13] == "Peter NNP I-NP I-PER B-PER"
+    # An IOB1 file's predictions are IOB1, as its gold tags: conlleval
+    # compares the two as strings.
+    assert lines[13] == "Peter NNP I-NP I-PER I-PER"
     assert lines[14] == "Blackburn NNP I-NP I-PER I-PER"
+
+
+def test_gold_tags_as_predictions_are_the_gold_column(tmp_path):
+    """Predicting every gold tag writes each word line's gold tag again
+    (IOB1 as IOB1, including a B- after an entity of its type), so the
+    conlleval script's token accuracy is 100%; a tab-separated file gets a
+    tab-separated column."""
+    for name, text in (("spaces", IOB1), ("tabs", IOB1.replace(" ", "\t"))):
+        data = conll.read_conll(_write(tmp_path, text, name))
+        assert data.iob1
+        lines = conll.prediction_lines(data, [s.tags for s in data.sentences])
+        sep = "\t" if name == "tabs" else " "
+        for line in lines:
+            columns = line.split(sep)
+            if line.strip():
+                assert len(columns) == 5, line
+                assert columns[-1] == columns[-2], line
+    assert not conll.read_conll(_write(tmp_path, "a B-X\nb I-X\n")).iob1
+
+
+def test_a_json_word_docstart_gets_one_column(tmp_path):
+    """A JSON Lines sentence may hold the word -DOCSTART- (HF's
+    conll2003): it is a word, and gets its predicted tag only."""
+    path = tmp_path / "docs.jsonl"
+    path.write_text(
+        '{"tokens": ["-DOCSTART-"], "tags": ["O"]}\n'
+        '{"tokens": ["EU", "rejects"], "tags": ["B-ORG", "O"]}\n'
+    )
+    data = conll.read_json_lines(str(path))
+    lines = conll.prediction_lines(data, [["O"], ["B-ORG", "O"]])
+    assert [line.split() for line in lines if line] == [
+        ["-DOCSTART-", "O", "O"],
+        ["EU", "B-ORG", "B-ORG"],
+        ["rejects", "O", "O"],
+    ]
 
 
 def test_a_words_only_file_predicts(tmp_path, tokenizer):

@@ -12,7 +12,8 @@ optional `id`.
 
 Any tag scheme (`tag_scheme`): IOB1 or IOB2 (`B-X`, `I-X`, `O`; IOB1 is
 converted to IOB2, in which every entity starts with `B-X`, when read, and
-predictions are IOB2), IOBES / BILOU (kept as they are), or plain labels
+predictions are IOB2, written back to an IOB1 file's lines as IOB1),
+IOBES / BILOU (kept as they are), or plain labels
 (part-of-speech tags, anything without a chunk prefix). run_ner scores
 entities (conlleval) for a chunk scheme and tokens otherwise.
 
@@ -93,6 +94,8 @@ class ConllFile:
       sentences: list of Sentence.
       has_tags: whether the word lines carry a tag column.
       scheme: the tags' scheme (`tag_scheme`); None without tags.
+      iob1: the file's IOB tags were IOB1 (an entity may start with `I-X`;
+        its sentences hold them as IOB2).
     """
 
     path: str
@@ -100,6 +103,7 @@ class ConllFile:
     sentences: list
     has_tags: bool
     scheme: str | None = None
+    iob1: bool = False
 
 
 def iob1_to_iob2(tags):
@@ -113,6 +117,21 @@ def iob1_to_iob2(tags):
             kind = tag[2:]
             if previous not in (f"B-{kind}", f"I-{kind}"):
                 tag = f"B-{kind}"
+        out.append(tag)
+        previous = tag
+    return out
+
+
+def iob2_to_iob1(tags):
+    """IOB2 tags of one sentence -> IOB1, as CoNLL-2003's files write them:
+    an entity starts with `I-X` unless it follows an entity of type X."""
+    out = []
+    previous = OUTSIDE
+    for tag in tags:
+        if tag.startswith("B-"):
+            kind = tag[2:]
+            if previous not in (f"B-{kind}", f"I-{kind}"):
+                tag = f"I-{kind}"
         out.append(tag)
         previous = tag
     return out
@@ -159,7 +178,8 @@ def tag_scheme(tags):
 
 
 def _file_scheme(sentences, path):
-    """The scheme of a file's tags; its IOB1 sentences become IOB2.
+    """(the scheme of a file's tags, whether they were IOB1); its IOB1
+    sentences become IOB2.
 
     Raises:
       ValueError: naming the file and the line of the first tag that does
@@ -177,12 +197,15 @@ def _file_scheme(sentences, path):
                 if has_prefix and prefix is None and tag != OUTSIDE:
                     raise ValueError(f"{s.where(path, i)}: {e}") from None
         raise ValueError(f"{path}: {e}") from None
+    iob1 = False
     if scheme == IOB:
         for s in tagged:
-            s.tags = iob1_to_iob2(s.tags)
+            iob2 = iob1_to_iob2(s.tags)
+            iob1 = iob1 or iob2 != s.tags
+            s.tags = iob2
     elif scheme in (IOBES, BILOU):
         _check_closed_entities(tagged, path, scheme)
-    return scheme
+    return scheme, iob1
 
 
 def _check_closed_entities(sentences, path, scheme):
@@ -304,8 +327,8 @@ def read_conll(path, require_tags=True, tag_column=None):
         raise ValueError(f"{path}: no sentences (an empty CoNLL file)")
     flush()
     has_tags = num_columns > 1
-    scheme = _file_scheme(sentences, path) if has_tags else None
-    return ConllFile(path, lines, sentences, has_tags, scheme)
+    scheme, iob1 = _file_scheme(sentences, path) if has_tags else (None, False)
+    return ConllFile(path, lines, sentences, has_tags, scheme, iob1)
 
 
 def read_json_lines(
@@ -393,8 +416,10 @@ def read_json_lines(
         )
     if not sentences:
         raise ValueError(f"{path}: no sentences (an empty JSON Lines file)")
-    scheme = _file_scheme(sentences, table.path) if has_tags else None
-    return ConllFile(table.path, lines, sentences, bool(has_tags), scheme)
+    scheme, iob1 = (
+        _file_scheme(sentences, table.path) if has_tags else (None, False)
+    )
+    return ConllFile(table.path, lines, sentences, bool(has_tags), scheme, iob1)
 
 
 def read_tagged_file(
@@ -605,9 +630,11 @@ def word_predictions(features, predicted_ids, sentences, label_list):
 
 def prediction_lines(conll, predicted_tags):
     """The file's lines with each word line's predicted tag appended (a
-    space, then the tag); blank lines as they were. A -DOCSTART- line gets
-    " O" too, so that every non-blank line has the same number of columns,
-    as the CoNLL conlleval script requires of its input.
+    space, or a tab where the line's columns are tab-separated, then the
+    tag); blank lines as they were. A -DOCSTART- line gets an `O` column
+    too, so that every non-blank line has the same number of columns, as
+    the CoNLL conlleval script requires of its input. The script compares
+    the tags as strings: an IOB1 file's predictions are written as IOB1.
 
     Args:
       conll: the ConllFile.
@@ -616,11 +643,20 @@ def prediction_lines(conll, predicted_tags):
     Returns:
       list of str, one per line of the input file.
     """
-    lines = [
-        f"{line.rstrip()} {OUTSIDE}" if line.split()[:1] == [DOCSTART] else line
-        for line in conll.lines
-    ]
+
+    def appended(line, tag):
+        line = line.rstrip()
+        return line + ("\t" if "\t" in line else " ") + tag
+
+    lines = list(conll.lines)
+    words = {n for s in conll.sentences for n in s.line_numbers}
+    for i, line in enumerate(lines):
+        # A JSON Lines sentence's word may be -DOCSTART- (HF's conll2003).
+        if i + 1 not in words and line.split()[:1] == [DOCSTART]:
+            lines[i] = appended(line, OUTSIDE)
     for sentence, tags in zip(conll.sentences, predicted_tags, strict=True):
+        if conll.iob1:
+            tags = iob2_to_iob1(tags)
         for number, tag in zip(sentence.line_numbers, tags, strict=True):
-            lines[number - 1] = f"{lines[number - 1].rstrip()} {tag}"
+            lines[number - 1] = appended(lines[number - 1], tag)
     return lines
