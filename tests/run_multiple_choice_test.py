@@ -224,10 +224,13 @@ def test_wrong_column_count(tmp_path):
         swag.read_swag(path)
 
 
-def test_bad_label(tmp_path):
+@pytest.mark.parametrize("label", ["4", "\u00b2", "1.0"])
+def test_bad_label(tmp_path, label):
+    """Out of range, a digit int() cannot read (it crashed unnamed), a
+    float: one line naming the row."""
     head = ",".join(HEADER)
-    path = _write(tmp_path, f"{head}\n0,v,0,s,a b,c,g,e0,e1,e2,e3,4\n")
-    with pytest.raises(ValueError, match=f"{path} line 2: label '4'"):
+    path = _write(tmp_path, f"{head}\n0,v,0,s,a b,c,g,e0,e1,e2,e3,{label}\n")
+    with pytest.raises(ValueError, match=f"{path} line 2: label '{label}'"):
         swag.read_swag(path)
 
 
@@ -433,3 +436,27 @@ def test_json_lines_with_a_list_of_endings(tmp_path):
         ValueError, match=f"{path} line 2: field 'ending1' is missing"
     ):
         swag.read_swag(path)
+
+
+def test_served_examples_are_checked():
+    """What a server (LiteChooser.predict) takes: a null sent2 is empty
+    (not the text "None"); endings given as one string (scored letter by
+    letter before), too few, empty, or of different counts: one line
+    naming the example."""
+    ok = {"sent1": "a", "sent2": None, "endings": ["x", "y"]}
+    (example,) = swag.served_examples([ok])
+    assert (example.start, example.endings) == ("", ["x", "y"])
+    bad = [
+        ({"sent1": "a", "endings": "xy"}, "example 0: endings must be a list"),
+        ({"sent1": "a", "endings": ["x"]}, "example 0: endings must be a list"),
+        ({"sent1": "", "endings": ["x", "y"]}, "example 0: empty"),
+        ({"sent1": "a", "endings": ["x", 3]}, "example 0: empty or non-text"),
+        ({"sent1": "a", "sent2": 1, "endings": ["x", "y"]}, "example 0: empty"),
+        ("a text", "example 0: expected a dict"),
+    ]
+    for value, message in bad:
+        with pytest.raises(ValueError, match=message):
+            swag.served_examples([value])
+    three = {"sent1": "a", "endings": ["x", "y", "z"]}
+    with pytest.raises(ValueError, match="different numbers of endings"):
+        swag.served_examples([ok, three])

@@ -61,8 +61,9 @@ def read_swag(path, set_type="train", require_label=True):
       list of SwagExample; `id` is the row's `id` column, else its line.
 
     Raises:
-      ValueError: naming the file and line: a header without sent1, sent2
-        or an ending column, or without label where one is required; a row
+      ValueError: naming the file and line: a header without sent1 or an
+        ending column (sent2 may be absent: empty), or without label where
+        one is required; a row
         with another column count than the header; an empty text; a label
         that is not a choice index. An empty file, or one without rows.
     """
@@ -109,7 +110,10 @@ def read_swag(path, set_type="train", require_label=True):
             # An unlabelled file's placeholder (HF's swag test split: -1).
             text = None
         if text is not None:
-            if not (text.isdigit() and int(text) < num_choices):
+            # ASCII digits only: str.isdigit() also holds for "²".
+            if not (text.isascii() and text.isdigit()) or (
+                int(text) >= num_choices
+            ):
                 raise ValueError(
                     f"{where}: label {text!r} is not a choice index "
                     f"0..{num_choices - 1}"
@@ -133,15 +137,56 @@ def read_swag(path, set_type="train", require_label=True):
         )
     if not examples:
         raise ValueError(f"{table.path}: no examples after the header")
-    if len({len(e.endings) for e in examples}) > 1:
-        raise ValueError(
-            f"{table.path}: rows have different numbers of endings"
-        )
+    _check_one_choice_count(examples, f"{table.path}: rows")
     return examples
+
+
+def _check_one_choice_count(examples, what):
+    if len({len(e.endings) for e in examples}) > 1:
+        raise ValueError(f"{what} have different numbers of endings")
 
 
 def _is_text(value):
     return isinstance(value, str) and bool(value.strip())
+
+
+def served_examples(values):
+    """SwagExamples of dicts with "sent1", "sent2" (optional, null: empty)
+    and "endings" (a list of at least 2 texts), as a server takes them
+    (SwagExamples pass as they are).
+
+    Raises:
+      ValueError: naming the example: a missing or empty text, endings that
+        are not a list (a string would be scored letter by letter), a
+        different number of endings from the others.
+    """
+    examples = []
+    for i, value in enumerate(values):
+        if not isinstance(value, SwagExample):
+            where = f"example {i}"
+            if not isinstance(value, dict):
+                raise ValueError(
+                    f"{where}: expected a dict with sent1, sent2 and "
+                    f"endings, got {type(value).__name__}"
+                )
+            endings = value.get(ENDINGS_FIELD)
+            if not isinstance(endings, (list, tuple)) or len(endings) < 2:
+                raise ValueError(
+                    f"{where}: endings must be a list of 2 or more"
+                )
+            start = value.get("sent2")
+            start = "" if start is None else start
+            texts = [value.get("sent1"), *endings]
+            if not all(_is_text(t) for t in texts) or not isinstance(
+                start, str
+            ):
+                raise ValueError(f"{where}: empty or non-text sent1 or ending")
+            value = SwagExample(
+                str(i), texts[0], start, list(endings), None, id=str(i)
+            )
+        examples.append(value)
+    _check_one_choice_count(examples, "the examples")
+    return examples
 
 
 def num_choices(examples):

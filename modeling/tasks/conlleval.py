@@ -10,7 +10,10 @@ correct / gold entities, F1 their harmonic mean (0 when both are 0). Token
 accuracy counts every word whose predicted tag equals the gold one, `O`
 included. Sentences are separate: no entity crosses their boundary.
 
-Values are fractions in [0, 1] (conlleval prints percentages).
+Values are fractions in [0, 1] (conlleval prints percentages). For IOB tags
+they are the script's numbers; IOBES / BILOU spans (an `S-X` entity, `E-X`
+then `B-X` two entities) are scored as spans, where the script, which knows
+no `S-` and joins `E-X B-X`, counts otherwise.
 """
 
 OUTSIDE = "O"

@@ -25,14 +25,7 @@ class LiteChooser(base.LiteServer):
         swag.SwagExamples -> [{"label": the chosen ending's index,
         "probabilities": [p per ending]}], as run_multiple_choice's
         predictions.jsonl lines without their id."""
-        examples = [
-            e
-            if isinstance(e, swag.SwagExample)
-            else swag.SwagExample(
-                str(i), e["sent1"], e.get("sent2", ""), list(e["endings"]), None
-            )
-            for i, e in enumerate(examples)
-        ]
+        examples = swag.served_examples(base.text_list(examples))
         if not examples:
             return []
         lists = swag.convert_examples(

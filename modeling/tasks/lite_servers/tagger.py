@@ -45,8 +45,13 @@ class LiteTagger(base.LiteServer):
         ]
 
     def tag_sentences(self, sentences):
-        """One tag per word of each conll.Sentence (an empty one: none)."""
-        words = [s for s in sentences if s.words]
+        """One tag per word of each conll.Sentence (an empty one: none;
+        the tags a file to predict may hold are not read)."""
+        words = [
+            conll.Sentence(s.words, None, s.line_numbers)
+            for s in sentences
+            if s.words
+        ]
         arrays, features = conll.sentence_arrays(
             words, self.labels, self.max_seq_length, self.tokenizer
         )
@@ -69,10 +74,12 @@ class LiteTagger(base.LiteServer):
         """predict_file of a tagger: a CoNLL-style or JSON Lines file read as
         run_ner.py's --predict_file, its sentences' tags as run_ner's
         predictions.jsonl lines."""
-        # JSON Lines: the words under the field run_ner was trained with.
+        # The words under the field (JSON Lines), and the tags of a CoNLL
+        # file at the column, run_ner was trained with.
         data = conll.read_tagged_file(
             input_file,
             require_tags=False,
+            tag_column=self.info.get("tag_column"),
             tokens_field=self.info.get("tokens_field", "tokens"),
         )
 
