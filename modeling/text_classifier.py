@@ -49,6 +49,8 @@ One module, over 500 lines: one Keras model's whole API (construction, compile,
 fit, evaluate, predict, save, export), as keras-hub keeps a task.
 """
 
+import os
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -453,7 +455,9 @@ class BertTextClassifier(text_model.TextModel):
 
     # === The original's formats ===
 
-    def save_checkpoint(self, directory, keep_checkpoint_max=5):
+    def save_checkpoint(
+        self, directory, keep_checkpoint_max=5, label_list=None
+    ):
         """Writes `directory/model.ckpt-<step>` in the original's format.
 
         The weights under their original names and, with the original's
@@ -461,18 +465,41 @@ class BertTextClassifier(text_model.TextModel):
         run_classifier.py writes them (training.checkpoint_manager), plus
         bert_config.json and vocab.txt, so the folder is what
         `run_classifier.py --output_dir` (or --init_checkpoint, and
-        `from_checkpoint`) reads.
+        `from_checkpoint`) reads. As a run_classifier output_dir, it also
+        records the long-input strategy (long_inputs.json) and, given
+        `label_list` (the class names in id order), the task
+        (labels.json: `--task_name=custom` predicts with it, and with a
+        multi-label model's threshold).
 
         Returns:
           str, the checkpoint prefix.
+
+        Raises:
+          FileExistsError, ConfigMismatchError: the folder holds another
+            model's or another training's files (nothing is written).
         """
-        return checkpoint_manager.save_release_folder(
+        if label_list is not None:
+            labels = [str(x) for x in label_list]
+            if len(labels) != self.classifier.num_labels:
+                raise ValueError(
+                    f"label_list has {len(labels)} labels, the model "
+                    f"{self.classifier.num_labels}"
+                )
+            spec = custom.TaskSpec(
+                labels=labels,
+                **{"multi_label_threshold": None, **self.kind.to_json()},
+            )
+        prefix = checkpoint_manager.save_release_folder(
             directory,
             self.classifier,
             self.optimizer,
             self.preprocessor.vocabulary,
             keep_checkpoint_max,
         )
+        self.long_inputs.save(directory)
+        if label_list is not None:
+            spec.write(os.path.join(directory, custom.LABELS_FILE))
+        return prefix
 
     def export_for_serving(self, export_dir, has_text_b=False, label_list=None):
         """Writes run_classifier.py's serving SavedModel (--export_dir):

@@ -25,6 +25,7 @@ from modeling.data import classifier_data
 from modeling.data import glue
 from modeling.tasks import classifier as classifier_lib
 from modeling.text import tokenization
+from modeling.training import checkpoint_manager
 from modeling.training import optimization
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -426,6 +427,89 @@ def test_save_checkpoint_with_another_keras_optimizer(tiny_release, tmp_path):
         np.testing.assert_array_equal(value, _weights(model.classifier)[name])
     # Trained: the head moved from its zero bias.
     assert model.classifier.classifier.output_bias.numpy().any()
+
+
+def test_save_checkpoint_records_the_labels_and_long_inputs(
+    tiny_release, tmp_path
+):
+    """A multi-label model reading long texts in chunks, saved with its
+    label names: the folder's labels.json and long_inputs.json are what
+    run_classifier --task_name=custom reads from an output_dir (the
+    threshold and the chunks were lost: it predicted at 0.5, truncating)."""
+    from modeling.data import custom
+    from modeling.data import long_inputs
+
+    model = _tiny_classifier(
+        tiny_release,
+        num_labels=3,
+        multi_label=True,
+        multi_label_threshold=0.3,
+        long_inputs="chunks",
+    )
+    with pytest.raises(ValueError, match="label_list has 2 labels"):
+        model.save_checkpoint(str(tmp_path / "x"), label_list=["a", "b"])
+    assert not (tmp_path / "x").exists()
+    out = tmp_path / "saved"
+    model.save_checkpoint(str(out), label_list=["a", "b", "c"])
+    spec = custom.TaskSpec.read(str(out / "labels.json"))
+    assert (spec.task_type, spec.labels) == ("multi_label", ["a", "b", "c"])
+    assert spec.multi_label_threshold == 0.3
+
+    class Flags:
+        long_inputs = head_tokens = chunk_stride = chunk_pooling = None
+
+    saved = long_inputs.LongInputs.of(Flags, str(out))
+    assert saved.to_json() == model.long_inputs.to_json()
+    assert saved.strategy == "chunks"
+
+
+def test_save_checkpoint_replaces_and_prunes_nothing_of_another_run(
+    tiny_release, tmp_path
+):
+    """save_checkpoint into a folder that holds another run's checkpoints,
+    a release, another config or vocabulary: refused before anything is
+    written (it pruned the other run's oldest checkpoint and rewrote its
+    bert_config.json). A later save of the same training goes on."""
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    model.compile(optimizer=keras.optimizers.SGD(0.5))
+    model.fit(_texts(_PAIRS), _LABELS, batch_size=4, epochs=1, verbose=0)
+    folder = tmp_path / "saved"
+    first = model.save_checkpoint(str(folder), keep_checkpoint_max=1)
+    assert pathlib.Path(first).name == "model.ckpt-2"
+    # The same model at the same step again, or another run's newer series.
+    with pytest.raises(FileExistsError, match="model.ckpt-2, of step 2"):
+        model.save_checkpoint(str(folder))
+    # Another model's checkpoints (3 labels) in the folder: nothing changes.
+    other = _tiny_classifier(tiny_release, num_labels=3)
+    other.compile(optimizer=keras.optimizers.SGD(0.5))
+    other.fit(
+        _texts(_PAIRS), [0, 1, 2, 1] * 2, batch_size=4, epochs=2, verbose=0
+    )
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(
+        checkpoint_manager.ConfigMismatchError, match="trained with 2 labels"
+    ):
+        other.save_checkpoint(str(folder))
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # A release folder (bert_model.ckpt): refused, unchanged.
+    release = tiny_release[0]
+    before = {p.name: p.read_bytes() for p in release.iterdir()}
+    with pytest.raises(FileExistsError, match="released checkpoint"):
+        model.save_checkpoint(str(release))
+    assert {p.name: p.read_bytes() for p in release.iterdir()} == before
+    # Another vocabulary or configuration beside no checkpoint.
+    for name, text in (("vocab.txt", "[PAD]\n"), ("bert_config.json", "{}")):
+        lone = tmp_path / f"lone_{name}"
+        lone.mkdir()
+        (lone / name).write_text(text)
+        with pytest.raises((FileExistsError, ValueError), match=name):
+            model.save_checkpoint(str(lone))
+        assert [p.name for p in lone.iterdir()] == [name]
+    # The same training, later: saved, its own older checkpoint pruned.
+    model.fit(_texts(_PAIRS), _LABELS, batch_size=4, epochs=1, verbose=0)
+    second = model.save_checkpoint(str(folder), keep_checkpoint_max=1)
+    assert pathlib.Path(second).name == "model.ckpt-4"
+    assert not (folder / "model.ckpt-2.index").exists()
 
 
 def test_keras_reads_the_texts_without_tf_data_autotuning(

@@ -7,6 +7,7 @@ with the `checkpoint` state file, so the original scripts can read them and we
 resume from theirs.
 """
 
+import json
 import os
 import re
 
@@ -16,8 +17,10 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
+from modeling import config as config_lib
 from modeling import errors
 from modeling.data import file_io
+from modeling.text import vocabulary as vocabulary_lib
 from modeling.training import optimization
 
 PREFIX = "model.ckpt"
@@ -285,6 +288,48 @@ class CheckpointManager:
         self.optimizer.global_step.assign(step)
 
 
+def _check_release_folder(directory, model, step, config_text, vocabulary):
+    """What `save_release_folder` refuses (see its Raises): nothing in the
+    folder is replaced, and its series gets only a newer checkpoint of the
+    same model (a later save of the same training)."""
+    if not file_io.is_dir(directory):
+        return
+    where = f"save_checkpoint({directory!r})"
+    released = os.path.join(directory, checkpoints.DEFAULT_PREFIX)
+    if file_io.exists(released + ".index"):
+        raise FileExistsError(
+            f"{where}: the folder holds a released checkpoint ({released}); "
+            "a model.ckpt-N beside it would be what --init_checkpoint of the "
+            "folder reads. Save to another folder."
+        )
+    config_file = os.path.join(directory, checkpoints.CONFIG_FILE)
+    if file_io.exists(config_file):
+        theirs = config_lib.BertConfig.from_json_file(config_file).to_dict()
+        if theirs != json.loads(config_text):
+            raise FileExistsError(
+                f"{where}: {config_file} is another model's configuration. "
+                "Save to another folder."
+            )
+    vocab_file = os.path.join(directory, checkpoints.VOCAB_FILE)
+    if file_io.exists(vocab_file):
+        if vocabulary_lib.read_vocab_lines(vocab_file) != list(vocabulary):
+            raise FileExistsError(
+                f"{where}: {vocab_file} is another vocabulary. Save to "
+                "another folder."
+            )
+    found = find_checkpoints(directory)
+    if not found:
+        return
+    CheckpointManager(directory, model, None).check_compatible()
+    newest = found[0]
+    if int(_STEP_RE.match(os.path.basename(newest)).group(1)) >= step:
+        raise FileExistsError(
+            f"{where}: the folder holds {newest}, of step {step} or later: "
+            f"another training's (this model is at step {step}; its older "
+            "checkpoints would be pruned). Save to another folder."
+        )
+
+
 def save_release_folder(directory, model, optimizer, vocabulary, keep_max):
     """Writes `directory/model.ckpt-<step>` in the original's format, with
     bert_config.json and vocab.txt beside it: a folder run_classifier.py
@@ -303,21 +348,35 @@ def save_release_folder(directory, model, optimizer, vocabulary, keep_max):
 
     Returns:
       str, the checkpoint prefix.
+
+    Raises:
+      FileExistsError: the folder holds what this save would replace or
+        mix with: a released checkpoint (bert_model.ckpt), a bert_config.json
+        or vocab.txt of other content, a checkpoint of this step or a newer
+        one (another run's series: keep_max would prune it).
+      ConfigMismatchError: its checkpoints are of another model.
     """
-    tf.io.gfile.makedirs(directory)
-    model.config.to_json_file(os.path.join(directory, checkpoints.CONFIG_FILE))
-    file_io.write_text(
-        os.path.join(directory, checkpoints.VOCAB_FILE),
-        "".join(f"{token}\n" for token in vocabulary),
-    )
     if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
         optimizer = optimizer.inner_optimizer
-    if (
-        isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
-        and optimizer.built
+    ours = isinstance(
+        optimizer, optimization.AdamWeightDecayOptimizer
+    ) and bool(optimizer.built)
+    if ours:
+        step = int(optimizer.global_step.numpy())
+    else:
+        step = int(optimizer.iterations.numpy()) if optimizer else 0
+    config_text = model.config.to_json_string()
+    vocab_text = "".join(f"{token}\n" for token in vocabulary)
+    _check_release_folder(directory, model, step, config_text, vocabulary)
+    tf.io.gfile.makedirs(directory)
+    for name, text in (
+        (checkpoints.CONFIG_FILE, config_text),
+        (checkpoints.VOCAB_FILE, vocab_text),
     ):
+        if not file_io.exists(os.path.join(directory, name)):
+            file_io.write_text(os.path.join(directory, name), text)
+    if ours:
         return CheckpointManager(directory, model, optimizer, keep_max).save()
-    step = int(optimizer.iterations.numpy()) if optimizer else 0
     return checkpoints.write_checkpoint(
         os.path.join(directory, f"{PREFIX}-{step}"),
         model_variables(model),
