@@ -177,6 +177,12 @@ def is_user_error(error, script_module="__main__"):
         error, tuple(getattr(tf.errors, n) for n in _TF_PATH_ERRORS)
     ):
         return True
+    if (
+        tf is not None
+        and isinstance(error, tf.errors.FailedPreconditionError)
+        and "is not a directory" in str(error)
+    ):
+        return True  # tf.io.gfile's NotADirectoryError, naming the path.
     if not isinstance(error, ValueError):
         return False
     cause = error.__cause__

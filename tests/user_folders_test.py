@@ -346,6 +346,57 @@ def test_overlap_is_by_folder_not_by_name_prefix(tmp_path):
     assert file_io.overlap("gs://b/run/", "gs://b/run/export")
 
 
+def test_an_export_holding_what_the_run_reads_is_refused(tmp_path):
+    """An encoder fine-tuned from an earlier export's folder
+    (--bert_hub_module_handle), a checkpoint, a data file: exporting over
+    the folder that holds it would delete it (the earlier export passed as
+    replaceable, and was). An input beside the export folder is fine."""
+    import types
+
+    from modeling.tasks import common
+
+    hub = tmp_path / "hub"
+    (hub / "encoder").mkdir(parents=True)
+    for flag, value in (
+        ("bert_hub_module_handle", hub / "encoder"),
+        ("bert_hub_module_handle", hub),
+        ("init_checkpoint", hub / "encoder" / "model.ckpt-3"),
+        ("input_file", f"{tmp_path}/a.tfrecord,{hub}/b.tfrecord"),
+    ):
+        settings = types.SimpleNamespace(
+            export_dir=str(hub), **{flag: str(value)}
+        )
+        with pytest.raises(errors.UserError, match=f"--{flag}=.* lies in"):
+            common.check_output_folders(settings)
+    beside = types.SimpleNamespace(
+        export_dir=str(tmp_path / "export"),
+        bert_hub_module_handle=str(hub / "encoder"),
+        vocab_file="https://tfhub.dev/x/vocab.txt",
+    )
+    common.check_output_folders(beside)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hub"]
+
+
+def test_an_export_or_output_below_a_file_is_refused_up_front(tmp_path):
+    """A folder to be made below a file failed after training (a
+    tf.errors traceback); an export named `folder/.` is the folder."""
+    import types
+
+    from modeling.tasks import common
+
+    (tmp_path / "afile").write_text("x")
+    for values in (
+        {"export_dir": str(tmp_path / "afile" / "x")},
+        {"output_dir": str(tmp_path / "afile" / "x" / "y")},
+    ):
+        with pytest.raises(NotADirectoryError, match="afile is a file"):
+            common.check_output_folders(types.SimpleNamespace(**values))
+    export = tmp_path / "export"
+    assert folders.target(f"{export}/.") == str(export)
+    dotted = file_io.temp_name(f"{export}/.")
+    assert os.path.dirname(dotted) == str(tmp_path)
+
+
 # === The other writers that replace what a user names ===
 
 

@@ -77,6 +77,8 @@ def temp_name(final):
     (several workers of a multi-worker run may write the same file at once).
     The first call for a local folder sweeps it (`sweep_stale_temps`)."""
     final = os.fspath(final).rstrip("/")
+    if not is_remote(final):  # "x/." is x, not a name "." inside it.
+        final = os.path.normpath(final)
     folder, name = final.rsplit("/", 1) if "/" in final else ("", final)
     if not is_remote(final):
         sweep_stale_temps(folder or ".")
@@ -461,10 +463,23 @@ def check_folder_path(path, name):
       name: how the message names it, e.g. "--output_dir=<path>".
 
     Raises:
-      NotADirectoryError: "<name> is a file, not a folder".
+      NotADirectoryError: "<name> is a file, not a folder", or a local
+        folder to be made below a file.
     """
-    if exists(path) and not is_dir(path):
-        raise NotADirectoryError(f"{name} is a file, not a folder")
+    if exists(path):
+        if not is_dir(path):
+            raise NotADirectoryError(f"{name} is a file, not a folder")
+        return
+    if is_remote(path):
+        return
+    # Not there yet: the folder it would be made in must be a folder.
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.lexists(parent) and parent != os.path.dirname(parent):
+        parent = os.path.dirname(parent)
+    if os.path.exists(parent) and not os.path.isdir(parent):
+        raise NotADirectoryError(
+            f"{name}: {parent} is a file, so no folder can be made there"
+        )
 
 
 def check_file_path(path, name):
@@ -488,19 +503,24 @@ def check_file_path(path, name):
         )
 
 
+def _canonical(path):
+    path = os.fspath(path)
+    if is_remote(path):
+        return path.rstrip("/") + "/"
+    return os.path.join(os.path.realpath(path), "")
+
+
+def within(path, folder):
+    """Whether `path` is `folder` or lies inside it: local paths compared
+    once resolved (links followed, relative to the working directory),
+    remote ones as written."""
+    return _canonical(path).startswith(_canonical(folder))
+
+
 def overlap(a, b):
     """Whether the paths `a` and `b` name the same folder or one lies
-    inside the other: local paths compared once resolved (links followed,
-    relative to the working directory), remote ones as written."""
-
-    def canonical(path):
-        path = os.fspath(path)
-        if is_remote(path):
-            return path.rstrip("/") + "/"
-        return os.path.join(os.path.realpath(path), "")
-
-    a, b = canonical(a), canonical(b)
-    return a.startswith(b) or b.startswith(a)
+    inside the other (`within`)."""
+    return within(a, b) or within(b, a)
 
 
 def size(path):

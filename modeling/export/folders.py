@@ -66,9 +66,10 @@ def target(export_dir):
     """The folder an export to `export_dir` is published as: where a
     symbolic link points (the link stays as it is), else export_dir."""
     path = os.fspath(export_dir).rstrip("/") or "/"
-    if not file_io.is_remote(path) and os.path.islink(path):
-        return os.path.realpath(path)
-    return path
+    if file_io.is_remote(path):
+        return path
+    path = os.path.normpath(path)  # "x/." is x.
+    return os.path.realpath(path) if os.path.islink(path) else path
 
 
 def _own_names(path):
@@ -183,17 +184,17 @@ def check_replaceable(export_dir, flag=None):
     """
     path = target(export_dir)
     name = f"--{flag}={export_dir}" if flag else str(export_dir)
-    if path != os.fspath(export_dir).rstrip("/"):
+    if os.path.islink(os.fspath(export_dir).rstrip("/") or "/"):
         name += f" (a link to {path})"
-    if not file_io.is_remote(path) and _holds(path, os.getcwd()):
+    if not file_io.is_remote(path) and file_io.within(os.getcwd(), path):
         raise errors.UserError(
             f"{name} is the current folder or holds it: an export replaces "
             "its whole folder, so it must be a folder of its own (name a new "
             "one, e.g. ./export)"
         )
+    file_io.check_folder_path(path, name)
     if not file_io.exists(path):
         return
-    file_io.check_folder_path(path, name)
     if not file_io.is_remote(path) and os.path.ismount(path):
         # Published by renaming the old folder aside: a mount point (a
         # Docker volume) cannot be renamed. Said now, not after training.
@@ -218,12 +219,6 @@ def check_replaceable(export_dir, flag=None):
         "empty folder, and nothing was changed (choose a new or empty "
         "folder, or move those files)"
     )
-
-
-def _holds(folder, path):
-    """Whether the local `path` is `folder` or inside it (resolved)."""
-    folder = os.path.join(os.path.realpath(folder), "")
-    return os.path.join(os.path.realpath(path), "").startswith(folder)
 
 
 @contextlib.contextmanager

@@ -132,6 +132,26 @@ def check_modes(settings, modes, also="export_dir", closing_quote="`"):
 # The folders a run writes into besides an export, by flag: an export
 # folder must lie apart from each (publishing an export replaces its folder).
 _RUN_FOLDERS = ("output_dir", "glue_submission_dir")
+# The paths a run reads (or writes a file at), by flag: none may lie in the
+# export folder, which publishing replaces (an encoder fine-tuned from an
+# earlier export's folder, exported over it, was deleted).
+_RUN_PATHS = (
+    "bert_hub_module_handle",
+    "init_checkpoint",
+    "bert_config_file",
+    "vocab_file",
+    "data_dir",
+    "input_file",
+    "train_file",
+    "dev_file",
+    "eval_file",
+    "test_file",
+    "predict_file",
+    "corpus_file",
+    "corpus_embeddings",
+    "query_file",
+    "output_file",
+)
 
 
 def check_output_folders(settings, export_flag="export_dir"):
@@ -143,7 +163,8 @@ def check_output_folders(settings, export_flag="export_dir"):
       export_hub's --export_path) is one an export may replace
       (folders.check_replaceable: absent, empty, or an earlier export);
     - it is apart from the run's other folders (_RUN_FOLDERS): neither the
-      same folder nor one inside the other.
+      same folder nor one inside the other;
+    - no path the run reads or writes (_RUN_PATHS) lies in it.
 
     Raises:
       NotADirectoryError, errors.UserError: naming the flags and paths.
@@ -162,6 +183,17 @@ def check_output_folders(settings, export_flag="export_dir"):
                 "separate folders, neither inside the other: an export "
                 "replaces its whole folder"
             )
+    for flag in _RUN_PATHS:
+        value = getattr(settings, flag, None)
+        if not isinstance(value, str):
+            continue
+        for path in filter(None, (p.strip() for p in value.split(","))):
+            if file_io.within(path, export_dir):
+                raise errors.UserError(
+                    f"--{flag}={value} lies in --{export_flag}={export_dir}, "
+                    "which the export replaces as a whole: export to "
+                    "another folder"
+                )
     folders.check_replaceable(export_dir, export_flag)
 
 
