@@ -285,3 +285,32 @@ class BertHubClassifier(keras.Model):
             "handle": self.handle,
             "num_labels": self.num_labels,
         }
+
+    @classmethod
+    def from_config(cls, config):
+        """As the constructor; but a .keras file read in Keras's safe mode
+        (load_model's default) may not make this process fetch and load a
+        remote SavedModel that the file names.
+
+        Raises:
+          ValueError: a remote handle in safe mode.
+        """
+        handle = os.fspath(config.get("handle", ""))
+        if "://" in handle and _in_safe_mode():
+            raise ValueError(
+                f"This model's encoder is the remote SavedModel {handle}, "
+                "which a .keras file is not trusted to load in safe mode: "
+                "if you trust the file, keras.models.load_model(path, "
+                "safe_mode=False)"
+            )
+        return cls(**config)
+
+
+def _in_safe_mode():
+    """Whether Keras is deserializing in safe mode (outside load_model:
+    False)."""
+    try:
+        from keras.src.saving import serialization_lib
+    except ImportError:  # Another Keras layout: assume safe mode.
+        return True
+    return bool(serialization_lib.in_safe_mode())

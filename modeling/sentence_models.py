@@ -253,7 +253,7 @@ def read_model(
         vocab = vocab_file or os.path.join(
             os.path.dirname(files.config_file), checkpoints.VOCAB_FILE
         )
-        lower = True
+        lower = None  # From the vocabulary, below.
     else:
         model_type = read_json(os.path.join(folder, convert.HF_CONFIG)).get(
             "model_type", "bert"
@@ -277,7 +277,21 @@ def read_model(
         )
     config_lib.check_max_seq_length(max_seq_length, config)
     lower = lower if do_lower_case is None else do_lower_case
-    if kind != "original" and lower:
+    if kind == "original":
+        # As BertPreprocessor.from_checkpoint: uncased when the vocabulary
+        # has no upper-case token, and the original's check of the
+        # checkpoint's name (a cased_L-12_... model lower-cased lost its
+        # capitals to [UNK]).
+        from modeling import preprocessing
+        from modeling.text import tokenization
+        from modeling.text import vocabulary
+
+        if lower is None:
+            lower = preprocessing.infer_do_lower_case(
+                vocabulary.read_vocab_lines(vocab)
+            )
+        tokenization.validate_case_matches_checkpoint(lower, weights)
+    elif lower:
         _warn_of_kept_accents(folder)
     return ModelSource(
         kind=kind,

@@ -340,7 +340,7 @@ class BertTextClassifier(text_model.TextModel):
         Returns:
           The keras History.
         """
-        batch_size = batch_size or DEFAULT_BATCH_SIZE
+        batch_size = text_model.batch_size_of(batch_size)
         for name in ("sample_weight", "validation_split", "class_weight"):
             if kwargs.get(name) is not None:
                 raise ValueError(
@@ -354,16 +354,14 @@ class BertTextClassifier(text_model.TextModel):
                     "With a dataset x, labels come from it: y=None"
                 )
             spec = x.element_spec
-            labels = spec[-1] if isinstance(spec, tuple) else None
-            shape = getattr(labels, "shape", None)
-            if labels is None or (shape is not None and shape.rank == 0):
+            if not isinstance(spec, tuple) or len(spec) != 2:
                 raise ValueError(
-                    "fit's dataset gives batches of (texts, labels): "
-                    "dataset.batch(batch_size) first"
+                    "fit's dataset gives batches of (texts, labels)"
                 )
+            text_model.check_batched(x, "(texts, labels)")
             dataset = x.map(self._preprocess_xy, tf.data.AUTOTUNE)
         else:
-            texts, labels = _examples(x, y)
+            texts, labels = self._examples(x, y)
             num_examples = len(labels)
             if steps_per_epoch is None:
                 steps_per_epoch = num_examples // batch_size
@@ -403,8 +401,10 @@ class BertTextClassifier(text_model.TextModel):
             # fit's validation: Keras reuses the dataset fit gave it,
             # already preprocessed.
             return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+        if isinstance(x, tf.data.Dataset) and y is not None:
+            raise ValueError("With a dataset x, labels come from it: y=None")
         dataset = self._eval_dataset(
-            x if y is None else (x, y), batch_size or DEFAULT_BATCH_SIZE
+            x if y is None else (x, y), text_model.batch_size_of(batch_size)
         )
         return super().evaluate(dataset, **kwargs)
 
@@ -435,7 +435,7 @@ class BertTextClassifier(text_model.TextModel):
         outputs, _ = self._predict_texts(
             text_a,
             text_b,
-            batch_size or DEFAULT_BATCH_SIZE,
+            text_model.batch_size_of(batch_size),
             what="Predicting",
             unit="texts",
         )
@@ -531,6 +531,7 @@ class BertTextClassifier(text_model.TextModel):
     def _eval_dataset(self, data, batch_size):
         """Batches of (features, labels) in order, the last one partial."""
         if isinstance(data, tf.data.Dataset):
+            text_model.check_batched(data, "(texts, labels)")
             dataset = data
         else:
             if not (isinstance(data, (tuple, list)) and len(data) == 2):
@@ -538,7 +539,7 @@ class BertTextClassifier(text_model.TextModel):
                     "Evaluation data is (texts, labels) or a dataset of "
                     "batched (texts, labels)"
                 )
-            texts, labels = _examples(*data)
+            texts, labels = self._examples(*data)
             dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
             dataset = dataset.batch(batch_size)
         dataset = dataset.map(self._preprocess_xy, tf.data.AUTOTUNE)
@@ -546,22 +547,61 @@ class BertTextClassifier(text_model.TextModel):
             dataset.prefetch(tf.data.AUTOTUNE)
         )
 
+    def _examples(self, x, y):
+        """(texts, labels) checked: one label per text, each what the task
+        kind's loss takes (a class id below num_labels; a finite score; a
+        multi-label row of num_labels 0/1 values). An id out of range had a
+        zero loss, a 2.7 was taken as class 2.
 
-def _examples(x, y):
-    """(texts, labels) checked to have one label per text."""
-    if y is None:
-        raise ValueError("Labels are missing: fit/evaluate(x=texts, y=labels)")
-    texts = text_model.texts(x)
-    labels = np.asarray(y)
-    if labels.dtype.kind not in "biuf" or labels.ndim > 2:
-        raise ValueError(
-            f"Labels must be class ids (ints; floats for regression), got "
-            f"{labels.dtype} values such as {labels.reshape(-1)[:3].tolist()}"
-            ": map label names to ids, e.g. with label_list.index"
-        )
-    first = texts[0] if isinstance(texts, tuple) else texts
-    if len(first) != len(labels):
-        raise ValueError(
-            f"{len(first)} texts but {len(labels)} labels: one label per text"
-        )
-    return texts, labels
+        Raises:
+          ValueError: naming the first bad label's index and value.
+        """
+        if y is None:
+            raise ValueError(
+                "Labels are missing: fit/evaluate(x=texts, y=labels)"
+            )
+        texts = text_model.texts(x)
+        labels = np.asarray(y)
+        if labels.dtype.kind not in "biuf" or labels.ndim > 2:
+            raise ValueError(
+                f"Labels must be class ids (ints; floats for regression), "
+                f"got {labels.dtype} values such as "
+                f"{labels.reshape(-1)[:3].tolist()}: map label names to ids, "
+                "e.g. with label_list.index"
+            )
+        first = texts[0] if isinstance(texts, tuple) else texts
+        if len(first) != len(labels):
+            raise ValueError(
+                f"{len(first)} texts but {len(labels)} labels: one label per "
+                "text"
+            )
+        n = self.classifier.num_labels
+        name = self.kind.name
+        if name == task_kinds.MULTI_LABEL:
+            if labels.ndim != 2 or labels.shape[1] != n:
+                raise ValueError(
+                    f"A multi-label model's labels are rows of {n} 0/1 "
+                    f"values, got shape {labels.shape}"
+                )
+            bad = ~np.isin(labels, (0, 1)).all(axis=1)
+            want = "0 or 1 values"
+        else:
+            if labels.ndim == 2 and labels.shape[1] == 1:
+                labels = labels[:, 0]
+            if labels.ndim != 1:
+                raise ValueError(
+                    f"Labels are one per text (shape [N]), got shape "
+                    f"{labels.shape}"
+                )
+            if name == task_kinds.REGRESSION:
+                bad = ~np.isfinite(labels)
+                want = "a finite score"
+            else:
+                bad = (
+                    (labels != np.round(labels)) | (labels < 0) | (labels >= n)
+                )
+                want = f"a class id 0..{n - 1}"
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(f"Label {i} is {labels[i].tolist()!r}, not {want}")
+        return texts, labels

@@ -105,7 +105,8 @@ class BertTextEmbedder(text_model.TextModel):
           pooling: "mean", "cls" or "max"; normalize: bool;
             sequence_length: int (max_seq_length); do_lower_case: bool.
             None: the folder's (without a word from it: mean, normalized,
-            128, lower-cased).
+            128; an original checkpoint is lower-cased when its vocabulary
+            has no upper-case token).
           bert_config_file, vocab_file: other files than the checkpoint's.
           long_inputs: how `encode` reads texts longer than
             sequence_length: "truncate" (default), "head_tail", "chunks",
@@ -229,7 +230,7 @@ class BertTextEmbedder(text_model.TextModel):
         """
         sides, texts, scores = _training_texts(x, y)
         self._loss_kind = COSENT if scores is not None else MULTIPLE_NEGATIVES
-        batch_size = batch_size or DEFAULT_BATCH_SIZE
+        batch_size = text_model.batch_size_of(batch_size)
         count = len(texts[0])
         if steps_per_epoch is None:
             steps_per_epoch = count // batch_size
@@ -278,7 +279,7 @@ class BertTextEmbedder(text_model.TextModel):
         (run_embeddings.py --do_predict's: the same features, through the
         same predictor.Predictor.embed); batch_size default 32. The number
         of texts cut to sequence_length is logged."""
-        return self._predictor(batch_size or DEFAULT_BATCH_SIZE).embed(
+        return self._predictor(text_model.batch_size_of(batch_size)).embed(
             self.preprocessor.full_tokenizer(),
             self.preprocessor.sequence_length,
             text_model.python_texts(_string_array(texts))[0],
@@ -322,6 +323,10 @@ class BertTextEmbedder(text_model.TextModel):
 
 
 def _string_array(texts):
+    """Texts as `encode` takes them: strings, or a dataset of batches of
+    them (as the classifier's predict)."""
+    if isinstance(texts, tf.data.Dataset):
+        return texts
     predictor.refuse_one_string(texts)
     return text_model.string_array(texts)
 

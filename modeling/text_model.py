@@ -80,7 +80,8 @@ class TextModel(keras.Model):
         long_inputs head_tail or chunks, of each text's windows, combined
         as predict and the serving export combine them (`normalize`: to
         unit length again, an embedder's)."""
-        if not self.long_inputs.windowed:
+        # head_tail too: one window per text, but not its first tokens.
+        if self.long_inputs.strategy == long_inputs_lib.TRUNCATE:
             return run(self.preprocessor(texts))
         from modeling.export import base  # The windows' combination.
 
@@ -102,8 +103,10 @@ class TextModel(keras.Model):
     def _predictor(self, batch_size):
         """The one predictor over the task model: length-sorted batches
         with dynamic_padding, fixed shapes without (TPUs)."""
-        backend = predictor.TensorFlowBackend(
-            getattr(self, self._INNER), self.distribute_strategy
+        backend = predictor.make_backend(
+            "tensorflow",  # The model's own Keras backend (JAX: jax.jit).
+            getattr(self, self._INNER),
+            getattr(self, "distribute_strategy", None),
         )
         return predictor.Predictor(
             backend,
@@ -154,10 +157,20 @@ class TextModel(keras.Model):
         optimizer = self.optimizer
         if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             optimizer = optimizer.inner_optimizer
-        if not (
-            isinstance(optimizer, optimization.AdamWeightDecayOptimizer)
-            and optimizer.num_train_steps is None
-        ):
+        if not isinstance(optimizer, optimization.AdamWeightDecayOptimizer):
+            return
+        if optimizer.num_train_steps is not None:
+            done = int(optimizer.iterations.numpy())
+            if done >= optimizer.num_train_steps:
+                # Its linear decay has reached 0: every step would be a
+                # no-op update.
+                raise ValueError(
+                    f"The optimizer's schedule ended at step "
+                    f"{optimizer.num_train_steps} (this model is at step "
+                    f"{done}): its learning rate is 0. compile() again for "
+                    "a new schedule, or give an optimizer with "
+                    "num_train_steps"
+                )
             return
         if steps_per_epoch is None:
             steps_per_epoch = int(dataset.cardinality())
@@ -169,6 +182,16 @@ class TextModel(keras.Model):
         optimizer.set_num_train_steps(epochs * steps_per_epoch)
         # A train step traced before would keep the old schedule.
         self.train_function = None
+
+
+def batch_size_of(batch_size):
+    """A batch_size argument: None is DEFAULT_BATCH_SIZE (run_classifier's
+    32); below 1 is refused."""
+    if batch_size is None:
+        return DEFAULT_BATCH_SIZE
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size={batch_size}: it must be 1 or more")
+    return int(batch_size)
 
 
 def texts(x):
@@ -198,6 +221,7 @@ def python_texts(x):
     texts, (text_a, text_b) pairs or dicts of them, with or without the
     labels that fit takes) -> (text_a, text_b or None) as lists of str."""
     if isinstance(x, tf.data.Dataset):
+        check_batched(x)
         batches = [
             _without_labels(b)
             for b in input_pipeline.without_autotuning(x).as_numpy_iterator()
@@ -230,6 +254,22 @@ def _without_labels(batch):
     return batch
 
 
+def check_batched(dataset, what="texts"):
+    """Refuses a dataset of single examples where batches go (one line, not
+    a shape error deep in the model)."""
+    spec = dataset.element_spec
+    while isinstance(spec, (tuple, list)) and spec:
+        spec = spec[0]
+    if isinstance(spec, dict):
+        spec = next(iter(spec.values()), None)
+    shape = getattr(spec, "shape", None)
+    if shape is not None and shape.rank == 0:
+        raise ValueError(
+            f"The dataset gives single {what}, not batches: "
+            "dataset.batch(batch_size) first"
+        )
+
+
 def decoded(texts):
     """Texts (a string tensor, an array or a list) with UTF-8 bytes decoded
     to str; anything else as it is."""
@@ -243,12 +283,33 @@ def _str_list(array):
 
 
 def string_array(texts):
+    """Texts as one-dimensional strings (a string Tensor as it is).
+
+    Raises:
+      ValueError: another shape (one string: its bytes would be texts), or
+        an element that is not a string (a missing value: None or NaN would
+        be predicted as the text "None" or "nan"), named by its index.
+    """
     if isinstance(texts, tf.Tensor):
-        return texts
-    texts = np.asarray(texts, dtype=object)
-    if texts.ndim != 1:
+        shape = texts.shape
+    else:
+        texts = np.asarray(texts, dtype=object)
+        shape = texts.shape
+    if len(shape) != 1:
         raise ValueError(
             f"Texts must be one-dimensional (one string per example), got "
-            f"shape {texts.shape}"
+            f"shape {tuple(shape)}"
         )
+    if isinstance(texts, tf.Tensor):
+        if texts.dtype != tf.string:
+            raise ValueError(
+                f"Texts must be strings, got a {texts.dtype} Tensor"
+            )
+        return texts
+    for i, text in enumerate(texts):
+        if not isinstance(text, (str, bytes, np.str_, np.bytes_)):
+            raise ValueError(
+                f"Text {i} is {text!r} ({type(text).__name__}), not a string "
+                "(a missing value? drop or fill it first)"
+            )
     return texts

@@ -796,6 +796,35 @@ def test_keras_fit_bad_input(tmp_path):
     assert len(history.history["loss"]) == 1
 
 
+def test_keras_embedder_casing_of_an_original_checkpoint(tmp_path):
+    """An original checkpoint's casing is its vocabulary's, as the
+    classifier's: a cased vocabulary keeps capitals (it was lower-cased,
+    "Cat" -> [UNK]); a released cased model's name with lower-casing is
+    the original's error. encode takes a dataset of batches, as predict."""
+    import shutil
+
+    from modeling.text_embedder import BertTextEmbedder
+
+    folder, _ = _tiny_model(tmp_path)
+    cased = tmp_path / "cased_L-12_H-768_A-12"
+    shutil.copytree(folder, cased)
+    _write_lines(cased / "vocab.txt", TINY_VOCAB[:-1] + ["Cat"])
+    model = BertTextEmbedder.from_checkpoint(cased, sequence_length=16)
+    assert not model.preprocessor.do_lower_case
+    assert model.preprocessor.full_tokenizer().tokenize("Cat") == ["Cat"]
+    with pytest.raises(ValueError, match="seems to be a cased model"):
+        BertTextEmbedder.from_checkpoint(
+            cased, sequence_length=16, do_lower_case=True
+        )
+    uncased = BertTextEmbedder.from_checkpoint(folder, sequence_length=16)
+    assert uncased.preprocessor.do_lower_case
+    texts = ["the cat sat", "a dog", "hello world"]
+    batches = tf.data.Dataset.from_tensor_slices(texts).batch(2)
+    np.testing.assert_array_equal(
+        uncased.encode(batches), uncased.encode(texts)
+    )
+
+
 @pytest.mark.parametrize("strategy", ["head_tail", "chunks"])
 def test_long_inputs_keep_the_vectors_of_texts_that_fit(
     minilm_dir, texts, tmp_path, strategy

@@ -529,6 +529,21 @@ def test_hub_classifier(tiny_hub_encoder, config, tmp_path):
     harness.run_model_test(case, tmp_path)
 
 
+def test_a_keras_file_loads_no_remote_encoder_in_safe_mode(tiny_hub_encoder):
+    """A .keras file naming a remote encoder (an http or gs:// handle):
+    refused in safe mode before anything is fetched; a local one loads."""
+    from keras.src.saving import serialization_lib
+
+    config = {"name": "c", "handle": "https://example.com/x", "num_labels": 2}
+    with serialization_lib.SafeModeScope(True):
+        with pytest.raises(ValueError, match="not trusted to load"):
+            saved_encoder.BertHubClassifier.from_config(config)
+        local = dict(config, handle=str(tiny_hub_encoder))
+        assert (
+            saved_encoder.BertHubClassifier.from_config(local).num_labels == 2
+        )
+
+
 @pytest.mark.parametrize("cls", PREPROCESSING_CLASSES, ids=_name)
 def test_preprocessing_layer(cls, tmp_path):
     harness.run_layer_test(_preprocessing_cases()[cls], tmp_path)

@@ -665,3 +665,134 @@ def test_run_classifier_predicts_from_the_keras_checkpoint(
     want = tf.nn.softmax(model.predict(texts, verbose=0)).numpy()
     assert probs.shape == want.shape == (5, 2)
     tolerance.assert_float32_close(probs, want, scale=1.0)
+
+
+def test_bad_labels_and_inputs_are_one_line_errors(tiny_release):
+    """Labels the loss would take wrongly (an id out of range had loss 0, a
+    2.7 became class 2), texts that are not strings (None and NaN were
+    predicted as "None" and "nan"), one string Tensor (its bytes were
+    texts), unbatched datasets, batch_size 0: each one line, nothing run."""
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    model.compile(optimizer=keras.optimizers.SGD(0.1))
+    texts = _texts(_PAIRS)[0]
+    for labels, message in (
+        ([0, 1, 2, 0, 1, 0, 1, 0], "Label 2 is 2, not a class id 0..1"),
+        ([0, 1, -1, 0, 1, 0, 1, 0], "Label 2 is -1"),
+        ([0.0, 1.0, 2.7, 0, 1, 0, 1, 0], "Label 2 is 2.7"),
+        ([[1, 0]] * 8, r"one per text \(shape \[N\]\)"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            model.fit(texts, labels, batch_size=4, verbose=0)
+        with pytest.raises(ValueError, match=message):
+            model.evaluate(texts, labels, verbose=0)
+    with pytest.raises(ValueError, match="Text 1 is None"):
+        model.predict(["a cat", None], verbose=0)
+    with pytest.raises(ValueError, match="Text 0 is nan"):
+        model.fit([float("nan")] * 8, [0] * 8, batch_size=4, verbose=0)
+    with pytest.raises(ValueError, match=r"one-dimensional.*shape \(\)"):
+        model.predict(tf.constant("hello world"), verbose=0)
+    with pytest.raises(ValueError, match="batch_size=0"):
+        model.fit(texts, _LABELS, batch_size=0, verbose=0)
+    single = tf.data.Dataset.from_tensor_slices((texts, _LABELS))
+    with pytest.raises(ValueError, match="single .*batch"):
+        model.evaluate(single, verbose=0)
+    with pytest.raises(ValueError, match="single texts, not batches"):
+        model.predict(tf.data.Dataset.from_tensor_slices(texts), verbose=0)
+    with pytest.raises(ValueError, match="labels come from it"):
+        model.evaluate(single.batch(4), _LABELS, verbose=0)
+    multi = _tiny_classifier(tiny_release, num_labels=3, multi_label=True)
+    multi.compile(optimizer=keras.optimizers.SGD(0.1))
+    with pytest.raises(ValueError, match="Label 0 is \\[2, 0, 1\\]"):
+        multi.fit(texts, [[2, 0, 1]] * 8, batch_size=4, verbose=0)
+    with pytest.raises(ValueError, match="rows of 3 0/1 values"):
+        multi.fit(texts, [1] * 8, batch_size=4, verbose=0)
+
+
+def test_a_second_fit_after_the_schedule_ended_is_refused(tiny_release):
+    """fit plans the original's schedule (decay to 0 at its last step): a
+    second fit trained at learning rate 0, silently."""
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    model.compile()
+    model.fit(_texts(_PAIRS), _LABELS, batch_size=4, epochs=1, verbose=0)
+    with pytest.raises(ValueError, match="schedule ended at step 2"):
+        model.fit(_texts(_PAIRS), _LABELS, batch_size=4, epochs=1, verbose=0)
+    model.compile()  # A new schedule: trains again.
+    before = _weights(model.classifier)["output_weights"]
+    model.fit(_texts(_PAIRS), _LABELS, batch_size=4, epochs=1, verbose=0)
+    assert np.abs(_weights(model.classifier)["output_weights"] - before).max()
+
+
+def test_head_tail_call_reads_the_texts_as_predict(tiny_release):
+    """long_inputs="head_tail": calling the model on texts keeps each long
+    text's tail, as predict (and fit) do; it truncated."""
+    model = _tiny_classifier(
+        tiny_release, num_labels=2, long_inputs="head_tail"
+    )
+    long_text = " ".join(["the cat sat on the mat"] * 6) + " hello world"
+    texts = np.array([long_text, "a dog"], dtype=object)
+    want = model.predict(texts, verbose=0)
+    got = model(tf.constant(texts)).numpy()
+    tolerance.assert_float32_close(got, want)
+    cut = _tiny_classifier(tiny_release, num_labels=2)
+    cut.classifier.set_weights(model.classifier.get_weights())
+    assert np.abs(cut(tf.constant(texts)).numpy()[0] - want[0]).max() > 1e-6
+
+
+_ON_JAX = """
+import json, sys
+import numpy as np
+from modeling import text_classifier, text_embedder
+texts = json.loads(sys.argv[2])
+m = text_classifier.BertTextClassifier.from_checkpoint(
+    sys.argv[3], sequence_length=16
+)
+e = text_embedder.BertTextEmbedder.from_checkpoint(
+    sys.argv[1], sequence_length=16
+)
+import keras
+print(json.dumps({
+    "backend": keras.backend.backend(),
+    "predict": m.predict(texts, verbose=0).tolist(),
+    "encode": e.encode(texts).tolist(),
+}))
+"""
+
+
+def test_predict_and_encode_on_the_jax_backend(tiny_release, tmp_path):
+    """Under KERAS_BACKEND=jax, predict and encode run through the JAX
+    predictor (they failed: the TensorFlow one needs a tf.distribute
+    strategy) and give TensorFlow's numbers (the classifier's head from a
+    checkpoint this process saved)."""
+    import json
+
+    import script_runner
+
+    from modeling import text_embedder
+
+    folder, _ = tiny_release
+    texts = ["the cat sat on the mat", "hello world", "a dog"]
+    model = _tiny_classifier(tiny_release, num_labels=2)
+    model.save_checkpoint(str(tmp_path / "saved"))
+    proc = script_runner.python(
+        [
+            "-c",
+            _ON_JAX,
+            str(folder),
+            json.dumps(texts),
+            str(tmp_path / "saved"),
+        ],
+        env={"KERAS_BACKEND": "jax"},
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["backend"] == "jax"
+    tolerance.assert_float32_close(
+        np.array(got["predict"]), model.predict(texts, verbose=0)
+    )
+    embedder = text_embedder.BertTextEmbedder.from_checkpoint(
+        folder, sequence_length=16
+    )
+    tolerance.assert_float32_close(
+        np.array(got["encode"]), embedder.encode(texts), scale=1.0
+    )
