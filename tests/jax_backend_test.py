@@ -172,6 +172,24 @@ def test_a_nan_gradient_is_not_applied_under_jax(jax_results):
         np.testing.assert_array_equal(out[f"after{i}"], out[f"before{i}"])
 
 
+def test_variables_the_loss_does_not_reach_are_left_as_they_are(jax_results):
+    """As TensorFlow's None gradient (and the original): a variable the
+    loss does not use keeps its value and zero slots. A zero gradient went
+    through the update, whose weight decay shrank the pooler each step."""
+    out = jax_results["unused_variables"]
+    names = [k.split(":", 1)[1] for k in out if k.startswith("before:")]
+    unused = [n for n in names if n.startswith(("bert/pooler/", "cls/seq"))]
+    assert any(n.endswith("kernel") for n in unused)
+    assert any(n == "cls/seq_relationship/output_weights" for n in unused)
+    for name in unused:
+        np.testing.assert_array_equal(
+            out[f"after:{name}"], out[f"before:{name}"], err_msg=name
+        )
+        assert not out[f"after:{name}/adam_v"].any(), name
+    used = "bert/encoder/layer_0/output/dense/kernel"
+    assert np.abs(out[f"after:{used}"] - out[f"before:{used}"]).max() > 1e-6
+
+
 def test_gradient_checkpointing_drops_the_same_units(jax_results):
     """keras.remat (jax.checkpoint) with dropout on: the rerun in the
     backward pass draws the masks of the forward pass, so the step equals

@@ -273,6 +273,36 @@ def nan_gradient(_):
     return out
 
 
+def unused_variables(_):
+    """A loss of the masked LM alone: the pooler and the next-sentence head
+    take no part (as the pooler in SQuAD, NER and embedder training). The
+    weights before and after 3 steps, and the slots, by checkpoint name."""
+    from modeling import checkpoints
+
+    step, batch = _small_step(NO_DROPOUT)
+
+    def loss_fn(features, outputs):
+        from modeling import losses
+
+        logs = losses.pretraining_losses(outputs, features)
+        return {"loss": logs["masked_lm_loss"]}
+
+    step.loss_fn = loss_fn
+    names = [
+        checkpoints.variable_name(v) for v in step.model.trainable_variables
+    ]
+    out = {
+        f"before:{n}": np.array(v.value)
+        for n, v in zip(names, step.model.trainable_variables, strict=True)
+    }
+    state = step.initial_state()
+    for _ in range(3):
+        state, _ = step(state, batch)
+    for name, value in step.checkpoint_arrays(state).items():
+        out[f"after:{name}"] = np.asarray(value)
+    return out
+
+
 def mixed_bfloat16(_):
     import keras
 
@@ -486,6 +516,7 @@ JOBS = {
         remat,
         accumulation,
         nan_gradient,
+        unused_variables,
         mixed_bfloat16,
         fused_attention,
         dropout_masks,

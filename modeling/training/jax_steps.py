@@ -325,12 +325,39 @@ class TrainStep:
         logs = jax.tree.map(lambda x: jnp.mean(x, axis=0), logs)
         return logs, grads, non_trainable, {}
 
+    def _unused(self, trainable, non_trainable, batch):
+        """Indices of the trainable variables the loss does not reach (the
+        pooler of a span labeler, a tagger, an embedder), found while
+        tracing: their gradient is None, as TensorFlow's tape gives it, so
+        the optimizer leaves them and their slots as they are (a zero
+        gradient would still decay them)."""
+        try:
+            from jax._src.interpreters import partial_eval
+        except ImportError:  # Another JAX layout: every variable is used.
+            return frozenset()
+        closed = jax.make_jaxpr(self._loss)(
+            trainable, jnp.zeros((), jnp.float32), non_trainable, batch
+        )
+        outputs = len(closed.jaxpr.outvars)  # The loss, then the aux.
+        _, used = partial_eval.dce_jaxpr(
+            closed.jaxpr, [True] + [False] * (outputs - 1)
+        )
+        return frozenset(i for i in range(len(trainable)) if not used[i])
+
     def _train_step(self, state, batch, votes=None):
+        unused = self._unused(state["trainable"], state["non_trainable"], batch)
         logs, grads, non_trainable, squares = self._grads(
             state["trainable"], state["non_trainable"], batch
         )
-        grads = [jnp.asarray(g, jnp.float32) for g in grads]
-        finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in grads]))
+        grads = [
+            None if i in unused else jnp.asarray(g, jnp.float32)
+            for i, g in enumerate(grads)
+        ]
+        finite = jnp.all(
+            jnp.stack(
+                [jnp.all(jnp.isfinite(g)) for g in grads if g is not None]
+            )
+        )
         for i, rows in squares.items():
             grads[i] = update_rules.CountedGradient(grads[i], rows)
         trainable, optimizer = self.optimizer.stateless_apply(
