@@ -172,6 +172,22 @@ def test_a_nan_gradient_is_not_applied_under_jax(jax_results):
         np.testing.assert_array_equal(out[f"after{i}"], out[f"before{i}"])
 
 
+def test_accumulation_counts_the_embedding_rows_as_one_batch(jax_results):
+    """A fine-tuning model's word-embedding gradient (a gather only) under
+    2 micro-batches: the clip norm counts each micro-batch's rows, as
+    TensorFlow's accumulation and one whole batch do, so the update is one
+    batch's. Counting the summed dense gradient differed by 0.24% of the
+    update; the float32 sums of other shapes, by 3e-5."""
+    out = jax_results["accumulation_rows"]
+    count = len([k for k in out if k.startswith("u1_")])
+    worst = 0.0
+    for i in range(count):
+        one, two = out[f"u1_{i}"], out[f"u2_{i}"]
+        scale = max(float(np.abs(one).max()), 1e-12)
+        worst = max(worst, float(np.abs(one - two).max()) / scale)
+    assert worst < 5e-4, worst
+
+
 def test_variables_the_loss_does_not_reach_are_left_as_they_are(jax_results):
     """As TensorFlow's None gradient (and the original): a variable the
     loss does not use keeps its value and zero slots. A zero gradient went

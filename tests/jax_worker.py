@@ -273,6 +273,51 @@ def nan_gradient(_):
     return out
 
 
+def accumulation_rows(_):
+    """A classifier (its word-embedding table only gathered) over 1 and 2
+    micro-batches of a batch with repeated tokens, loss x10 so the clip
+    acts: the updates (u1_<i>, u2_<i>)."""
+    import jax
+    import keras
+
+    _, config_lib, _, losses, models, jax_steps = _modules()
+    from modeling import heads
+
+    heads.CLASSIFIER_DROPOUT = 0.0  # One model function for 8 rows or 2x4.
+    cfg = config_lib.BertConfig.from_dict({**SMALL, **NO_DROPOUT})
+    rng = np.random.default_rng(0)
+    batch = {
+        "input_ids": rng.integers(5, 12, (8, 16)).astype(np.int32),
+        "input_mask": np.ones((8, 16), np.int32),
+        "segment_ids": np.zeros((8, 16), np.int32),
+        "label_ids": rng.integers(0, 2, (8,)).astype(np.int32),
+    }
+
+    def loss_fn(features, logits):
+        nll = losses.softmax_cross_entropy(logits, features["label_ids"])
+        return {"loss": 10.0 * keras.ops.mean(nll)}
+
+    out = {}
+    for n in (1, 2):
+        keras.utils.set_random_seed(1)
+        model = models.BertClassifier(cfg, 2)
+        from modeling.training import optimization
+
+        # No warmup: the first step updates.
+        optimizer = optimization.create_optimizer(1e-2, 10, 0)
+        optimizer.epsilon = 1.0
+        step = jax_steps.TrainStep(
+            model, loss_fn, optimizer, n, devices=jax.devices()[:1]
+        )
+        before = [np.array(v.value) for v in model.trainable_variables]
+        state, _ = step(step.initial_state(), batch)
+        for i, (w, b) in enumerate(
+            zip(state["trainable"], before, strict=True)
+        ):
+            out[f"u{n}_{i}"] = np.asarray(w) - b
+    return out
+
+
 def unused_variables(_):
     """A loss of the masked LM alone: the pooler and the next-sentence head
     take no part (as the pooler in SQuAD, NER and embedder training). The
@@ -515,6 +560,7 @@ JOBS = {
         data_parallel,
         remat,
         accumulation,
+        accumulation_rows,
         nan_gradient,
         unused_variables,
         mixed_bfloat16,

@@ -36,9 +36,10 @@ The clip norm as the original counted it: TensorFlow keeps a gathered
 word-embedding gradient as IndexedSlices, and `tf.clip_by_global_norm`
 counts a token that occurs k times in a batch as k rows; JAX's gradient is
 dense (the k rows summed). The step counts the rows as TensorFlow does
-(modeling/row_gradients.py) where TensorFlow's single-device step keeps the
-IndexedSlices: the table only gathered (not the pre-training decoder's tied
-matmul) and no gradient accumulation (which adds dense tensors there).
+(modeling/row_gradients.py) where TensorFlow keeps the IndexedSlices: the
+table only gathered (not the pre-training decoder's tied matmul), also
+under gradient accumulation (each micro-batch's rows counted, as TensorFlow's
+accumulation counts them).
 tests/jax_scripts_test.py holds a MiniLM MRPC fine-tuning run to
 TensorFlow's within float32 accumulation; without the count its Adam slots
 differed by 0.6% after two steps.
@@ -310,20 +311,26 @@ class TrainStep:
             )
 
         def body(carry, features):
-            grad_sum, nt = carry
-            (_, (logs, nt)), (grads, _) = grad_fn(
+            grad_sum, rows_sum, nt = carry
+            (_, (logs, nt)), (grads, rows) = grad_fn(
                 trainable, jnp.zeros((), jnp.float32), nt, features
             )
             grad_sum = jax.tree.map(jnp.add, grad_sum, grads)
-            return (grad_sum, nt), logs
+            return (grad_sum, rows_sum + rows, nt), logs
 
         zeros = jax.tree.map(jnp.zeros_like, trainable)
-        (grad_sum, non_trainable), logs = jax.lax.scan(
-            body, (zeros, non_trainable), micro
+        (grad_sum, rows_sum, non_trainable), logs = jax.lax.scan(
+            body, (zeros, jnp.zeros((), jnp.float32), non_trainable), micro
         )
         grads = jax.tree.map(lambda g: g / n, grad_sum)
         logs = jax.tree.map(lambda x: jnp.mean(x, axis=0), logs)
-        return logs, grads, non_trainable, {}
+        squares = {}
+        if self._sparse_rows and self._sparse_index is not None:
+            # Every micro-batch's rows, as TensorFlow's accumulation keeps
+            # them (steps.py's CountedGradient): the gradient is divided
+            # by n, so their squares by n**2.
+            squares = {self._sparse_index: rows_sum / n**2}
+        return logs, grads, non_trainable, squares
 
     def _unused(self, trainable, non_trainable, batch):
         """Indices of the trainable variables the loss does not reach (the
