@@ -188,6 +188,13 @@ def test_accumulation_counts_the_embedding_rows_as_one_batch(jax_results):
     assert worst < 5e-4, worst
 
 
+def test_each_evaluation_reuses_the_compiled_predict_step(jax_results):
+    """Two predictors of one model (--eval_during_training builds one per
+    evaluation): the second compiles nothing (it compiled every batch
+    shape again)."""
+    assert int(jax_results["predict_cache"]["compiles"]) == 1
+
+
 def test_variables_the_loss_does_not_reach_are_left_as_they_are(jax_results):
     """As TensorFlow's None gradient (and the original): a variable the
     loss does not use keeps its value and zero slots. A zero gradient went

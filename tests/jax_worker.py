@@ -318,6 +318,28 @@ def accumulation_rows(_):
     return out
 
 
+def predict_cache(_):
+    """Two predictors of one model (two evaluations): one compiled program
+    per batch shape, not one per evaluation."""
+    import jax
+
+    from modeling.training import predictor
+
+    step, batch = _small_step(NO_DROPOUT)
+    features = batch  # The pre-training model reads its positions too.
+    compiles = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, *_, **__: (
+            compiles.append(event)
+            if event.endswith("backend_compile_duration")
+            else None
+        )
+    )
+    for _ in range(2):
+        predictor.JaxBackend(step.model)(features)
+    return {"compiles": np.asarray(len(compiles))}
+
+
 def unused_variables(_):
     """A loss of the masked LM alone: the pooler and the next-sentence head
     take no part (as the pooler in SQuAD, NER and embedder training). The
@@ -561,6 +583,7 @@ JOBS = {
         remat,
         accumulation,
         accumulation_rows,
+        predict_cache,
         nan_gradient,
         unused_variables,
         mixed_bfloat16,

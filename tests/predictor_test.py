@@ -535,3 +535,5 @@ def test_batch_lengths_are_few_where_every_shape_compiles(monkeypatch):
     assert input_pipeline.predict_multiple(128, use_xla=True) == 32
     monkeypatch.setattr(backend, "current", lambda: "jax")
     assert input_pipeline.predict_multiple(128) == 32
+    # Training's dynamic padding too (every length compiled a program).
+    assert input_pipeline.padding_multiple(128) == 32

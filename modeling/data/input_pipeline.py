@@ -185,11 +185,15 @@ XLA_PADDING_BUCKETS = 4
 
 
 def padding_multiple(max_seq_length, use_xla=False):
-    """The multiple `trim_padding` rounds lengths up to: 8, or with XLA a
-    quarter of max_seq_length (rounded up to 8), so that batches take at
-    most XLA_PADDING_BUCKETS shapes and XLA compiles a bounded number of
-    times."""
-    if not use_xla:
+    """The multiple `trim_padding` rounds lengths up to: 8, or where every
+    batch shape compiles a program of its own (XLA, and Keras's JAX backend
+    always) a quarter of max_seq_length (rounded up to 8), so that batches
+    take at most XLA_PADDING_BUCKETS shapes and XLA compiles a bounded
+    number of times (on JAX, training at seq 128 compiled up to 16
+    programs)."""
+    from modeling import backend
+
+    if not (use_xla or backend.current() == "jax"):
         return 8
     quarter = -(-max_seq_length // XLA_PADDING_BUCKETS)
     return max(8, -(-quarter // 8) * 8)
@@ -203,7 +207,7 @@ def predict_multiple(max_seq_length, use_xla=False):
     from modeling import backend
 
     if use_xla or backend.current() == "jax":
-        return padding_multiple(max_seq_length, True)
+        return padding_multiple(max_seq_length, use_xla)
     return 1
 
 

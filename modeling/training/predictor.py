@@ -164,13 +164,19 @@ class JaxBackend:
         from modeling import models
 
         self.model = model
+        # One program per model and batch shape, also across evaluations
+        # (as _compiled_step: each evaluation compiled them all again).
+        steps = _STEPS.setdefault(model, {})
+        key = ("jax", select)
+        if key not in steps:
 
-        def predict(values, features):
-            mapping = list(zip(model.variables, values))
-            with keras.StatelessScope(state_mapping=mapping):
-                return models.named_outputs(model, features, select)
+            def predict(values, features):
+                mapping = list(zip(model.variables, values))
+                with keras.StatelessScope(state_mapping=mapping):
+                    return models.named_outputs(model, features, select)
 
-        self._step = jax.jit(predict)
+            steps[key] = jax.jit(predict)
+        self._step = steps[key]
 
     def __call__(self, features):
         """One batch (a dict of arrays) -> its outputs, numpy."""
