@@ -297,7 +297,10 @@ def check_vocab_size(vocab_file_or_size, config, input_tokens=True):
 
 
 def check_max_seq_length(max_seq_length, config):
-    """Fails when max_seq_length exceeds max_position_embeddings.
+    """Fails when max_seq_length exceeds max_position_embeddings, or leaves
+    no room for [CLS] and [SEP] around a token (below 3: a pair's
+    truncation popped from an empty list, a single text's cut kept it
+    whole).
 
     Raises:
         ValueError: with the original run_classifier.py message.
@@ -308,5 +311,8 @@ def check_max_seq_length(max_seq_length, config):
             "model was only trained up to sequence length "
             f"{config.max_position_embeddings}"
         )
-    if max_seq_length < 1:
-        raise ValueError(f"max_seq_length must be positive: {max_seq_length}")
+    if max_seq_length < 3:
+        raise ValueError(
+            f"--max_seq_length={max_seq_length}: it must be at least 3 "
+            "([CLS], a token, [SEP])"
+        )

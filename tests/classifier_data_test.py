@@ -518,3 +518,35 @@ def test_a_carriage_return_inside_a_glue_line_names_the_line(tmp_path):
     path.write_bytes(b"Quality\ta\tb\ts1\ts2\n1\t1\t2\tHello\rworld\tx\n")
     with pytest.raises(ValueError, match=f"{path} line 2: new-line character"):
         glue.get_processor("mrpc").get_train_examples(str(tmp_path))
+
+
+def test_a_numpy_label_list_and_a_quotechar_as_the_original(
+    tmp_path, tokenizer
+):
+    """The original's public helpers took any label sequence (a notebook's
+    df.label.unique()), and `_read_tsv(input_file, quotechar)` parsed
+    quoted fields for a processor of one's own (the argument was dropped)."""
+    example = classifier_data.InputExample("g", "the cat", label=np.int64(1))
+    feature = classifier_data.convert_single_example(
+        0, example, np.array([0, 1]), 16, tokenizer
+    )
+    assert feature.label_id == 1
+    path = tmp_path / "quoted.tsv"
+    path.write_text('1\t"hello\tworld"\n')
+    assert glue.DataProcessor._read_tsv(str(path)) == [
+        ["1", '"hello', 'world"']
+    ]
+    assert glue.DataProcessor._read_tsv(str(path), quotechar='"') == [
+        ["1", "hello\tworld"]
+    ]
+
+
+@pytest.mark.parametrize("length", [1, 2])
+def test_a_max_seq_length_without_room_is_one_line(length):
+    """Below 3 a pair's truncation popped from an empty list and a single
+    text kept more ids than the length: refused, naming the flag."""
+    from modeling import config as config_lib
+
+    config = config_lib.BertConfig(vocab_size=10)
+    with pytest.raises(ValueError, match=f"--max_seq_length={length}: it must"):
+        config_lib.check_max_seq_length(length, config)

@@ -562,3 +562,44 @@ def test_eval_without_any_checkpoint(minilm_small_ckpt, tmp_path):
     with pytest.raises(ValueError, match="nothing to evaluate"):
         classifier_lib.run(settings)
     assert not os.path.exists(tmp_path / "out" / "eval_results.txt")
+
+
+def test_an_empty_dev_set_fails_before_training_with_eval_during_training(
+    minilm_small_ckpt, tmp_path
+):
+    """--do_train --eval_during_training without --do_eval: the dev set is
+    read at the first checkpoint, so it is checked up front (an empty one
+    failed after train.tf_record and those steps)."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(TESTDATA / "cls_mrpc", data)
+    header = (data / "dev.tsv").read_text().splitlines()[0]
+    (data / "dev.tsv").write_text(header + "\n")
+    out = tmp_path / "out"
+    settings = _settings(
+        minilm_small_ckpt,
+        out,
+        data_dir=str(data),
+        do_train=True,
+        eval_during_training=True,
+    )
+    task = classifier_lib.prepare(settings)
+    with pytest.raises(ValueError, match="has no example: nothing to evaluate"):
+        classifier_lib.check_inputs(task)
+    assert not (out / "train.tf_record").exists()
+
+
+def test_flags_a_run_does_not_read_are_named(minilm_small_ckpt, tmp_path):
+    """Accepted as the original accepted them, and warned about when given
+    (modeling/flags.py): --eval_during_training without --do_train, a
+    --glue_submission_dir without --do_predict."""
+    settings = _settings(minilm_small_ckpt, tmp_path / "out", do_eval=True)
+    ignored = settings.ignored_flags()
+    assert "--do_train" in ignored["eval_during_training"]
+    assert "--do_predict" in ignored["glue_submission_dir"]
+    both = _settings(
+        minilm_small_ckpt, tmp_path / "out", do_train=True, do_predict=True
+    ).ignored_flags()
+    assert "eval_during_training" not in both
+    assert "glue_submission_dir" not in both

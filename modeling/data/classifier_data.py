@@ -304,6 +304,9 @@ def log_truncated(count, total, max_seq_length, what="examples"):
 def _label_id(example, label_list):
     if label_list is None:
         return float(example.label)
+    # Any sequence, as the original's enumerate (a notebook's numpy array
+    # of df.label.unique()).
+    label_list = list(label_list)
     if isinstance(example.label, (list, tuple)):  # A multi-label example.
         unknown = set(example.label) - set(label_list)
         if unknown:
@@ -490,11 +493,13 @@ def pad_examples(examples, batch_size):
     return padded, num_actual
 
 
-def read_tsv(input_file):
+def read_tsv(input_file, quotechar=None):
     """Reads a tab separated value file as the original does.
 
     Quote characters stay literal text (QUOTE_NONE: pandas or csv's default
-    dialect would join quoted fields across tabs).
+    dialect would join quoted fields across tabs), unless a `quotechar` is
+    given (the original's `_read_tsv` argument, for a processor of one's
+    own: quoted fields as the csv module reads them).
 
     Returns:
       list of rows, each a list of strings.
@@ -506,7 +511,7 @@ def read_tsv(input_file):
     # The one reader of the own-data files: lines end at "\n" only, as the
     # original's reader split them; a UTF-8 byte-order mark is ignored.
     table = table_files.TableFile(input_file, format="tsv")
-    return list(table.lines_of_fields())
+    return list(table.lines_of_fields(quotechar))
 
 
 def write_glue_submission(path, examples, predictions, label_list):

@@ -91,9 +91,9 @@ class DataProcessor:
 
     @classmethod
     def _read_tsv(cls, input_file, quotechar=None):
-        """Reads a tab separated value file (the original's name)."""
-        del quotechar  # Always None in the original's processors.
-        return read_tsv(input_file)
+        """Reads a tab separated value file (the original's name and
+        arguments: `quotechar` None in its processors)."""
+        return read_tsv(input_file, quotechar)
 
     def _examples(self, data_dir, file_name, set_type):
         path = os.path.join(data_dir, file_name)

@@ -174,16 +174,18 @@ class TableFile:
         else:
             yield from self._delimited_rows()
 
-    def lines_of_fields(self):
+    def lines_of_fields(self, quotechar=None):
         """Every line's fields as a list of str, the header and blank lines
         ([]) included, no column checks (CSV/TSV): how the GLUE
-        processors read their .tsv files.
+        processors read their .tsv files (`quotechar`: a TSV's quoted
+        fields are read as the csv module reads them, as the original's
+        `_read_tsv(input_file, quotechar)`; None: quotes are text).
 
         Raises:
           ValueError: naming the file and line: bytes that are not UTF-8,
             a carriage return inside a line (the csv module's error).
         """
-        reader = self._reader(self._text_lines())
+        reader = self._reader(self._text_lines(), quotechar)
         for fields, error in _rows_and_errors(reader):
             if error is not None:
                 raise ValueError(f"{self.where(reader.line_num)}: {error}")
@@ -201,7 +203,9 @@ class TableFile:
 
     # === CSV / TSV ===
 
-    def _reader(self, lines):
+    def _reader(self, lines, quotechar=None):
+        if self.format == "tsv" and quotechar is not None:
+            return csv.reader(lines, delimiter="\t", quotechar=quotechar)
         if self.format == "tsv":
             # QUOTE_NONE: quotes stay literal text, as the GLUE files read.
             return csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)

@@ -415,7 +415,10 @@ def check_inputs(task):
     used: custom.CustomProcessor.check_file)."""
     s = task.settings
     processor = task.processor
-    for needed, set_type in ((s.do_eval, "dev"), (s.do_predict, "test")):
+    # --eval_during_training reads the dev set at the first checkpoint:
+    # checked now, not after train.tf_record and those steps.
+    dev = s.do_eval or (s.do_train and s.eval_during_training)
+    for needed, set_type in ((dev, "dev"), (s.do_predict, "test")):
         if not needed:
             continue
         if isinstance(processor, custom.CustomProcessor):

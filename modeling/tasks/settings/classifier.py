@@ -147,6 +147,15 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
         "returns class probabilities (STS-B: the score).",
     )
 
+    def ignored_flags(self):
+        ignored = super().ignored_flags()
+        if not self.do_predict:
+            ignored["glue_submission_dir"] = (
+                "the submission files hold --do_predict's predictions, and "
+                "--do_predict is not set"
+            )
+        return ignored
+
 
 # run_classifier's flags that run_classifier_with_tfhub reads from the
 # SavedModel instead.

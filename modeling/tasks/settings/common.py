@@ -116,6 +116,15 @@ class FineTuningSettings(CommonSettings):
     eval_during_training: bool = False
     export_dir: str | None = None
 
+    def ignored_flags(self):
+        ignored = super().ignored_flags()
+        if not self.do_train:
+            ignored["eval_during_training"] = (
+                "it evaluates at each checkpoint of training, and --do_train "
+                "is not set"
+            )
+        return ignored
+
     def __post_init__(self):
         if not self.output_dir:
             raise ValueError("output_dir is required")
