@@ -796,6 +796,59 @@ def test_keras_fit_bad_input(tmp_path):
     assert len(history.history["loss"]) == 1
 
 
+def test_vectors_ids_and_description_are_published_as_one(
+    tmp_path, monkeypatch
+):
+    """--do_predict's embeddings.npy, ids.txt and embedding_config.json are
+    one run's: a failure while writing (a full disk) leaves the earlier
+    run's three as they were (the vectors were published, then the ids
+    failed: B's vectors beside A's ids, accepted by the count). A run that
+    writes no vectors (--do_eval) leaves the description of the vectors
+    there (it rewrote it: another model's vectors were described as its)."""
+    from modeling.data import file_io
+
+    folder, _ = _tiny_model(tmp_path)
+    first = _write_lines(tmp_path / "a.jsonl", [])
+    first.write_text(
+        '{"id": "a1", "text": "the cat"}\n{"id": "a2", "text": "a dog"}\n'
+    )
+    second = tmp_path / "b.jsonl"
+    second.write_text(
+        '{"id": "b1", "text": "hello"}\n{"id": "b2", "text": "world"}\n'
+    )
+    out = tmp_path / "out"
+    common = dict(do_predict=True, id_column="id", text_column="text")
+    embeddings.run(
+        _settings(tmp_path, folder, predict_file=str(first), **common)
+    )
+    names = ("embeddings.npy", "ids.txt", "embedding_config.json")
+    before = {n: (out / n).read_bytes() for n in names}
+    assert (out / "ids.txt").read_text() == "a1\na2\n"
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(file_io, "open_for_writing", full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            embeddings.run(
+                _settings(tmp_path, folder, predict_file=str(second), **common)
+            )
+    assert {n: (out / n).read_bytes() for n in names} == before
+    assert not [p.name for p in out.iterdir() if ".tmp-" in p.name]
+    # Another model's --do_eval in the folder: the description stays.
+    (tmp_path / "other").mkdir()
+    other, _ = _tiny_model(tmp_path / "other", hidden_act="relu")
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(
+        "sentence1\tsentence2\tscore\nthe cat\ta dog\t1\nhello\tworld\t3\n"
+    )
+    embeddings.run(
+        _settings(tmp_path, other, do_eval=True, eval_file=str(pairs))
+    )
+    assert (out / "embedding_config.json").read_bytes() == before[names[2]]
+
+
 def test_keras_embedder_casing_of_an_original_checkpoint(tmp_path):
     """An original checkpoint's casing is its vocabulary's, as the
     classifier's: a cased vocabulary keeps capitals (it was lower-cased,

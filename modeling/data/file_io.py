@@ -174,17 +174,32 @@ def atomic_path(final):
     """Yields a temporary path for a writer that takes a path (a TFRecord
     writer, safetensors, a SavedModel folder); publishes it as `final` when
     the block succeeds, removes it when the block raises."""
-    temp = temp_name(final)
-    try:
+    with atomic_paths([final]) as (temp,):
         yield temp
-    except BaseException:
-        remove_if_exists(temp)
-        raise
+
+
+@contextlib.contextmanager
+def atomic_paths(finals):
+    """Yields temporary paths for several outputs published as one (the
+    one publisher of atomic_path and atomic_writes): when the block
+    succeeds, renames them all into place with SIGTERM held; when it
+    raises, removes them. So a run's outputs are never some this run's and
+    some an earlier run's (vectors and their ids)."""
+    from modeling import errors
+
+    temps = [temp_name(final) for final in finals]
+    _OPEN_TEMPORARIES.update(temps)
     try:
-        publish(temp, final)
+        yield temps
+        with errors.sigterm_deferred():
+            for temp, final in zip(temps, finals, strict=True):
+                publish(temp, final)
     except BaseException:
-        remove_if_exists(temp)
+        for temp in temps:
+            remove_if_exists(temp)
         raise
+    finally:
+        _OPEN_TEMPORARIES.difference_update(temps)
 
 
 # The temporary files of the atomic writes under way in this process: what
@@ -203,7 +218,9 @@ def remove_open_temporaries():
                 pass
 
 
-def _open_temp(temp, mode, encoding):
+def open_for_writing(temp, mode="w", encoding="utf-8"):
+    """A (temporary) file open for writing, local or remote: text with
+    "\n" line ends, or bytes ("wb")."""
     if is_remote(temp):
         return _gfile().GFile(temp, mode)
     if mode == "w":
@@ -234,16 +251,14 @@ def atomic_writes(finals, mode="w", encoding="utf-8"):
     all (a full disk fails here, before any is published), then renames
     them all into place with SIGTERM held. So a run's outputs are never
     some this run's and some an earlier run's."""
-    from modeling import errors
-
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', not {mode!r}")
-    temps = [temp_name(final) for final in finals]
-    _OPEN_TEMPORARIES.update(temps)
-    files = []
-    try:
+    with atomic_paths(finals) as temps:
+        files = []
         try:
-            files.extend(_open_temp(temp, mode, encoding) for temp in temps)
+            files.extend(
+                open_for_writing(temp, mode, encoding) for temp in temps
+            )
             yield files
         except BaseException:
             for f in files:
@@ -251,15 +266,6 @@ def atomic_writes(finals, mode="w", encoding="utf-8"):
                     f.close()
             raise
         close_all(files)
-        with errors.sigterm_deferred():
-            for temp, final in zip(temps, finals, strict=True):
-                publish(temp, final)
-    except BaseException:
-        for temp in temps:
-            remove_if_exists(temp)
-        raise
-    finally:
-        _OPEN_TEMPORARIES.difference_update(temps)
 
 
 def read_bytes(path, offset=0, size=None):

@@ -130,11 +130,22 @@ def description(source, init_checkpoint):
 
 def write_description(settings, source):
     """Writes EMBEDDING_CONFIG_FILE in output_dir (atomically)."""
-    file_io.write_text(
-        description_path(settings.output_dir),
-        json.dumps(description(source, settings.init_checkpoint), indent=2)
-        + "\n",
-    )
+    file_io.write_texts(description_file(settings, source))
+
+
+def description_file(settings, source):
+    """{EMBEDDING_CONFIG_FILE's path: its text} of this run's model."""
+    text = json.dumps(description(source, settings.init_checkpoint), indent=2)
+    return {description_path(settings.output_dir): text + "\n"}
+
+
+def vectors_description(settings, source):
+    """What to publish with vectors written in output_dir: the description
+    of the model that made them, unless a training there wrote it (the
+    same model: read_settings_model checked it)."""
+    if trained_description(settings.output_dir) is not None:
+        return {}
+    return description_file(settings, source)
 
 
 def _model_location(source, init_checkpoint):
@@ -207,13 +218,20 @@ class Embedder:
             what=what,
         )
 
-    def embed_to_file(self, rows, total, path, what="Embedding"):
+    def embed_to_file(
+        self, rows, total, path, ids_file, also=None, what="Embedding"
+    ):
         """Embeds (id, text) rows, CHUNK_ROWS at a time, into the .npy file
-        `path` ([total, H], written aside and published when complete);
-        returns the rows' ids in order."""
+        `path` ([total, H]) and their ids into `ids_file`, one per line;
+        returns the ids in order. Both, and the files `also` ({path:
+        text}: the model's description), are written aside and published
+        as one when complete: vectors never lie beside another run's ids.
+        """
         ids = []
+        also = dict(also or {})
         counter = progress.Progress(what, total=total, unit="texts")
-        with file_io.atomic_path(path) as tmp:
+        finals = [path, ids_file, *also]
+        with file_io.atomic_paths(finals) as (tmp, ids_tmp, *also_tmps):
             out = np.lib.format.open_memmap(
                 tmp, mode="w+", dtype=np.float32, shape=(total, self.dim)
             )
@@ -227,6 +245,11 @@ class Embedder:
                 counter.add(len(texts))
             out.flush()
             del out
+            texts = {ids_tmp: "".join(i + "\n" for i in ids)}
+            texts.update(zip(also_tmps, also.values(), strict=True))
+            for temp, text in texts.items():
+                with file_io.open_for_writing(temp) as f:
+                    f.write(text)
         counter.finish()
         return ids
 

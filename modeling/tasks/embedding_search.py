@@ -9,6 +9,7 @@ from absl import logging
 
 from modeling.data import file_io
 from modeling.data import table_files
+from modeling.tasks import embedding_model
 from modeling.tasks import metrics
 from modeling.tasks import predictions
 from modeling.tasks.embedding_model import CHUNK_ROWS
@@ -154,11 +155,12 @@ def search(settings, embedder):
         texts = table_files.TextFile(s.corpus_file, s.text_column, s.id_column)
         path = os.path.join(s.output_dir, CORPUS_EMBEDDINGS_FILE)
         corpus_ids = embedder.embed_to_file(
-            texts.rows(), texts.count(), path, what="Embedding the corpus"
-        )
-        file_io.write_text(
+            texts.rows(),
+            texts.count(),
+            path,
             os.path.join(s.output_dir, CORPUS_IDS_FILE),
-            "".join(i + "\n" for i in corpus_ids),
+            also=embedding_model.vectors_description(s, embedder.source),
+            what="Embedding the corpus",
         )
         corpus = load_embeddings(path, embedder.dim)
     queries = table_files.TextFile(s.query_file, s.text_column, s.id_column)

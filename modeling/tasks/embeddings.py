@@ -75,9 +75,12 @@ def predict(settings, embedder):
     s = settings
     texts = table_files.TextFile(s.predict_file, s.text_column, s.id_column)
     path = os.path.join(s.output_dir, EMBEDDINGS_FILE)
-    ids = embedder.embed_to_file(texts.rows(), texts.count(), path)
-    file_io.write_text(
-        os.path.join(s.output_dir, IDS_FILE), "".join(i + "\n" for i in ids)
+    ids = embedder.embed_to_file(
+        texts.rows(),
+        texts.count(),
+        path,
+        os.path.join(s.output_dir, IDS_FILE),
+        also=embedding_model.vectors_description(s, embedder.source),
     )
     logging.info("Wrote %d embeddings: %s", len(ids), path)
     return path
@@ -143,14 +146,6 @@ def run(settings):
         fine_tuning.write_eval_results(
             os.path.join(s.output_dir, common.EVAL_RESULTS_FILE), results
         )
-    if (
-        (s.do_predict or s.do_search or s.do_eval)
-        and not s.do_train
-        and embedding_model.trained_description(s.output_dir) is None
-    ):
-        # What the outputs were made with, once they are there (a trained
-        # folder keeps the description of its training: train wrote it).
-        embedding_model.write_description(s, source)
     if s.export_dir:
         export(s, embedder)
     return results
