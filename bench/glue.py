@@ -67,6 +67,9 @@ import sys
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+import workspace  # noqa: E402 (the --output_root it clears)
+
 GLUE_DIR = REPO_ROOT.parent / "shared" / "data" / "glue"
 FOLDERS = {"mrpc": "MRPC", "cola": "CoLA", "sts-b": "STS-B", "sst-2": "SST-2"}
 # absl log lines: "I1122 17:49:31.269539 ... message".
@@ -268,8 +271,7 @@ def main():
     )
     args = parser.parse_args()
     args.max_train_examples = args.max_train_examples.split(",")
-    root = pathlib.Path(args.output_root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = workspace.claim(args.output_root)
     model_dir = _converted_model(root)
     records = []
     runs = [

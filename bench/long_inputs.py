@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO_ROOT / "bench"))
 sys.path.insert(0, str(REPO_ROOT))
 import machine  # noqa: E402
 import memory  # noqa: E402
+import workspace  # noqa: E402 (the --output_root it may clear)
 
 CORPUS = REPO_ROOT / "tests" / "testdata" / "train_corpus.txt"
 LABELS = {"positive": "excellent", "negative": "terrible"}
@@ -256,8 +257,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output_root", default="/tmp/bench_long_inputs")
     args = parser.parse_args()
-    root = pathlib.Path(args.output_root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = workspace.claim(args.output_root)
     model = model_folder(root)
     words = corpus_words()
     records = []

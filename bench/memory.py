@@ -73,6 +73,7 @@ import time
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import glue  # noqa: E402 (bench/glue.py: the converted model and data)
+import workspace  # noqa: E402 (the --output_root it clears)
 
 PHASES = (
     ("start", None),
@@ -310,8 +311,7 @@ def main():
         sys.path.insert(0, str(REPO_ROOT))
         step_time_ratio()
         return
-    root = pathlib.Path(args.output_root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = workspace.claim(args.output_root)
     model = glue._converted_model(root)
     init = [f"--init_checkpoint={model / 'bert_model.ckpt'}", "--do_eval"]
     config_file = model / "bert_config.json"

@@ -50,6 +50,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import machine  # noqa: E402
 import memory  # noqa: E402 (the process-tree sampler)
+import workspace  # noqa: E402 (the --output_root it may clear)
 
 SMALL_BERT = {
     "vocab_size": 30522,
@@ -105,9 +106,7 @@ def main():
     parser.add_argument("--predict_batch_size", type=int, default=64)
     parser.add_argument("--max_seq_length", type=int, default=64)
     args = parser.parse_args()
-    root = pathlib.Path(args.output_root)
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
+    root = workspace.claim(args.output_root, clear=True)
     vocab = _vocab_file()
     words = _words(vocab)
     config = root / "bert_config.json"

@@ -106,6 +106,7 @@ sys.path.insert(0, str(REPO_ROOT / "bench"))
 sys.path.insert(0, str(REPO_ROOT))
 import machine  # noqa: E402
 import memory  # noqa: E402 (the process-tree sampler, BERT-base's config)
+import workspace  # noqa: E402 (the --output_root it may clear)
 
 DATA = REPO_ROOT.parent / "shared" / "data"
 SYSTEMS = (
@@ -1179,8 +1180,7 @@ def main():
         folder = pathlib.Path(args.output_root) / "models" / args.model
         prepare_onnx(folder, DATASETS[args.dataset][0])
         return
-    root = pathlib.Path(args.output_root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = workspace.claim(args.output_root)
     results = {"machine": machine.describe(), "date": time.strftime("%F")}
     if "speed" in args.parts:
         results["speed"] = speed(args, root)

@@ -82,6 +82,7 @@ import sys
 import time
 
 import machine  # bench/machine.py, beside this script
+import workspace  # bench/workspace.py: the --output_root it clears
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SQUAD_DIR = REPO_ROOT.parent / "shared" / "data" / "squad"
@@ -419,8 +420,7 @@ def main():
     parser.add_argument("--max_seq_length", type=int, default=384)
     parser.add_argument("--doc_stride", type=int, default=128)
     args = parser.parse_args()
-    root = pathlib.Path(args.output_root)
-    root.mkdir(parents=True, exist_ok=True)
+    root = workspace.claim(args.output_root)
     records = []
     for part in args.parts.split(","):
         if part == "convert":
