@@ -200,7 +200,8 @@ def run_mode(mode, args):
     trainer.build(dataset.element_spec)
     iterator = iter(dataset)
     start = time.perf_counter()
-    trainer.run_steps(iterator, args.warmup)
+    # At least one: the trace and compile stay out of the timed steps.
+    trainer.run_steps(iterator, max(args.warmup, 1))
     warmup_s = time.perf_counter() - start
     start = time.perf_counter()
     logs = trainer.run_steps(iterator, args.steps)
@@ -351,11 +352,14 @@ def run_jax_mode(mode, args):
     jax.block_until_ready(logs)
     elapsed = time.perf_counter() - start
     device = jax.devices()[0]
+    # The step runs on every local device: the peaks are theirs together.
+    devices = len(step.devices)
     flops = training_flops(cfg, batch, seq, preds)
     dtype = "bfloat16" if precision != "float32" else "float32"
-    measured = jax_matmul_peak(dtype, args.matmul_n)
+    measured = jax_matmul_peak(dtype, args.matmul_n) * devices
     rate = flops * args.steps / elapsed
     spec = datasheet_peak(device.device_kind, precision)
+    spec = spec * devices if spec else spec
     stats = getattr(device, "memory_stats", lambda: None)() or {}
     result = {
         "mode": mode,
@@ -377,6 +381,7 @@ def run_jax_mode(mode, args):
         "peak_device_gib": round(stats.get("peak_bytes_in_use", 0) / 2**30, 2),
         "loss": round(float(logs["loss"]), 4),
         "device": device.device_kind,
+        "devices": devices,
         "jax": jax.__version__,
         "keras": keras.__version__,
     }
@@ -444,7 +449,7 @@ def run_dynamic_masking(args):
     trainer.build(cached.element_spec)
 
     def train_rate(iterator):
-        trainer.run_steps(iterator, args.warmup)
+        trainer.run_steps(iterator, max(args.warmup, 1))
         start = time.perf_counter()
         trainer.run_steps(iterator, args.demo_steps)
         return args.demo_steps * batch / (time.perf_counter() - start)
@@ -581,6 +586,9 @@ def main(argv):
             "seq": args.seq,
             "predictions": args.preds,
             "timed_steps": args.steps,
+            "warmup_steps": args.warmup,
+            # A model of other sizes than --model's, when given.
+            "config_overrides": args.config_overrides,
         },
         "results": [],
     }
@@ -621,6 +629,9 @@ def main(argv):
                 f.write(json.dumps(report, indent=2) + "\n")
             os.replace(args.out + ".tmp", args.out)
     print(json.dumps(report, indent=2))
+    results = report["results"]
+    if results and all("error" in r for r in results):
+        raise SystemExit("every mode failed (see their errors above)")
 
 
 if __name__ == "__main__":
