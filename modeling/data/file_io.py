@@ -318,10 +318,36 @@ def read_lines(path):
     Raises:
       as `read_text`.
     """
-    lines = read_text(path).split("\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
+    return list(text_lines(path, keep_ends=False))
+
+
+def text_lines(path, keep_ends=True):
+    """The lines of a UTF-8 text file (local or remote) read one at a time:
+    memory for one line, whatever the file's size. Split at "\n" only;
+    `keep_ends`: with their line ends (as the csv module wants them), else
+    without them and a "\r" before them. A byte-order mark is not text.
+
+    Raises:
+      FileNotFoundError: naming the file.
+      ValueError: `<path> line N: not UTF-8 text`.
+    """
+    path = os.fspath(path)
+    if not exists(path):
+        raise FileNotFoundError(f"Data file not found: {path}")
+    opened = _gfile().GFile(path, "rb") if is_remote(path) else open(path, "rb")
+    with opened as f:
+        for number, raw in enumerate(f, start=1):
+            if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(
+                    f"{path} line {number}: not UTF-8 text"
+                ) from None
+            if not keep_ends:
+                line = line.removesuffix("\n").removesuffix("\r")
+            yield line
 
 
 def chunks(items, size):

@@ -273,16 +273,7 @@ class TableFile:
     def _text_lines(self):
         """The file's lines as str (line ends kept, as csv wants them),
         decoded one at a time so that an error names its line."""
-        with self._open() as f:
-            for number, raw in enumerate(f, start=1):
-                if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]
-                try:
-                    yield raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise ValueError(
-                        f"{self.path} line {number}: not UTF-8 text"
-                    ) from None
+        return file_io.text_lines(self.path)
 
     def _open(self):
         if file_io.is_remote(self.path):
@@ -440,8 +431,9 @@ class TextFile:
     def rows(self):
         """Yields (id, text)."""
         if self.is_text:
-            for number, line in enumerate(file_io.read_lines(self.path), 1):
-                text = line.rstrip("\r\n")
+            # Streamed: memory for one line (a corpus may be gigabytes).
+            lines = file_io.text_lines(self.path, keep_ends=False)
+            for number, text in enumerate(lines, 1):
                 if tokenization.is_empty_text(text):
                     raise ValueError(f"{self.path}:{number}: empty text")
                 yield str(number), text
