@@ -1121,3 +1121,24 @@ def test_bad_modules_json_is_one_line(trained_st, tmp_path, modules, message):
     assert "\n" not in str(caught.value)
     assert errors.is_user_error(caught.value)
     assert script_runner.folder_digests(st) == before
+
+
+def test_gradient_accumulation_is_refused_for_in_batch_losses(tmp_path):
+    """In-batch negatives and CoSENT compare each pair with its batch: with
+    micro-batches the loss was another (0.0015 for a batch of 8, 0.0003 as
+    4 micro-batches of 2), although the flag promises one batch's update."""
+    from modeling.training import run_config
+
+    folder, _ = _tiny_model(tmp_path)
+    pairs = _write_lines(tmp_path / "pairs.tsv", ["anchor\tpositive", "a\tb"])
+    out = str(tmp_path / "out")
+    with pytest.raises(ValueError, match="micro-batches would split"):
+        _settings(
+            tmp_path,
+            folder,
+            do_train=True,
+            train_file=str(pairs),
+            run_config=run_config.RunConfig(
+                out, 0, gradient_accumulation_steps=2
+            ),
+        )

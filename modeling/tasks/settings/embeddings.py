@@ -136,3 +136,12 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
                 s.output_dir or "", 0, predict_runtime=s.predict_runtime
             )
         common_lib.check_predict_runtime(s)
+        if s.do_train and s.run_config.gradient_accumulation_steps > 1:
+            # In-batch negatives and CoSENT's pairs are the batch's own: a
+            # micro-batch would see a part of them (a smaller, other loss).
+            raise ValueError(
+                "--gradient_accumulation_steps="
+                f"{s.run_config.gradient_accumulation_steps}: run_embeddings' "
+                "losses compare each pair with the rest of its batch, which "
+                "micro-batches would split; lower --train_batch_size instead"
+            )
