@@ -97,7 +97,8 @@ def _module_path(folder, module):
 
 
 def _sentence_transformers_folder(folder):
-    """(transformer folder, pooling, normalize, max_seq_length or None) of a
+    """(transformer folder, pooling, normalize, max_seq_length, whether
+    its sentence_bert_config.json lower-cases the text) of a
     sentence-transformers folder.
 
     Raises:
@@ -135,11 +136,22 @@ def _sentence_transformers_folder(folder):
         raise ValueError(
             f"{folder}/modules.json has no Transformer and Pooling modules"
         )
-    max_seq_length = None
+    said = {}
     config_path = os.path.join(transformer, "sentence_bert_config.json")
     if os.path.exists(config_path):
-        max_seq_length = read_json(config_path).get("max_seq_length")
-    return transformer, pooling, normalize, max_seq_length
+        said = read_json(config_path)
+    # Without a length there, sentence-transformers takes the tokenizer's
+    # (capped by the model's positions, as for a plain HF folder).
+    max_seq_length = said.get("max_seq_length") or (
+        _tokenizer_max_length(transformer) or 1 << 30
+    )
+    return (
+        transformer,
+        pooling,
+        normalize,
+        max_seq_length,
+        bool(said.get("do_lower_case")),
+    )
 
 
 def _pooling_mode(path):
@@ -229,11 +241,12 @@ def read_model(
 
     # What the folder says (an original checkpoint says nothing).
     said_pooling, said_normalize, length = "mean", True, None
+    lower_text = False  # sentence_bert_config.json's do_lower_case.
     if os.path.isdir(path) and os.path.exists(
         os.path.join(path, "modules.json")
     ):
         kind = "sentence-transformers"
-        folder, said_pooling, said_normalize, length = (
+        folder, said_pooling, said_normalize, length, lower_text = (
             _sentence_transformers_folder(path)
         )
     elif os.path.isdir(path) and os.path.exists(
@@ -265,7 +278,9 @@ def read_model(
             )
         config, weights, vocab = convert.read_hf_folder(folder, exact_gelu=True)
         vocab = vocab_file or vocab
-        lower = _tokenizer_lower_case(folder)
+        # sentence-transformers lower-cases the text itself when its
+        # config says do_lower_case, whatever the tokenizer's casing.
+        lower = _tokenizer_lower_case(folder) or lower_text
     if not os.path.exists(vocab):
         raise FileNotFoundError(f"No vocabulary at {vocab}: give --vocab_file")
     config_lib.check_vocab_size(vocab, config)

@@ -1142,3 +1142,21 @@ def test_gradient_accumulation_is_refused_for_in_batch_losses(tmp_path):
                 out, 0, gradient_accumulation_steps=2
             ),
         )
+
+
+def test_a_sentence_transformers_folder_read_as_it_reads_it(tmp_path):
+    """Without a max_seq_length in sentence_bert_config.json, the
+    tokenizer's model_max_length (it was 128); its do_lower_case true
+    lower-cases the text even under a cased tokenizer (it was ignored)."""
+    from modeling import sentence_models
+
+    st, _ = _tiny_st_folder(tmp_path)
+    (st / "sentence_bert_config.json").write_text("{}")
+    (st / "tokenizer_config.json").write_text(
+        json.dumps({"model_max_length": 24, "do_lower_case": False})
+    )
+    source = sentence_models.read_model(str(st))
+    assert source.max_seq_length == 24
+    assert not source.do_lower_case
+    (st / "sentence_bert_config.json").write_text('{"do_lower_case": true}')
+    assert sentence_models.read_model(str(st)).do_lower_case
