@@ -89,6 +89,9 @@ arrays["chain/pooled_output"] = np.asarray(keras.Model(text, pooled)(texts))
 
 # tokenize and bert_pack_inputs.
 tokens = pre.tokenize(texts)
+info["special_tokens"] = {
+    k: int(v) for k, v in pre.tokenize.get_special_tokens_dict().items()
+}
 info["tokenize"] = tokens.merge_dims(1, 2).to_list()
 info["tokenize_ranks"] = [tokens.shape.rank, tokens.ragged_rank]
 a, b = pre.tokenize(tf.constant(spec["pairs"][0])), pre.tokenize(
@@ -325,6 +328,20 @@ def test_tfsm_layer_fine_tunes_every_variable(fresh, tiny_export):
 
 
 # === The preprocessor ===
+
+
+def test_preprocessor_gives_tf_hubs_special_tokens(fresh, full_tokenizer):
+    """preprocessor.tokenize.get_special_tokens_dict(), as TF Hub's BERT
+    preprocessors have it (code that masks or packs by hand calls it)."""
+    _, info, _, _ = fresh
+    ids = full_tokenizer.convert_tokens_to_ids
+    assert info["special_tokens"] == {
+        "vocab_size": len(full_tokenizer.vocab),
+        "start_of_sequence_id": ids(["[CLS]"])[0],
+        "end_of_segment_id": ids(["[SEP]"])[0],
+        "padding_id": ids(["[PAD]"])[0],
+        "mask_id": ids(["[MASK]"])[0],
+    }
 
 
 def test_preprocessor_ids_are_full_tokenizers(fresh, full_tokenizer):

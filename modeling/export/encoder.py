@@ -261,6 +261,20 @@ class HubPreprocessor(tf.Module):
         def tokenize(text):
             return tokenizer.tokenize_words(text)
 
+        # TF Hub's preprocessors: `tokenize` is also an object whose
+        # get_special_tokens_dict() gives the ids a caller packs or masks
+        # with (vocab_size, start_of_sequence_id, end_of_segment_id,
+        # padding_id, mask_id).
+        special = _special_tokens(vocab_file, tokenizer.vocab_size)
+
+        @tf.function(input_signature=[])
+        def get_special_tokens_dict():
+            return {k: tf.constant(v, tf.int32) for k, v in special.items()}
+
+        tokenize_object = tf.Module(name="tokenize")
+        tokenize_object.__call__ = tokenize
+        tokenize_object.get_special_tokens_dict = get_special_tokens_dict
+
         @tf.function(autograph=False)
         def bert_pack_inputs(inputs, seq_length=seq_length):
             return _pack(packer, inputs, seq_length)
@@ -285,13 +299,29 @@ class HubPreprocessor(tf.Module):
                 )
             return packed
 
-        self.tokenize = tokenize
+        self.tokenize = tokenize_object
         self.bert_pack_inputs = bert_pack_inputs
         self.__call__ = call
         setattr(self, SERVING_DEFAULT, call)
 
     def signatures(self):
         return {SERVING_DEFAULT: self.__call__.get_concrete_function()}
+
+
+def _special_tokens(vocab_file, vocab_size):
+    """TF Hub's get_special_tokens_dict() values of a vocabulary: its size
+    and the ids of [CLS], [SEP], [PAD] and [MASK] (-1 for one it lacks)."""
+    from modeling.text import vocabulary
+
+    tokens = vocabulary.read_vocab_lines(vocab_file)
+    ids = {token: i for i, token in reversed(list(enumerate(tokens)))}
+    return {
+        "vocab_size": int(vocab_size),
+        "start_of_sequence_id": ids.get(vocabulary.CLS_TOKEN, -1),
+        "end_of_segment_id": ids.get(vocabulary.SEP_TOKEN, -1),
+        "padding_id": ids.get(vocabulary.PAD_TOKEN, -1),
+        "mask_id": ids.get(vocabulary.MASK_TOKEN, -1),
+    }
 
 
 def _pack(packer, segments, seq_length):
