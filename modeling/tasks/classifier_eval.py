@@ -20,6 +20,7 @@ from modeling.data import custom
 from modeling.data import file_io
 from modeling.data import input_pipeline
 from modeling.data import tfrecord_io
+from modeling.tasks import common
 from modeling.tasks import metrics
 from modeling.tasks import predictions
 from modeling.training import predictor
@@ -39,7 +40,7 @@ def eval_examples_and_file(task):
     s = task.settings
     examples = task.processor.get_dev_examples(s.data_dir)
     num_actual = len(examples)
-    if s.use_tpu:
+    if common.uses_tpu(s):
         # TPU requires a fixed batch size for all batches; padding examples
         # get weight 0 in the metrics.
         examples, num_actual = classifier_data.pad_examples(
@@ -141,7 +142,7 @@ def predict(task, model, write=True):
         if hasattr(examples, "__len__")
         else processor.estimate_rows("test")
     )
-    if s.use_tpu:
+    if common.uses_tpu(s):
         # As the original on TPU: padding records fill the last batch
         # (their outputs are dropped below).
         examples = classifier_data.padded_to_batch(
@@ -173,7 +174,7 @@ def predict(task, model, write=True):
         rest = sum(1 for _ in rows)  # The TPU's padding records.
         windowed = task.long_inputs is not None and task.long_inputs.windowed
         if (not windowed and count + rest != num_records) or (
-            rest and not s.use_tpu
+            rest and not common.uses_tpu(s)
         ):
             raise RuntimeError(
                 f"The test file gave {count} examples, then "
