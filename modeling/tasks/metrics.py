@@ -211,5 +211,6 @@ def as_reported(results):
 def format_eval_results(results):
     """eval_results.txt as the original writes it: sorted `key = value` lines
     of the `as_reported` values."""
-    reported = as_reported(results)
-    return "".join(f"{k} = {reported[k]!s}\n" for k in sorted(reported))
+    from modeling.tasks import common
+
+    return common.eval_results_text(as_reported(results))
