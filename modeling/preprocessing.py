@@ -29,10 +29,8 @@ TEXT_A = "text_a"
 TEXT_B = "text_b"
 
 
-def infer_do_lower_case(tokens):
-    """Whether a vocabulary is uncased: no token that lower-casing would
-    change ("[...]" excepted), as the released uncased vocabularies."""
-    return not vocabulary_lib.upper_case_tokens(tokens)
+# Whether a vocabulary is uncased (the one rule: text/vocabulary.py's).
+infer_do_lower_case = vocabulary_lib.infer_do_lower_case
 
 
 @keras.saving.register_keras_serializable(package="bert")

@@ -297,12 +297,11 @@ def read_model(
         # has no upper-case token, and the original's check of the
         # checkpoint's name (a cased_L-12_... model lower-cased lost its
         # capitals to [UNK]).
-        from modeling import preprocessing
         from modeling.text import tokenization
         from modeling.text import vocabulary
 
         if lower is None:
-            lower = preprocessing.infer_do_lower_case(
+            lower = vocabulary.infer_do_lower_case(
                 vocabulary.read_vocab_lines(vocab)
             )
         tokenization.validate_case_matches_checkpoint(lower, weights)

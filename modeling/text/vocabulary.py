@@ -127,6 +127,12 @@ def upper_case_tokens(vocab):
     return [t for t in vocab if t != t.lower() and not _is_bracketed(t)]
 
 
+def infer_do_lower_case(tokens):
+    """Whether a vocabulary is uncased: no token that lower-casing would
+    change ("[...]" excepted), as the released uncased vocabularies."""
+    return not upper_case_tokens(tokens)
+
+
 def check_vocab_contents(vocab, vocab_file, do_lower_case=None):
     """Logs warnings for missing special tokens and a casing mismatch.
 
