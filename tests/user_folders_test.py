@@ -436,13 +436,25 @@ def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
     empty.unlink()
     assert shards.stale_files(3) == [str(old)]
     assert (user / "notes.txt").exists()
-    # A single-file run's output of the prefix's name is stale too; a text
-    # file of that name (an input) is not.
+    # A file of the prefix's own name (a single-file run's, maybe the
+    # original's) is never removed: the run is refused before it starts
+    # (test_a_shard_run_beside_a_file_of_its_name_is_refused).
     single = tmp_path / "out.tfrecord"
-    single.write_text("the corpus itself\n")
-    assert shards.stale_files(3) == [str(old)]
     single.write_bytes(tfrecord_io.frame(b"record"))
-    assert shards.stale_files(3) == [str(old), str(single)]
+    assert shards.stale_files(3) == [str(old)]
+
+
+def test_a_shard_run_beside_a_file_of_its_name_is_refused(tmp_path):
+    """--per_shard_output where a file of the output's own name is (the
+    original's records, say): it was deleted as "from an earlier run".
+    Refused before any work, the file left as it was."""
+    from modeling.pretraining_data import shards as shards_lib
+
+    single = tmp_path / "out.tfrecord"
+    single.write_bytes(tfrecord_io.frame(b"record"))
+    with pytest.raises(errors.UserError, match="a file of that name is there"):
+        shards_lib.check_output_files([str(single)])
+    assert single.read_bytes() == tfrecord_io.frame(b"record")
 
 
 def test_a_single_file_run_beside_shards_of_its_name_is_refused(tmp_path):
@@ -460,6 +472,7 @@ def test_a_single_file_run_beside_shards_of_its_name_is_refused(tmp_path):
         shards_lib.check_output_files([final], single_files=True)
     shards_lib.check_output_files([final])  # --per_shard_output replaces.
     assert all(path.exists() for path in old)
+    assert not (tmp_path / "out.tfrecord").exists()
 
 
 def test_shards_never_replace_an_input_or_a_file_not_of_records(tmp_path):

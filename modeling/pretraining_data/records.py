@@ -384,9 +384,10 @@ class ShardRecordFiles:
         return out.num_written, nbytes
 
     def publish(self, count):
-        """Removes an earlier run's files under the prefix (`stale_files`:
-        shards of any count, or a single file of the prefix's name; a
-        reader globbing the prefix would mix them with these), then renames
+        """Removes an earlier run's shards of the prefix (`stale_files`, of
+        any count; a reader globbing the prefix would mix them with these;
+        a file of the prefix's own name was refused before the run:
+        shards.check_output_files), then renames
         shards 0 .. count - 1 into place, SIGTERM held; then the folder.
 
         Raises:
@@ -412,15 +413,11 @@ class ShardRecordFiles:
         file_io.remove_if_exists(self.work_dir)
 
     def stale_files(self, count):
-        """An earlier run's published files of this prefix (of any shard
-        count: those of `count` are replaced), and a single file of the
-        prefix's own name (a run without --per_shard_output):
-        `--input_file=<prefix>*` would read them too."""
+        """An earlier run's published shards of this prefix (of any shard
+        count: those of `count` are replaced): `--input_file=<prefix>*`
+        would read them too."""
         del count  # Every earlier shard goes before the new ones come.
-        stale = stale_shards(self.prefix)
-        if file_io.exists(self.prefix) and written_here(self.prefix):
-            stale.append(self.prefix)
-        return stale
+        return stale_shards(self.prefix)
 
     def first_records(self, count, limit):
         """Up to `limit` published records, from shard 0 on."""

@@ -158,6 +158,15 @@ def check_output_files(output_files, input_files=(), single_files=False):
                     "shards of that name would replace it; name another "
                     "output file"
                 )
+            if file_io.exists(path):
+                # Not written by this run, and maybe anyone's (the
+                # original's output): kept, and refused as exact mode
+                # refuses shards beside its file.
+                raise errors.UserError(
+                    f"--output_file={path}: a file of that name is there: "
+                    f"--input_file={path}* would read it with this run's "
+                    "shards; remove it or name another output file"
+                )
         if single_files:
             shards = records.stale_shards(path)
             if shards:
