@@ -91,9 +91,9 @@ _BLANK_LINE = (
 
 
 def _is_blank(lines):
-    """Whether each line is blank as the original reads it: invalid bytes
-    vanish first (it decodes with "ignore"), so a line of nothing else is
-    blank too."""
+    """Whether each line is blank: invalid bytes vanish first (this path
+    reads text as create_pretraining_data --decode_errors=ignore does), so
+    a line of nothing else is blank too."""
     valid = tf.strings.unicode_transcode(
         lines, "UTF-8", "UTF-8", errors="ignore"
     )

@@ -56,9 +56,10 @@ class Settings:
     decode_errors: str = option(
         "strict",
         "What to do with input bytes that are not UTF-8: 'strict' stops with "
-        "an error naming the file and line; 'replace' puts U+FFFD in their "
+        "an error naming the file and line (the original under Python 3 "
+        "stopped with a UnicodeDecodeError); 'replace' puts U+FFFD in their "
         "place (the tokenizer then deletes it) and 'ignore' drops them (the "
-        "original's silent behaviour); both count the lines affected.",
+        "original under Python 2); both count the lines affected.",
         choices=text.DECODE_ERRORS,
     )
     num_workers: int = option(
