@@ -159,6 +159,35 @@ def test_parallel_encoding_writes_the_same_bytes(
     assert len(_examples(tmp_path / "p2.tfrecord")) > 200
 
 
+def test_exact_mode_hands_records_over_beside_the_output(
+    toy_tokenizer, tmp_path, monkeypatch
+):
+    """The encoded records wait for the writer in a hidden folder beside
+    the output (its disk), not in /tmp (memory on a tmpfs, or small): the
+    whole output passes through it. Nothing is left there afterwards."""
+    from modeling.data import file_io
+
+    folders = []
+    real = file_io.scratch_dir
+
+    def recording(prefix, folder=None):
+        folders.append(folder)
+        return real(prefix, folder)
+
+    monkeypatch.setattr(file_io, "scratch_dir", recording)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    exact.create_exact(
+        [str(_corpus(tmp_path))],
+        [str(out_dir / "o.tfrecord")],
+        toy_tokenizer,
+        generation.GenerationOptions(max_seq_length=32),
+        processes=2,
+    )
+    assert folders == [str(out_dir)]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["o.tfrecord"]
+
+
 BAD_INPUTS = {
     "empty_corpus": (
         b"\n \n\n\xe2\x80\x8b\n",

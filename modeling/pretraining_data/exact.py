@@ -12,6 +12,7 @@ remote (gs://...): records are encoded and framed in Python and numpy.
 import array
 import dataclasses
 import itertools
+import mmap
 import multiprocessing
 import os
 
@@ -106,10 +107,14 @@ class ConcurrentEncoder:
         blobs, starts, ends = [], [], []
         for result, path in self._pending:
             blob, lengths = result.get()
-            if path is not None:
+            if path is not None and os.path.getsize(path):
+                # Mapped, not read: the whole output would be in memory
+                # (pages of a mapped file are the page cache's to drop).
+                # The scratch folder's removal deletes the files.
                 with open(path, "rb") as f:
-                    blob = f.read()
-                os.remove(path)
+                    blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            elif path is not None:
+                blob = b""
             blobs.append(blob)
             chunk_ends = list(itertools.accumulate(lengths))
             starts += [0] + chunk_ends[:-1]
@@ -214,7 +219,15 @@ def create_exact(
     # before their hand-over folder is removed.
     with errors.sigterm_deferred():
         # Created and its removal registered in one step.
-        records_dir = file_io.scratch_dir("bert_records_")
+        # Beside the output (its disk), as scale mode's: the records wait
+        # there for the writer, and /tmp may be memory (tmpfs) or small.
+        beside = output_files[0]
+        records_dir = file_io.scratch_dir(
+            ".bert_records_",
+            None
+            if file_io.is_remote(beside)
+            else os.path.dirname(os.path.abspath(beside)),
+        )
     with (
         records_dir as tmpdir,
         shards.ForkPool(
