@@ -580,7 +580,12 @@ def files_named(prefix, tail):
 
 
 def glob_files(pattern):
-    """The sorted paths matching one glob pattern (local or remote)."""
+    """The sorted paths matching one glob pattern (local or remote).
+
+    Unlike tf.io.gfile.glob (the original's), a local `*` does not match
+    names starting with a dot (this project's hidden work folders and
+    temporary files among them), and the order is sorted (the original's
+    was the folder's)."""
     pattern = os.fspath(pattern)
     if is_remote(pattern):
         return sorted(_remote(lambda: _gfile().glob(pattern), pattern))
