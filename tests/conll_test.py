@@ -245,6 +245,13 @@ def test_gold_tags_as_predictions_are_the_gold_column(tmp_path):
                 assert len(columns) == 5, line
                 assert columns[-1] == columns[-2], line
     assert not conll.read_conll(_write(tmp_path, "a B-X\nb I-X\n")).iob1
+    # An IOB2 file with one slip (an entity starting with I-X) is IOB2:
+    # its B-X predictions stay B-X (all were written as I-X).
+    slip = "John B-PER\nin O\nParis B-LOC\n\nMary B-PER\nSmith I-PER\nsaw O\nBob I-PER\n"
+    data = conll.read_conll(_write(tmp_path, slip))
+    assert not data.iob1
+    lines = conll.prediction_lines(data, [s.tags for s in data.sentences])
+    assert lines[0] == "John B-PER B-PER"
 
 
 def test_a_json_word_docstart_gets_one_column(tmp_path):

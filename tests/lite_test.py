@@ -304,33 +304,28 @@ def test_lite_tagger_reads_the_tokens_field_it_was_trained_with(
 def test_lite_tagger_predicts_a_file_with_tags_it_does_not_know(
     tagger_export, tmp_path
 ):
-    """A file to predict may carry gold tags (CoNLL's test file), some not
-    in the model's labels, at the column run_ner was trained with
-    (--tag_column, recorded): they are not read, as run_ner --do_predict's
-    are not."""
-    import shutil
-
+    """A file to predict may carry gold tags (CoNLL's test file) or other
+    columns: predict_lite reads its words alone, as run_ner --do_predict
+    tags them (a tag the model lacks, or a POS column read as tags, refused
+    the file)."""
     from modeling.tasks import lite
 
-    info_path = tagger_export / "assets.extra" / "bert_export.json"
-    assert json.loads(info_path.read_text())["tag_column"] is None
-    data = tmp_path / "in.txt"
-    data.write_text("Peter NNP B-NEVERSEEN\nlives VBZ O\n")
-    want = lite.load(tagger_export).predict([["Peter", "lives"]])[0]["tags"]
+    model = lite.load(tagger_export)
+    want = model.predict([["Peter", "lives"]])[0]["tags"]
     out = tmp_path / "p.jsonl"
-    assert lite.load(tagger_export).predict_file(str(data), str(out)) == 1
-    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
-    assert row["tags"] == want
-    # Tags in the second column, POS last (run_ner --tag_column=2).
-    export = tmp_path / "export"
-    shutil.copytree(tagger_export, export)
-    info = json.loads(info_path.read_text())
-    info["tag_column"] = 2
-    (export / "assets.extra" / "bert_export.json").write_text(json.dumps(info))
-    data.write_text("Peter B-NEVERSEEN NNP\nlives O B-VP\n")
-    assert lite.load(export).predict_file(str(data), str(out)) == 1
-    (row,) = [json.loads(x) for x in out.read_text().splitlines()]
-    assert row["tags"] == want
+    data = tmp_path / "in.txt"
+    for text in (
+        "Peter NNP B-NEVERSEEN\nlives VBZ O\n",
+        "Peter B-NEVERSEEN NNP\nlives O B-VP\n",  # Tags, then POS.
+        "Peter NNP\nlives VBZ\n",
+    ):
+        data.write_text(text)
+        assert model.predict_file(str(data), str(out)) == 1
+        (row,) = [json.loads(x) for x in out.read_text().splitlines()]
+        assert row["tags"] == want, text
+    data = tmp_path / "in.jsonl"
+    data.write_text(json.dumps({"tokens": ["Peter", "lives"], "tags": "x"}))
+    assert model.predict_file(str(data), str(out)) == 1
 
 
 def test_lite_chooser_equals_the_saved_model(

@@ -199,10 +199,21 @@ def _file_scheme(sentences, path):
         raise ValueError(f"{path}: {e}") from None
     iob1 = False
     if scheme == IOB:
+        # IOB1: some entity starts with I-X, and no B-X starts one after O
+        # or another type (IOB1 has B-X only between two X entities). An
+        # IOB2 file with a stray I-X start stays IOB2.
+        i_starts = b_starts = False
         for s in tagged:
             iob2 = iob1_to_iob2(s.tags)
-            iob1 = iob1 or iob2 != s.tags
+            for previous, tag, fixed in zip(
+                [OUTSIDE, *s.tags[:-1]], s.tags, iob2, strict=True
+            ):
+                if tag != fixed:
+                    i_starts = True
+                elif tag.startswith("B-") and previous[2:] != tag[2:]:
+                    b_starts = True
             s.tags = iob2
+        iob1 = i_starts and not b_starts
     elif scheme in (IOBES, BILOU):
         _check_closed_entities(tagged, path, scheme)
     return scheme, iob1
@@ -250,7 +261,7 @@ def _check_closed_entities(sentences, path, scheme):
                 open_at, open_kind = None, None
 
 
-def read_conll(path, require_tags=True, tag_column=None):
+def read_conll(path, require_tags=True, tag_column=None, words_only=False):
     """Reads a CoNLL-style file.
 
     Every word line must have as many space-separated columns as the file's
@@ -261,6 +272,8 @@ def read_conll(path, require_tags=True, tag_column=None):
       path: str.
       require_tags: a training or dev file.
       tag_column: the 1-based column of the tags; None: the last.
+      words_only: read the words alone, whatever the other columns hold
+        (a server's file to tag: its tags would not be read).
 
     Raises:
       FileNotFoundError: no such file.
@@ -274,13 +287,18 @@ def read_conll(path, require_tags=True, tag_column=None):
     num_columns = None
     tag_index = -1 if tag_column is None else tag_column - 1
     words, tags, numbers = [], [], []
+    if words_only:
+        require_tags, tag_column = False, None
+
+    def tagged():
+        return num_columns > 1 and not words_only
 
     def flush():
         if words:
             sentences.append(
                 Sentence(
                     list(words),
-                    list(tags) if num_columns > 1 else None,
+                    list(tags) if tagged() else None,
                     list(numbers),
                     id=str(numbers[0]),
                 )
@@ -320,13 +338,13 @@ def read_conll(path, require_tags=True, tag_column=None):
                 f"(as the first word line), found {len(columns)}"
             )
         words.append(columns[0])
-        if num_columns > 1:
+        if tagged():
             tags.append(columns[tag_index])
         numbers.append(i + 1)
     if num_columns is None:
         raise ValueError(f"{path}: no sentences (an empty CoNLL file)")
     flush()
-    has_tags = num_columns > 1
+    has_tags = tagged()
     scheme, iob1 = _file_scheme(sentences, path) if has_tags else (None, False)
     return ConllFile(path, lines, sentences, has_tags, scheme, iob1)
 
@@ -428,11 +446,15 @@ def read_tagged_file(
     tag_column=None,
     tokens_field="tokens",
     tags_field="tags",
+    words_only=False,
 ):
-    """A CoNLL-style file, or JSON Lines for a .jsonl / .json path."""
+    """A CoNLL-style file, or JSON Lines for a .jsonl / .json path
+    (`words_only`: its words alone, see `read_conll`)."""
     if os.fspath(path).lower().endswith(JSON_EXTENSIONS):
+        if words_only:
+            require_tags, tags_field = False, None  # No field is None.
         return read_json_lines(path, require_tags, tokens_field, tags_field)
-    return read_conll(path, require_tags, tag_column)
+    return read_conll(path, require_tags, tag_column, words_only)
 
 
 def labels_from_sentences(sentences, scheme=None):

@@ -120,11 +120,10 @@ def export_tagger(
     export_dir,
     extra_files=None,
     tokens_field="tokens",
-    tag_column=None,
 ):
     """Writes run_ner's serving SavedModel to export_dir (extra_files: see
-    base.save_export; tokens_field and tag_column: run_ner's, recorded for
-    predict_lite, which reads files as run_ner's --predict_file)."""
+    base.save_export; tokens_field: run_ner's --tokens_field, recorded for
+    predict_lite's JSON Lines input)."""
     server = TaggerServer(
         model, vocab_file, do_lower_case, max_seq_length, label_list
     )
@@ -135,6 +134,5 @@ def export_tagger(
         "inputs": ["text"],
         "outputs": ["tags", "tag_ids", "probabilities", "num_words"],
         "tokens_field": tokens_field,
-        "tag_column": tag_column,
     }
     return server.save(export_dir, info, extra_files, vocab_file, do_lower_case)

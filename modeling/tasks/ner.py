@@ -360,7 +360,6 @@ def run(settings):
             s.export_dir,
             extra_files=fine_tuning.tflite_export_files(s, model),
             tokens_field=s.tokens_field,
-            tag_column=s.tag_column,
         )
 
     return fine_tuning.evaluate_predict_export(

@@ -74,13 +74,12 @@ class LiteTagger(base.LiteServer):
         """predict_file of a tagger: a CoNLL-style or JSON Lines file read as
         run_ner.py's --predict_file, its sentences' tags as run_ner's
         predictions.jsonl lines."""
-        # The words under the field (JSON Lines), and the tags of a CoNLL
-        # file at the column, run_ner was trained with.
+        # The words alone (any tags there are not read), under the field
+        # run_ner was trained with (JSON Lines).
         data = conll.read_tagged_file(
             input_file,
-            require_tags=False,
-            tag_column=self.info.get("tag_column"),
             tokens_field=self.info.get("tokens_field", "tokens"),
+            words_only=True,
         )
 
         def lines(block):
