@@ -325,3 +325,30 @@ def test_a_remote_path_that_cannot_be_reached_is_one_line(monkeypatch):
         "gs://no-such-bucket/out: cannot reach it (Error executing an HTTP "
         "request: Could not resolve host)"
     )
+
+
+def test_remote_lines_split_at_newlines_only():
+    """A remote file's lines (GFile's readline drops every \\r, so a line
+    "b\\rc" read as "bc") are split here, in blocks, at b"\\n" only."""
+    import io
+
+    data = b"\xef\xbb\xbfa\r\nb\rc\n\nd"
+    for block in (1, 2, 3, 1 << 20):
+        got = list(file_io._split_at_newlines(io.BytesIO(data), block))
+        assert got == [b"\xef\xbb\xbfa\r\n", b"b\rc\n", b"\n", b"d"], block
+    assert list(file_io._split_at_newlines(io.BytesIO(b""))) == []
+
+
+def test_a_trailing_dot_is_stripped_but_dotdot_is_the_file_systems(tmp_path):
+    """ "x/." is x; "link/../y" is left to the file system (normpath made it
+    ./y while the file system reads the link's parent's y)."""
+    from modeling.export import folders
+
+    real = tmp_path / "real" / "inner"
+    real.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(real)
+    assert file_io.strip_dot(f"{tmp_path}/x/./.") == f"{tmp_path}/x"
+    assert file_io.strip_dot("/") == "/"
+    via_link = f"{tmp_path}/link/../exp"
+    assert folders.target(via_link) == via_link
+    assert os.path.dirname(file_io.temp_name(via_link)) == f"{tmp_path}/link/.."

@@ -71,14 +71,22 @@ def _remote(call, path):
         raise errors.UserError(f"{path}: cannot reach it ({reason})") from e
 
 
+def strip_dot(path):
+    """`path` without trailing "/" and "/." parts ("x/." is x, not a name
+    "." inside it). Not normpath: "link/.." is the link's parent, which
+    only the file system knows."""
+    path = path.rstrip("/")
+    while path.endswith("/."):
+        path = path[:-2].rstrip("/")
+    return path or "/"
+
+
 def temp_name(final):
     """The temporary name `final` is written under before `publish`:
     `<folder>/.<name>.tmp-<pid>-<host tag><6 hex>`, unique per writer
     (several workers of a multi-worker run may write the same file at once).
     The first call for a local folder sweeps it (`sweep_stale_temps`)."""
-    final = os.fspath(final).rstrip("/")
-    if not is_remote(final):  # "x/." is x, not a name "." inside it.
-        final = os.path.normpath(final)
+    final = strip_dot(os.fspath(final))
     folder, name = final.rsplit("/", 1) if "/" in final else ("", final)
     if not is_remote(final):
         sweep_stale_temps(folder or ".")
@@ -321,6 +329,19 @@ def read_lines(path):
     return list(text_lines(path, keep_ends=False))
 
 
+def _split_at_newlines(f, block=1 << 20):
+    """The b"\n"-ended lines of a binary file object read in blocks (the
+    last one without its end when the file has none)."""
+    rest = b""
+    while data := f.read(block):
+        parts = (rest + data).split(b"\n")
+        rest = parts.pop()
+        for part in parts:
+            yield part + b"\n"
+    if rest:
+        yield rest
+
+
 def text_lines(path, keep_ends=True):
     """The lines of a UTF-8 text file (local or remote) read one at a time:
     memory for one line, whatever the file's size. Split at "\n" only;
@@ -336,7 +357,10 @@ def text_lines(path, keep_ends=True):
         raise FileNotFoundError(f"Data file not found: {path}")
     opened = _gfile().GFile(path, "rb") if is_remote(path) else open(path, "rb")
     with opened as f:
-        for number, raw in enumerate(f, start=1):
+        # A local binary file's lines end at b"\n" only; GFile's readline
+        # drops every "\r" too, so a remote file is split here.
+        raws = f if not is_remote(path) else _split_at_newlines(f)
+        for number, raw in enumerate(raws, start=1):
             if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             try:

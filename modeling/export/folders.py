@@ -65,10 +65,9 @@ def write_extra(folder, name, text):
 def target(export_dir):
     """The folder an export to `export_dir` is published as: where a
     symbolic link points (the link stays as it is), else export_dir."""
-    path = os.fspath(export_dir).rstrip("/") or "/"
+    path = file_io.strip_dot(os.fspath(export_dir))
     if file_io.is_remote(path):
         return path
-    path = os.path.normpath(path)  # "x/." is x.
     return os.path.realpath(path) if os.path.islink(path) else path
 
 
@@ -184,7 +183,7 @@ def check_replaceable(export_dir, flag=None):
     """
     path = target(export_dir)
     name = f"--{flag}={export_dir}" if flag else str(export_dir)
-    if os.path.islink(os.fspath(export_dir).rstrip("/") or "/"):
+    if os.path.islink(file_io.strip_dot(os.fspath(export_dir))):
         name += f" (a link to {path})"
     if not file_io.is_remote(path) and file_io.within(os.getcwd(), path):
         raise errors.UserError(
