@@ -586,7 +586,7 @@ def main(argv):
             "seq": args.seq,
             "predictions": args.preds,
             "timed_steps": args.steps,
-            "warmup_steps": args.warmup,
+            "warmup_steps": max(args.warmup, 1),
             # A model of other sizes than --model's, when given.
             "config_overrides": args.config_overrides,
         },

@@ -313,6 +313,6 @@ def check_max_seq_length(max_seq_length, config):
         )
     if max_seq_length < 3:
         raise ValueError(
-            f"--max_seq_length={max_seq_length}: it must be at least 3 "
-            "([CLS], a token, [SEP])"
+            f"max_seq_length {max_seq_length} is below 3 (room for [CLS], "
+            "a token and [SEP])"
         )

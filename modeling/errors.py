@@ -180,7 +180,7 @@ def is_user_error(error, script_module="__main__"):
     if (
         tf is not None
         and isinstance(error, tf.errors.FailedPreconditionError)
-        and "is not a directory" in str(error)
+        and "not a directory" in str(error).lower()
     ):
         return True  # tf.io.gfile's NotADirectoryError, naming the path.
     if not isinstance(error, ValueError):

@@ -280,7 +280,18 @@ def read_model(
         vocab = vocab_file or vocab
         # sentence-transformers lower-cases the text itself when its
         # config says do_lower_case, whatever the tokenizer's casing.
-        lower = _tokenizer_lower_case(folder) or lower_text
+        lower = _tokenizer_lower_case(folder)
+        if lower_text and not lower:
+            from absl import logging
+
+            lower = True
+            logging.warning(
+                "%s: sentence_bert_config.json lower-cases the text for a "
+                "cased tokenizer, which keeps accents there; this tokenizer "
+                "strips them when it lower-cases: accented words get other "
+                "pieces than sentence-transformers'",
+                path,
+            )
     if not os.path.exists(vocab):
         raise FileNotFoundError(f"No vocabulary at {vocab}: give --vocab_file")
     config_lib.check_vocab_size(vocab, config)

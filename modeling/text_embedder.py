@@ -104,9 +104,10 @@ class BertTextEmbedder(text_model.TextModel):
             original checkpoint (folder or prefix).
           pooling: "mean", "cls" or "max"; normalize: bool;
             sequence_length: int (max_seq_length); do_lower_case: bool.
-            None: the folder's (without a word from it: mean, normalized,
-            128; an original checkpoint is lower-cased when its vocabulary
-            has no upper-case token).
+            None: the folder's (a sentence-transformers folder without a
+            length: its tokenizer's, within the model's positions; an
+            original checkpoint: mean, normalized, 128, lower-cased when
+            its vocabulary has no upper-case token).
           bert_config_file, vocab_file: other files than the checkpoint's.
           long_inputs: how `encode` reads texts longer than
             sequence_length: "truncate" (default), "head_tail", "chunks",

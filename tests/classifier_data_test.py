@@ -548,5 +548,5 @@ def test_a_max_seq_length_without_room_is_one_line(length):
     from modeling import config as config_lib
 
     config = config_lib.BertConfig(vocab_size=10)
-    with pytest.raises(ValueError, match=f"--max_seq_length={length}: it must"):
+    with pytest.raises(ValueError, match=f"max_seq_length {length} is below 3"):
         config_lib.check_max_seq_length(length, config)

@@ -193,6 +193,7 @@ def test_each_evaluation_reuses_the_compiled_predict_step(jax_results):
     evaluation): the second compiles nothing (it compiled every batch
     shape again)."""
     assert int(jax_results["predict_cache"]["compiles"]) == 1
+    assert not bool(jax_results["predict_cache"]["model_alive"])
 
 
 def test_variables_the_loss_does_not_reach_are_left_as_they_are(jax_results):

@@ -337,7 +337,17 @@ def predict_cache(_):
     )
     for _ in range(2):
         predictor.JaxBackend(step.model)(features)
-    return {"compiles": np.asarray(len(compiles))}
+    # The cache keeps no model alive (a step closing over it did).
+    import gc
+    import weakref
+
+    model = weakref.ref(step.model)
+    del step
+    gc.collect()
+    return {
+        "compiles": np.asarray(len(compiles)),
+        "model_alive": np.asarray(model() is not None),
+    }
 
 
 def unused_variables(_):

@@ -220,8 +220,8 @@ def remove_open_temporaries():
     """Removes the (local) temporary files of unfinished atomic writes."""
     for temp in list(_OPEN_TEMPORARIES):
         if not is_remote(temp):
-            try:
-                os.remove(temp)
+            try:  # A file, or a folder (atomic_path: a SavedModel).
+                remove_if_exists(temp)
             except OSError:
                 pass
 

@@ -325,8 +325,9 @@ def _check_release_folder(directory, model, step, config_text, vocabulary):
     if int(_STEP_RE.match(os.path.basename(newest)).group(1)) >= step:
         raise FileExistsError(
             f"{where}: the folder holds {newest}, of step {step} or later: "
-            f"another training's (this model is at step {step}; its older "
-            "checkpoints would be pruned). Save to another folder."
+            f"a save of this step already, or another training's (this "
+            f"model is at step {step}; its older checkpoints would be "
+            "pruned). Save to another folder."
         )
 
 

@@ -272,9 +272,8 @@ class TrainStep:
     def _grads(self, trainable, non_trainable, batch):
         """(logs, grads, non_trainable, squares): `squares` as
         update_rules.global_norm's (the word-embedding rows counted one by
-        one where TensorFlow's single-device step keeps them as an
-        IndexedSlices: no accumulation; its accumulation adds dense
-        tensors)."""
+        one where TensorFlow keeps them as an IndexedSlices, under gradient
+        accumulation too: every micro-batch's rows)."""
         grad_fn = jax.value_and_grad(self._loss, argnums=(0, 1), has_aux=True)
         if self.accumulation == 1:
             probe = jnp.zeros((), jnp.float32)
@@ -341,6 +340,10 @@ class TrainStep:
         try:
             from jax._src.interpreters import partial_eval
         except ImportError:  # Another JAX layout: every variable is used.
+            logging.warning(
+                "This JAX has no partial_eval.dce_jaxpr: variables the loss "
+                "does not use (a pooler) get weight decay, unlike TensorFlow"
+            )
             return frozenset()
         closed = jax.make_jaxpr(self._loss)(
             trainable, jnp.zeros((), jnp.float32), non_trainable, batch

@@ -169,11 +169,15 @@ class JaxBackend:
         steps = _STEPS.setdefault(model, {})
         key = ("jax", select)
         if key not in steps:
+            # A weak reference: a step holding the model would keep it (its
+            # cache's key) alive for good.
+            model_ref = weakref.ref(model)
 
             def predict(values, features):
-                mapping = list(zip(model.variables, values))
+                m = model_ref()
+                mapping = list(zip(m.variables, values))
                 with keras.StatelessScope(state_mapping=mapping):
-                    return models.named_outputs(model, features, select)
+                    return models.named_outputs(m, features, select)
 
             steps[key] = jax.jit(predict)
         self._step = steps[key]
@@ -223,9 +227,10 @@ def _compiled_step(model, strategy, select):
     key = (id(strategy), select)
     if key in steps:
         return steps[key]
+    model_ref = weakref.ref(model)  # As JaxBackend's: the key may go.
 
     def replica_fn(features):
-        return features, models.named_outputs(model, features, select)
+        return features, models.named_outputs(model_ref(), features, select)
 
     # No Python control flow inside: no AutoGraph. reduce_retracing:
     # length-sorted batches vary in length.
