@@ -59,8 +59,9 @@ def _signal_when(child, pattern, signum):
 MODES = pytest.mark.parametrize(
     "mode, watch",
     [
-        # Exact mode: the signal while its encoder's temporary folder exists.
-        ([], "tmp/bert_records_*"),
+        # Exact mode: the signal while its encoder's hand-over folder (beside
+        # the output) exists.
+        ([], "out/.bert_records_*"),
         # Scale mode: the signal while the output is being written.
         (
             ["--num_workers=2", "--shard_size_mb=0.05"],
