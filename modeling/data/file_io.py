@@ -298,6 +298,14 @@ def read_bytes(path, offset=0, size=None):
         return f.read(-1 if size is None else size)
 
 
+def _existing(path):
+    """`path` as a str, or FileNotFoundError naming it."""
+    path = os.fspath(path)
+    if not exists(path):
+        raise FileNotFoundError(f"Data file not found: {path}")
+    return path
+
+
 def read_text(path):
     """The UTF-8 text of a local or remote file.
 
@@ -305,9 +313,7 @@ def read_text(path):
       FileNotFoundError: naming the file.
       ValueError: `<path> line N: not UTF-8 text`.
     """
-    path = os.fspath(path)
-    if not exists(path):
-        raise FileNotFoundError(f"Data file not found: {path}")
+    path = _existing(path)
     data = read_bytes(path)
     try:
         # A byte-order mark (Windows editors write one) is not text.
@@ -330,7 +336,7 @@ def read_lines(path):
 
 
 def _split_at_newlines(f, block=1 << 20):
-    """The b"\n"-ended lines of a binary file object read in blocks (the
+    """The b"\\n"-ended lines of a binary file object read in blocks (the
     last one without its end when the file has none)."""
     rest = b""
     while data := f.read(block):
@@ -344,17 +350,15 @@ def _split_at_newlines(f, block=1 << 20):
 
 def text_lines(path, keep_ends=True):
     """The lines of a UTF-8 text file (local or remote) read one at a time:
-    memory for one line, whatever the file's size. Split at "\n" only;
+    memory for one line, whatever the file's size. Split at "\\n" only;
     `keep_ends`: with their line ends (as the csv module wants them), else
-    without them and a "\r" before them. A byte-order mark is not text.
+    without them and a "\\r" before them. A byte-order mark is not text.
 
     Raises:
       FileNotFoundError: naming the file.
       ValueError: `<path> line N: not UTF-8 text`.
     """
-    path = os.fspath(path)
-    if not exists(path):
-        raise FileNotFoundError(f"Data file not found: {path}")
+    path = _existing(path)
     opened = _gfile().GFile(path, "rb") if is_remote(path) else open(path, "rb")
     with opened as f:
         # A local binary file's lines end at b"\n" only; GFile's readline
