@@ -352,3 +352,20 @@ def test_a_trailing_dot_is_stripped_but_dotdot_is_the_file_systems(tmp_path):
     via_link = f"{tmp_path}/link/../exp"
     assert folders.target(via_link) == via_link
     assert os.path.dirname(file_io.temp_name(via_link)) == f"{tmp_path}/link/.."
+
+
+def test_stale_outputs_go_only_once_the_new_ones_are_in_place(tmp_path):
+    """run_squad's v1 predictions beside a v2 run's null_odds.json: it is
+    removed in the same publish, after the new files are in place; a write
+    that fails removes nothing (it was deleted before the write)."""
+    old = tmp_path / "null_odds.json"
+    old.write_text("{}")
+    out = tmp_path / "predictions.json"
+    with pytest.raises(RuntimeError):
+        with file_io.atomic_writes([out], stale=[old]) as (f,):
+            f.write("partial")
+            raise RuntimeError("a full disk")
+    assert old.exists() and not out.exists()
+    file_io.write_texts({out: "{}\n"}, stale=[old])
+    assert out.read_text() == "{}\n" and not old.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions.json"]

@@ -366,7 +366,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(
         ("several", "question id 'q00': 2 answers"),
         ("start", "question id 'q01': answer_start 100000 puts the answer"),
         ("missing", "question id 'q02': question has no field 'question'"),
-        ("empty", "question id 'q10': the paragraph's context is empty"),
+        ("empty", "question id 'q10': answer_start 127 puts the answer text"),
     ],
 )
 def test_bad_training_files(

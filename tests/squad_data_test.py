@@ -170,20 +170,21 @@ def _qa(qid="q1", text="the mat", start=15, answers=None):
             "outside the context (23 characters)",
         ),
         (
-            _squad([_qa(text="")]),
-            True,
-            "question id 'q1': the answer text is empty",
-        ),
-        (
             _squad([_qa(answers=[{"text": "mat", "answer_start": 19}] * 2)]),
             True,
             "question id 'q1': 2 answers; for training each question must "
             "have exactly 1 answer",
         ),
         (
-            _squad([_qa()], context=" \n "),
+            _squad([_qa(text="x", start=3)], context=" \n "),
             True,
-            "question id 'q1': the paragraph's context is empty",
+            "question id 'q1': answer_start 3 puts the answer text 'x' "
+            "outside the context (3 characters)",
+        ),
+        (
+            _squad([{**_qa(), "id": True}]),
+            False,
+            "field 'id' is bool, expected str or int",
         ),
         (
             _squad([_qa(answers=[{"text": "mat", "answer_start": "19"}])]),
@@ -213,6 +214,37 @@ def test_an_empty_context_is_predicted_as_the_original(tmp_path):
     path = _write(tmp_path, _squad([_qa()], context=" \n "))
     (example,), stats = squad.read_squad_examples(str(path), False)
     assert example.doc_tokens == [] and stats.num_empty_contexts == 1
+
+
+def test_inputs_the_original_read_are_read(tmp_path):
+    """An int question id (its decimal string, as json.dumps writes the
+    key), is_impossible as 1/0, a v2 training paragraph with an empty
+    context and unanswerable questions only (no window, as the original's
+    no feature), an empty training answer (skipped and counted): each
+    stopped the run."""
+    path = _write(tmp_path, _squad([_qa(qid=17)]))
+    (example,), _ = squad.read_squad_examples(str(path), False)
+    assert example.qas_id == "17"
+    qas = [
+        dict(_qa("a", answers=[]), is_impossible=1),
+        dict(_qa("b"), is_impossible=0),
+    ]
+    path = _write(tmp_path, _squad(qas))
+    examples, _ = squad.read_squad_examples(str(path), True, True)
+    assert [e.is_impossible for e in examples] == [True, False]
+    with pytest.raises(ValueError, match="is_impossible is 2"):
+        bad = [dict(_qa("a", answers=[]), is_impossible=2)]
+        squad.read_squad_examples(
+            str(_write(tmp_path, _squad(bad))), True, True
+        )
+    empty = [dict(_qa("e", answers=[]), is_impossible=True)]
+    path = _write(tmp_path, _squad(empty, context=" "))
+    (example,), stats = squad.read_squad_examples(str(path), True, True)
+    assert example.doc_tokens == [] and stats.num_empty_contexts == 1
+    good = [_qa(f"g{i}", "cat", 4) for i in range(19)]
+    path = _write(tmp_path, _squad([*good, _qa("x", text="")]))
+    examples, stats = squad.read_squad_examples(str(path), True)
+    assert len(examples) == 19 and stats.num_skipped == 1
 
 
 def test_v2_training_needs_is_impossible(tmp_path):

@@ -187,12 +187,16 @@ def atomic_path(final):
 
 
 @contextlib.contextmanager
-def atomic_paths(finals):
+def atomic_paths(finals, stale=()):
     """Yields temporary paths for several outputs published as one (the
     one publisher of atomic_path and atomic_writes): when the block
-    succeeds, renames them all into place with SIGTERM held; when it
-    raises, removes them. So a run's outputs are never some this run's and
-    some an earlier run's (vectors and their ids)."""
+    succeeds, renames them all into place with SIGTERM held, then removes
+    the `stale` files (an earlier run's outputs this one does not write,
+    which must not sit beside them); when it raises, removes the
+    temporaries and nothing else. So a run's outputs are never some this
+    run's and some an earlier run's (vectors and their ids)."""
+    from absl import logging
+
     from modeling import errors
 
     temps = [temp_name(final) for final in finals]
@@ -202,6 +206,10 @@ def atomic_paths(finals):
         with errors.sigterm_deferred():
             for temp, final in zip(temps, finals, strict=True):
                 publish(temp, final)
+            for path in stale:
+                if exists(path):
+                    logging.info("Removing %s: an earlier run's", path)
+                    remove_if_exists(path)
     except BaseException:
         for temp in temps:
             remove_if_exists(temp)
@@ -253,7 +261,7 @@ def atomic_write(final, mode="w", encoding="utf-8"):
 
 
 @contextlib.contextmanager
-def atomic_writes(finals, mode="w", encoding="utf-8"):
+def atomic_writes(finals, mode="w", encoding="utf-8", stale=()):
     """`atomic_write` for several files published as one: yields a list of
     files open under temporary names; when the block succeeds, closes them
     all (a full disk fails here, before any is published), then renames
@@ -261,7 +269,7 @@ def atomic_writes(finals, mode="w", encoding="utf-8"):
     some this run's and some an earlier run's."""
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', not {mode!r}")
-    with atomic_paths(finals) as temps:
+    with atomic_paths(finals, stale) as temps:
         files = []
         try:
             files.extend(
@@ -436,9 +444,10 @@ def close_all(files):
         raise error
 
 
-def write_texts(texts):
-    """Writes the files {path: str} as one (`atomic_writes`)."""
-    with atomic_writes(list(texts)) as files:
+def write_texts(texts, stale=()):
+    """Writes the files {path: str} as one, then removes `stale` ones
+    (`atomic_writes`)."""
+    with atomic_writes(list(texts), stale=stale) as files:
         for f, text in zip(files, texts.values(), strict=True):
             f.write(text)
 

@@ -171,10 +171,15 @@ class _Where:
         if name not in obj:
             raise self.error(f"{what} has no field {name!r}")
         value = obj[name]
-        if not isinstance(value, kind) or isinstance(value, bool) != (
-            kind is bool
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # A JSON true is not a number here, nor a number a bool, unless
+        # both are named.
+        if not isinstance(value, kinds) or (
+            isinstance(value, bool) and bool not in kinds
         ):
-            expected = getattr(kind, "__name__", "number")
+            expected = " or ".join(
+                getattr(k, "__name__", "number") for k in kinds
+            )
             raise self.error(
                 f"{what} field {name!r} is {type(value).__name__}, "
                 f"expected {expected}"
@@ -244,7 +249,9 @@ def read_squad_examples(
             doc_tokens, char_to_word_offset = split_paragraph(context)
             for qa in qas:
                 where.qas_id = None
-                qas_id = where.field(qa, "id", str, "a question")
+                # An int id as the original took any JSON value: its
+                # decimal string, as json.dumps writes the key.
+                qas_id = str(where.field(qa, "id", (str, int), "a question"))
                 where.qas_id = qas_id
                 # Predictions are keyed by id: a repeated one would merge
                 # two questions' answers (and score one of them).
@@ -253,8 +260,6 @@ def read_squad_examples(
                         raise where.error("this question id is used twice")
                     seen_ids.add(qas_id)
                 question_text = where.field(qa, "question", str, "question")
-                if not doc_tokens and is_training:
-                    raise where.error("the paragraph's context is empty")
                 if not doc_tokens:
                     # No window to read: answered as the original does
                     # ("empty"; v2: no answer).
@@ -308,7 +313,8 @@ def read_squad_examples(
                 f"{input_file}: {stats.num_skipped} of {stats.num_questions} "
                 "training questions have an answer not found in the context's "
                 "words (more than max_skipped_fraction="
-                f"{max_skipped_fraction}); check the file's answer texts"
+                f"{max_skipped_fraction}); check the file's answer texts, "
+                "or raise --max_skipped_fraction"
             )
     return examples, stats
 
@@ -389,13 +395,16 @@ def _read_answers(
             ]
         # A labelled v2 file's unanswerable question (an unlabelled file's
         # questions have no answers either, but no is_impossible).
-        if qa.get("is_impossible") is True:
+        if qa.get("is_impossible") in (True, 1):
             example.is_impossible = True
         return example
     if version_2_with_negative:
-        example.is_impossible = where.field(
-            qa, "is_impossible", bool, "question"
-        )
+        # true/false, or 1/0 as some exports write it (the original tested
+        # its truth).
+        value = where.field(qa, "is_impossible", (bool, int), "question")
+        if value not in (True, False):
+            raise where.error(f"is_impossible is {value!r}, not true or false")
+        example.is_impossible = bool(value)
     if example.is_impossible:  # Its answers are not read.
         example.start_position = example.end_position = -1
         example.orig_answer_text = ""
@@ -411,7 +420,12 @@ def _read_answers(
     text = where.field(answer, "text", str, "the answer")
     start = where.field(answer, "answer_start", int, "the answer")
     if not text:
-        raise where.error("the answer text is empty")
+        # Skipped and counted as an answer not found (the original trained
+        # on a wrong span).
+        logging.warning(
+            "%s: the answer text is empty; skipped", where.describe()
+        )
+        return None
     if start < 0 or start + len(text) > len(context):
         raise where.error(
             f"answer_start {start} puts the answer text {text!r} outside "

@@ -506,9 +506,9 @@ def predict(task, answers, global_step, write=True):
         )
     if not write:
         return predictions, results
-    scores = {}
+    scores, stale = {}, []
     if results is None:  # A file without answers: nothing scored.
-        squad_postprocess.remove_stale(task.path(common.EVAL_RESULTS_FILE))
+        stale.append(task.path(common.EVAL_RESULTS_FILE))
     else:
         if s.version_2_with_negative:
             results["null_score_diff_threshold"] = threshold
@@ -521,7 +521,9 @@ def predict(task, answers, global_step, write=True):
             results
         )
     # The answers and their scores as one: never one run's with another's.
-    squad_postprocess.write_predictions(predictions, s.output_dir, scores)
+    squad_postprocess.write_predictions(
+        predictions, s.output_dir, scores, stale
+    )
     return predictions, results
 
 

@@ -36,7 +36,6 @@ import math
 import os
 
 import numpy as np
-from absl import logging
 
 from modeling.data import feature_names
 from modeling.data import file_io
@@ -325,10 +324,13 @@ def to_json(obj):
     return json.dumps(obj, indent=4) + "\n"
 
 
-def write_predictions(predictions, output_dir, extra=None):
+def write_predictions(predictions, output_dir, extra=None, stale=()):
     """Writes predictions.json, nbest_predictions.json, (v2)
     null_odds.json and predictions.jsonl to output_dir, and the `extra`
-    {path: text} (their eval_results.txt), as one (file_io.write_texts).
+    {path: text} (their eval_results.txt), as one (file_io.write_texts);
+    once they are in place, removes the `stale` outputs of an earlier run
+    that this one does not write (and, in v1, an earlier v2 run's
+    null_odds.json), so none sits beside them.
 
     Returns:
       The paths written.
@@ -337,10 +339,11 @@ def write_predictions(predictions, output_dir, extra=None):
         (PREDICTIONS_FILE, predictions.answers),
         (NBEST_FILE, predictions.nbest),
     ]
+    stale = list(stale)
     if predictions.null_odds is not None:
         files.append((NULL_ODDS_FILE, predictions.null_odds))
-    else:  # An earlier SQuAD 2.0 run's must not sit beside these.
-        remove_stale(os.path.join(output_dir, NULL_ODDS_FILE))
+    else:
+        stale.append(os.path.join(output_dir, NULL_ODDS_FILE))
     texts = {
         os.path.join(output_dir, name): to_json(obj) for name, obj in files
     }
@@ -348,16 +351,8 @@ def write_predictions(predictions, output_dir, extra=None):
         predictions
     )
     texts.update(extra or {})
-    file_io.write_texts(texts)
+    file_io.write_texts(texts, stale=stale)
     return list(texts)
-
-
-def remove_stale(path):
-    """Removes an earlier run's output this run does not write, so that
-    nothing in output_dir is from another run than its neighbours."""
-    if file_io.exists(path):
-        logging.info("Removing %s: an earlier run's, not this one's", path)
-        file_io.remove_if_exists(path)
 
 
 def json_lines(predictions):
