@@ -134,6 +134,17 @@ def test_get_final_text(pred, orig, lower, want):
     assert pp.get_final_text(pred, orig, lower) == want
 
 
+def test_verbose_logging_names_why_the_whole_words_are_the_answer(caplog):
+    """--verbose_logging, as the original's: each fallback is logged."""
+    with caplog.at_level("INFO"):
+        pp.get_final_text("xyz", "abc def", True)
+        assert "Unable to find text" not in caplog.text
+        pp.get_final_text("xyz", "abc def", True, verbose_logging=True)
+        pp.get_final_text("cafe", "Cafe\u0301", True, verbose_logging=True)
+    assert "Unable to find text: 'xyz' in 'abc def'" in caplog.text
+    assert "Length not equal after stripping spaces" in caplog.text
+
+
 def test_softmax_and_best_indexes():
     probs = pp.compute_softmax([1.0, 2.0, 3.0])
     e = [math.exp(-2), math.exp(-1), 1.0]

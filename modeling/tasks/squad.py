@@ -423,6 +423,7 @@ class AnswerPredictor:
             null_score_diff_threshold=(
                 s.null_score_diff_threshold if threshold is None else threshold
             ),
+            verbose_logging=s.verbose_logging,
         )
 
 

@@ -36,6 +36,7 @@ import math
 import os
 
 import numpy as np
+from absl import logging
 
 from modeling.data import feature_names
 from modeling.data import file_io
@@ -100,7 +101,13 @@ def _strip_spaces(text):
     return "".join(text[i] for i in ns_to_s_map), ns_to_s_map
 
 
-def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None):
+def get_final_text(
+    pred_text,
+    orig_text,
+    do_lower_case,
+    basic_tokenizer=None,
+    verbose_logging=False,
+):
     """Projects the de-tokenized prediction back onto the original text.
 
     The prediction is word pieces joined, so it is lower-cased and split at
@@ -110,20 +117,31 @@ def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None):
     occurrence) and its start and end are mapped back through the
     characters that are not spaces. When that fails (not found, the texts
     differ in length without spaces, an end that does not map) the whole
-    original words are returned.
+    original words are returned; with `verbose_logging` (run_squad's flag)
+    each such case is logged, as the original logs it.
     """
+
+    def whole(message, *args):
+        if verbose_logging:
+            logging.info(message, *args)
+        return orig_text
+
     if basic_tokenizer is None:
         basic_tokenizer = tokenization.BasicTokenizer(do_lower_case)
     tok_text = " ".join(basic_tokenizer.tokenize(orig_text))
     start_position = tok_text.find(pred_text)
     if start_position == -1:
-        return orig_text
+        return whole("Unable to find text: '%s' in '%s'", pred_text, orig_text)
     end_position = start_position + len(pred_text) - 1
 
     orig_ns_text, orig_ns_to_s_map = _strip_spaces(orig_text)
     tok_ns_text, tok_ns_to_s_map = _strip_spaces(tok_text)
     if len(orig_ns_text) != len(tok_ns_text):
-        return orig_text
+        return whole(
+            "Length not equal after stripping spaces: '%s' vs '%s'",
+            orig_ns_text,
+            tok_ns_text,
+        )
     tok_s_to_ns_map = {s: ns for ns, s in enumerate(tok_ns_to_s_map)}
 
     def to_orig(position):
@@ -134,14 +152,14 @@ def get_final_text(pred_text, orig_text, do_lower_case, basic_tokenizer=None):
 
     orig_start_position = to_orig(start_position)
     if orig_start_position is None:
-        return orig_text
+        return whole("Couldn't map start position")
     orig_end_position = to_orig(end_position)
     if orig_end_position is None:
-        return orig_text
+        return whole("Couldn't map end position")
     return orig_text[orig_start_position : orig_end_position + 1]
 
 
-def _prediction_text(example, feature, pred, do_lower_case, basic):
+def _prediction_text(example, feature, pred, do_lower_case, basic, verbose):
     tok_tokens = feature.tokens[pred.start_index : pred.end_index + 1]
     orig_doc_start = feature.token_to_orig_map[pred.start_index]
     orig_doc_end = feature.token_to_orig_map[pred.end_index]
@@ -151,7 +169,7 @@ def _prediction_text(example, feature, pred, do_lower_case, basic):
     tok_text = tok_text.replace(" ##", "").replace("##", "")
     tok_text = " ".join(tok_text.strip().split())
     orig_text = " ".join(orig_tokens)
-    return get_final_text(tok_text, orig_text, do_lower_case, basic)
+    return get_final_text(tok_text, orig_text, do_lower_case, basic, verbose)
 
 
 def compute_predictions(
@@ -165,8 +183,10 @@ def compute_predictions(
     do_lower_case=True,
     version_2_with_negative=False,
     null_score_diff_threshold=0.0,
+    verbose_logging=False,
 ):
-    """The answers of all examples from their features' logits.
+    """The answers of all examples from their features' logits
+    (`verbose_logging`: get_final_text's).
 
     Args:
       all_examples: data.squad.SquadExample list (file order).
@@ -239,7 +259,12 @@ def compute_predictions(
             if pred.start_index > 0:  # A non-null answer.
                 feature = features[pred.feature_index]
                 text = _prediction_text(
-                    example, feature, pred, do_lower_case, basic
+                    example,
+                    feature,
+                    pred,
+                    do_lower_case,
+                    basic,
+                    verbose_logging,
                 )
                 if text in seen:
                     continue
