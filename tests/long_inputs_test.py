@@ -556,13 +556,16 @@ def test_head_tokens_above_half_of_the_room_is_refused(tmp_path):
     default 128 stays the documented "at most half")."""
     import script_runner
 
-    def of(head_tokens):
+    def of(head_tokens, strategy="head_tail"):
         settings = settings_common.LongInputSettings(
-            long_inputs="head_tail", head_tokens=head_tokens
+            long_inputs=strategy, head_tokens=head_tokens
         )
         return long_inputs.LongInputs.of(settings, None, 16)
 
     assert of(7).head_tokens == 7
+    # Another strategy reads no head: bench/long_inputs.py gives every
+    # strategy one --head_tokens, and chunks were refused for it.
+    assert of(8, "chunks").strategy == "chunks"
     assert of(None).head_tokens == long_inputs.DEFAULT_HEAD_TOKENS
     message = (
         "--head_tokens=8 is above half of the room: at most 7 "

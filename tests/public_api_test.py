@@ -141,6 +141,11 @@ else:
 # The class keeps the original class's defaults: no decay, no clipping.
 bare = optimization.AdamWeightDecayOptimizer(learning_rate=1e-3)
 assert bare.weight_decay_rate == 0.0 and bare.clip_norm is None
+# And its positional order: the 7th is the name (clip_norm took it).
+named = optimization.AdamWeightDecayOptimizer(
+    1e-4, 0.01, 0.9, 0.999, 1e-6, ["LayerNorm", "bias"], "my_adam"
+)
+assert named.name == "my_adam" and named.clip_norm is None
 print("ok")
 """
 

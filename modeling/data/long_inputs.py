@@ -127,7 +127,11 @@ class LongInputs:
         result = cls.from_json({**saved, **given})
         if max_seq_length is not None:
             half = (max_seq_length - 2) // 2
-            if "head_tokens" in given and result.head_tokens > half:
+            if (
+                "head_tokens" in given
+                and result.strategy == HEAD_TAIL
+                and result.head_tokens > half
+            ):
                 # _head_tail would cut it to half of the room, silently.
                 raise ValueError(
                     f"--head_tokens={result.head_tokens} is above half of "

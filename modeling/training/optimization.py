@@ -123,13 +123,15 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         beta_2=0.999,
         epsilon=1e-6,
         exclude_from_weight_decay=None,
+        name="AdamWeightDecayOptimizer",
+        # The original's seven arguments, in its order, then this one's.
+        *,
         clip_norm=None,
         num_train_steps=None,
         num_warmup_steps=None,
         warmup_proportion=0.0,
         optimizer_type="adamw",
         name_fn=default_variable_name,
-        name="AdamWeightDecayOptimizer",
     ):
         # Keras reads the current rate from this callable (callbacks, logs);
         # the update reads the same schedule at the step it makes.
