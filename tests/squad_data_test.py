@@ -316,6 +316,21 @@ def test_long_questions_are_cut_and_counted(tmp_path, tokenizer):
     assert features[0].tokens[features[0].end_position] == "mat"
 
 
+def test_the_first_examples_windows_are_logged(tmp_path, tokenizer, caplog):
+    # As the original: every window of the first 20 examples, with the
+    # answer's pieces (a user's check of the spans).
+    qas = [_qa(f"q{i}") for i in range(squad.LOGGED_EXAMPLES + 3)]
+    path = _write(tmp_path, _squad(qas))
+    examples, _ = squad.read_squad_examples(str(path), True)
+    with caplog.at_level("INFO"):
+        squad.convert_examples_to_features(
+            examples, tokenizer, 64, 16, 8, True, lambda feature: None
+        )
+    assert caplog.text.count("*** Example ***") == squad.LOGGED_EXAMPLES
+    assert "answer: the mat" in caplog.text
+    assert "token_is_max_context: " in caplog.text
+
+
 def test_write_features_is_atomic(tmp_path, tokenizer):
     path = _write(tmp_path, _squad([_qa()]))
     examples, _ = squad.read_squad_examples(str(path), True)

@@ -63,6 +63,8 @@ FIRST_UNIQUE_ID = 1000000000
 DEFAULT_MAX_SKIPPED_FRACTION = 0.05
 # Feature conversion logs its progress every this many examples.
 PROGRESS_EVERY = 2000
+# The original logs the windows of the first 20 examples.
+LOGGED_EXAMPLES = 20
 
 # The paragraph splitter's whitespace (not str.isspace: no NBSP, no U+2009).
 _PARAGRAPH_WHITESPACE = frozenset(" \t\r\n\u202f")
@@ -605,24 +607,23 @@ def convert_examples_to_features(
                     start_position = end_position = 0
             if is_training and example.is_impossible:
                 start_position = end_position = 0
-            output_fn(
-                InputFeatures(
-                    unique_id=unique_id,
-                    example_index=example_index,
-                    doc_span_index=doc_span_index,
-                    tokens=tokens,
-                    token_to_orig_map=token_to_orig_map,
-                    token_is_max_context=token_is_max_context,
-                    input_ids=input_ids,
-                    input_mask=input_mask,
-                    segment_ids=segment_ids,
-                    start_position=start_position,
-                    end_position=end_position,
-                    is_impossible=example.is_impossible
-                    if is_training
-                    else None,
-                )
+            feature = InputFeatures(
+                unique_id=unique_id,
+                example_index=example_index,
+                doc_span_index=doc_span_index,
+                tokens=tokens,
+                token_to_orig_map=token_to_orig_map,
+                token_is_max_context=token_is_max_context,
+                input_ids=input_ids,
+                input_mask=input_mask,
+                segment_ids=segment_ids,
+                start_position=start_position,
+                end_position=end_position,
+                is_impossible=example.is_impossible if is_training else None,
             )
+            if example_index < LOGGED_EXAMPLES:
+                _log_feature(feature, is_training)
+            output_fn(feature)
             unique_id += 1
     num_features = unique_id - FIRST_UNIQUE_ID
     if num_truncated:
@@ -643,6 +644,35 @@ def convert_examples_to_features(
         stats["num_truncated_queries"] = num_truncated
         stats["num_features"] = num_features
     return num_features
+
+
+def _log_feature(feature, is_training):
+    """The original's log of the windows of the first LOGGED_EXAMPLES
+    examples: the user's check of word pieces, the map back to words, the
+    windows' best-context positions and the answer's span."""
+    logging.info("*** Example ***")
+    logging.info("unique_id: %s", feature.unique_id)
+    logging.info("example_index: %s", feature.example_index)
+    logging.info("doc_span_index: %s", feature.doc_span_index)
+    logging.info("tokens: %s", " ".join(feature.tokens))
+    logging.info(
+        "token_to_orig_map: %s",
+        " ".join(f"{k}:{v}" for k, v in feature.token_to_orig_map.items()),
+    )
+    logging.info(
+        "token_is_max_context: %s",
+        " ".join(f"{k}:{v}" for k, v in feature.token_is_max_context.items()),
+    )
+    for name in ("input_ids", "input_mask", "segment_ids"):
+        values = getattr(feature, name)
+        logging.info("%s: %s", name, " ".join(str(x) for x in values))
+    if is_training and feature.is_impossible:
+        logging.info("impossible example")
+    elif is_training:
+        start, end = feature.start_position, feature.end_position
+        logging.info("start_position: %d", start)
+        logging.info("end_position: %d", end)
+        logging.info("answer: %s", " ".join(feature.tokens[start : end + 1]))
 
 
 def _log_progress(done, total, unique_id, started):
