@@ -260,11 +260,12 @@ def checkpoint_shapes(path):
     return {name: tuple(shape) for name, shape in shapes.items()}
 
 
-def read_checkpoint(path):
-    """Reads every tensor of a checkpoint (weights only; no graph import).
+def read_checkpoint(path, names=None):
+    """Reads the tensors of a checkpoint (weights only; no graph import).
 
     Args:
         path: a prefix or directory, see `resolve_checkpoint`.
+        names: the tensors to read (None: every one); each must be there.
 
     Returns:
         dict {original name: np.ndarray}, in sorted name order.
@@ -275,8 +276,9 @@ def read_checkpoint(path):
     """
     prefix = resolve_checkpoint(path)
     reader = _reader(prefix)
-    names = sorted(reader.get_variable_to_shape_map())
-    return {name: _get_tensor(reader, prefix, name) for name in names}
+    if names is None:
+        names = reader.get_variable_to_shape_map()
+    return {name: _get_tensor(reader, prefix, name) for name in sorted(names)}
 
 
 @dataclasses.dataclass
@@ -420,6 +422,7 @@ def load_weights(model_or_variables, path, ignore_missing=()):
         missing=missing,
         unused=sorted(n for n in shapes if n not in used),
     )
+    _log_trainable_variables(variables, used)
     logging.info(
         "Restored %d variables from %s; %d left at their initial values "
         "(%s); %d checkpoint names unused (%d not optimizer state).",
@@ -431,6 +434,23 @@ def load_weights(model_or_variables, path, ignore_missing=()):
         len(report.unexpected),
     )
     return report
+
+
+def _log_trainable_variables(variables, restored):
+    """The original's listing: each trainable variable's name and shape,
+    marked when it came from the checkpoint (the user's check of what
+    --init_checkpoint gave)."""
+    logging.info("**** Trainable Variables ****")
+    for variable in variables:
+        if not getattr(variable, "trainable", True):
+            continue
+        name = variable_name(variable)
+        logging.info(
+            "  name = %s:0, shape = %s%s",
+            name,
+            tuple(variable.shape),
+            ", *INIT_FROM_CKPT*" if name in restored else "",
+        )
 
 
 def _quote(text):

@@ -16,6 +16,7 @@ Name mapping (HF -> original), applied to every encoder tensor:
     cls.predictions.decoder.bias            -> .../output_bias when it is
                                                the only copy of the bias
     no pooler (HF masked-LM saves)          -> bert/pooler/dense initialized
+    no cls.seq_relationship (masked-LM)     -> written without that head
     cls.seq_relationship.weight [2, H]      -> cls/seq_relationship/
                                                output_weights [2, H] (as is)
 Only numpy and safetensors.numpy are used (no torch).
@@ -23,9 +24,9 @@ Only numpy and safetensors.numpy are used (no torch).
 GELU: HF "gelu" is the exact erf GELU; the original (and this project) use
 the tanh approximation. `hf_to_original` writes "gelu" (the original's name,
 so the tanh form): outputs then differ from HF's by a small amount (~1e-3
-relative on activations). HF "gelu_new" / "gelu_pytorch_tanh" ARE the tanh
-form and convert exactly. `original_to_hf` writes "gelu_new", so HF
-reproduces the original's numbers.
+relative on activations). HF "gelu_new" / "gelu_pytorch_tanh" / "gelu_fast"
+ARE the tanh form and convert exactly. `original_to_hf` writes "gelu_new",
+so HF reproduces the original's numbers.
 """
 
 import argparse
@@ -57,6 +58,7 @@ _HF_ACT_TO_ORIGINAL = {
     "gelu": "gelu",
     "gelu_new": "gelu",
     "gelu_pytorch_tanh": "gelu",
+    "gelu_fast": "gelu",  # the tanh form written with x * x * x
     "relu": "relu",
     "tanh": "tanh",
     "linear": "linear",
@@ -242,12 +244,23 @@ def _new_files_removed_on_error(out_dir, names):
         raise
 
 
+# The pre-training heads, each whole or absent: an HF masked-LM save has
+# the first only; a fine-tuned checkpoint neither (its cls/squad/ is not one).
+_HEADS = ("cls/predictions/", "cls/seq_relationship/")
+
+
+def _heads_of(names):
+    """The pre-training heads (`_HEADS`) some of whose tensors are there."""
+    return tuple(h for h in _HEADS if any(n.startswith(h) for n in names))
+
+
 def _check_encoder_arrays(arrays, config, source):
-    """Every encoder variable present with its shape; heads all or none."""
+    """Every encoder variable present with its shape; each pre-training
+    head whole or absent."""
     expected = checkpoints.original_variable_shapes(config)
-    has_heads = any(n.startswith("cls/") for n in arrays)
+    absent = tuple(h for h in _HEADS if h not in _heads_of(arrays))
     for name, shape in expected.items():
-        if name.startswith("cls/") and not has_heads:
+        if absent and name.startswith(absent):
             continue
         if name not in arrays:
             raise ValueError(f"{source} lacks the tensor for {name}")
@@ -358,8 +371,16 @@ def read_hf_folder(hf_dir, exact_gelu=False):
 
     hf_dir = os.fspath(hf_dir)
     _require_files(hf_dir, (HF_CONFIG, HF_WEIGHTS, VOCAB))
-    with open(os.path.join(hf_dir, HF_CONFIG), encoding="utf-8") as f:
-        config = hf_config_to_original(json.load(f), exact_gelu)
+    config_file = os.path.join(hf_dir, HF_CONFIG)
+    try:
+        config = hf_config_to_original(
+            json.loads(file_io.read_text(config_file)), exact_gelu
+        )
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{config_file} is not valid JSON: {e}") from None
+    except (ValueError, TypeError, AttributeError) as e:
+        # AttributeError: a JSON value that is not an object.
+        raise ValueError(f"{config_file}: {e}") from None
     weights_file = os.path.join(hf_dir, HF_WEIGHTS)
     arrays, skipped = {}, []
     try:
@@ -398,10 +419,11 @@ def original_to_hf(ckpt_dir, out_dir):
     """Converts an original-layout folder into an HF BERT folder.
 
     Writes config.json (hidden_act "gelu_new": the original's tanh GELU),
-    model.safetensors and vocab.txt. With pre-training heads the tensors
-    are named as HF's BertForPreTraining (`bert.` prefix, `cls.*`), without
+    model.safetensors and vocab.txt. With both pre-training heads the
+    tensors are named as HF's BertForPreTraining (`bert.` prefix, `cls.*`),
+    with one as BertForMaskedLM or BertForNextSentencePrediction, without
     them as BertModel (no prefix). Optimizer slots, global_step and
-    fine-tuning heads are not converted.
+    fine-tuning heads are not converted (the heads are named in a warning).
 
     Args:
         ckpt_dir: folder with bert_config.json, vocab.txt and a checkpoint
@@ -418,10 +440,28 @@ def original_to_hf(ckpt_dir, out_dir):
     config = config_lib.BertConfig.from_json_file(
         os.path.join(ckpt_dir, BERT_CONFIG)
     )
-    arrays = checkpoints.read_checkpoint(ckpt_dir)
+    # Only the model's own variables are read: not the optimizer's slots
+    # (twice the model again), nor what else a run saved there.
+    expected = checkpoints.original_variable_shapes(config)
+    there = checkpoints.checkpoint_shapes(ckpt_dir)
+    others = sorted(
+        name
+        for name in there
+        if name not in expected
+        and not checkpoints.OPTIMIZER_NAME_PATTERN.search(name)
+    )
+    if others:
+        _LOG.warning(
+            "Not converted (not part of the BERT encoder or its pre-training "
+            "heads, such as a fine-tuning head): %s",
+            ", ".join(others),
+        )
+    arrays = checkpoints.read_checkpoint(
+        ckpt_dir, names=[name for name in there if name in expected]
+    )
     _check_encoder_arrays(arrays, config, ckpt_dir)
-    has_heads = "cls/predictions/output_bias" in arrays
-    prefix = "bert." if has_heads else ""
+    heads = _heads_of(arrays)
+    prefix = "bert." if heads else ""
     tensors = {}
     for name, value in arrays.items():
         mapped = original_name_to_hf(name, prefix)
@@ -429,7 +469,11 @@ def original_to_hf(ckpt_dir, out_dir):
             continue
         hf_name, transpose = mapped
         tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
-    architecture = "BertForPreTraining" if has_heads else "BertModel"
+    architecture = {
+        _HEADS: "BertForPreTraining",
+        _HEADS[:1]: "BertForMaskedLM",
+        _HEADS[1:]: "BertForNextSentencePrediction",
+    }.get(heads, "BertModel")
     hf_config = original_config_to_hf(config, architecture)
     target = os.path.join(out_dir, HF_WEIGHTS)
     with _new_files_removed_on_error(out_dir, (HF_CONFIG, VOCAB, HF_WEIGHTS)):

@@ -315,6 +315,10 @@ def _build_table(entries):
 _Entry = collections.namedtuple("_Entry", "dtype shape shard offset size crc")
 
 
+class _Unsupported(ValueError):
+    """A valid index this reader cannot read (not a damaged one)."""
+
+
 def _sliced_first(entry):
     """0 for a partitioned tensor's entry (it lists its slices, field 7), 1
     for one of its slices (their keys start with a 0 byte), 2 for the rest:
@@ -348,6 +352,8 @@ class BundleReader:
             self._entries = {}
             for key, fields in sorted(parsed, key=_sliced_first):
                 self._add_entry(key, fields)
+        except _Unsupported as e:
+            raise ValueError(f"{index}: {e}") from None
         except (ValueError, IndexError, struct.error) as e:
             raise ValueError(
                 f"{index} is not a readable checkpoint index (truncated or "
@@ -377,7 +383,7 @@ class BundleReader:
     def _add_entry(self, key, fields):
         name = key.decode("utf-8", "backslashreplace")
         if _sliced_first((key, fields)) < 2:
-            raise ValueError(
+            raise _Unsupported(
                 f"tensor {name!r} is partitioned (saved in slices), which "
                 "this reader does not support: re-save it unpartitioned"
             )

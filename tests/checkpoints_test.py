@@ -276,15 +276,25 @@ def test_config_that_does_not_match(tiny_config_dict, golden_dir):
     assert model.bert.embeddings.word_embeddings.shape == (99, 64)
 
 
-def test_missing_variables_error_unless_ignored(tiny_config, golden_dir):
+def test_missing_variables_error_unless_ignored(
+    tiny_config, golden_dir, caplog
+):
     model = models.BertClassifier(tiny_config, num_labels=3)
     with pytest.raises(ValueError, match="lacks 2 variable.*output_weights"):
         checkpoints.load_weights(model, golden_dir / "tiny_init")
-    report = checkpoints.load_weights(
-        model, golden_dir / "tiny_init", ignore_missing=[r"^output_"]
-    )
+    with caplog.at_level("INFO"):
+        report = checkpoints.load_weights(
+            model, golden_dir / "tiny_init", ignore_missing=[r"^output_"]
+        )
     assert report.missing == ["output_weights", "output_bias"]
     assert "cls/predictions/output_bias" in report.unexpected
+    # The original's listing of what came from the checkpoint.
+    assert "**** Trainable Variables ****" in caplog.text
+    assert (
+        "  name = bert/embeddings/word_embeddings:0, shape = (99, 32), "
+        "*INIT_FROM_CKPT*\n" in caplog.text
+    )
+    assert "  name = output_weights:0, shape = (3, 32)\n" in caplog.text
 
 
 def test_a_failed_write_leaves_no_temporary_files(tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 
 import json
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -221,3 +222,101 @@ def test_hf_saves_without_pooler_or_with_decoder_bias(
     kernel = after["bert/pooler/dense/kernel"]
     assert 0.01 < kernel.std() < 0.02 and np.abs(kernel).max() <= 0.04
     assert not after["bert/pooler/dense/bias"].any()
+
+
+def _tiny_original(golden_dir, folder):
+    folder.mkdir()
+    for f in (golden_dir / "tiny_init").iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    (folder / "vocab.txt").write_text("".join(f"t{i}\n" for i in range(99)))
+    return folder
+
+
+def test_a_masked_lm_save_converts_both_ways(golden_dir, tmp_path):
+    """HF's BertForMaskedLM has the masked-LM head only: converted without
+    the next-sentence head (the runs' --init_checkpoint leaves it new, as
+    the original's did), and back as a BertForMaskedLM."""
+    hf_dir = tmp_path / "hf"
+    convert.original_to_hf(_tiny_original(golden_dir, tmp_path / "o"), hf_dir)
+    weights = str(hf_dir / "model.safetensors")
+    tensors = safetensors_numpy.load_file(weights)
+    del tensors["cls.seq_relationship.weight"]
+    del tensors["cls.seq_relationship.bias"]
+    safetensors_numpy.save_file(tensors, weights)
+    convert.hf_to_original(hf_dir, tmp_path / "back")
+    after = checkpoints.read_checkpoint(tmp_path / "back")
+    before = checkpoints.read_checkpoint(golden_dir / "tiny_init")
+    assert sorted(after) == sorted(
+        n for n in before if not n.startswith("cls/seq_relationship/")
+    )
+    convert.original_to_hf(tmp_path / "back", tmp_path / "hf2")
+    config = json.loads((tmp_path / "hf2" / "config.json").read_text())
+    assert config["architectures"] == ["BertForMaskedLM"]
+    again = safetensors_numpy.load_file(
+        str(tmp_path / "hf2" / "model.safetensors")
+    )
+    assert sorted(again) == sorted(tensors)
+
+
+def test_a_fine_tuned_checkpoint_converts_its_encoder(
+    golden_dir, tmp_path, caplog, monkeypatch
+):
+    """A run_squad checkpoint (cls/squad/*, no pre-training heads) and its
+    optimizer slots: the encoder is converted, the head named as left out,
+    and nothing else is read (the slots are twice the model)."""
+    orig = _tiny_original(golden_dir, tmp_path / "o")
+    arrays = {
+        name: value
+        for name, value in checkpoints.read_checkpoint(orig).items()
+        if name.startswith("bert/")
+    }
+    for f in orig.glob("bert_model.ckpt*"):
+        f.unlink()
+    arrays["cls/squad/output_weights"] = np.zeros([2, 32], np.float32)
+    arrays["cls/squad/output_bias"] = np.zeros([2], np.float32)
+    arrays["bert/pooler/dense/kernel/adam_m"] = np.zeros([32, 32], np.float32)
+    checkpoints.write_checkpoint(str(orig / "model.ckpt-10"), arrays, 10)
+    read = []
+    get_tensor = checkpoints._get_tensor
+    monkeypatch.setattr(
+        checkpoints,
+        "_get_tensor",
+        lambda reader, prefix, name: (
+            read.append(name) or get_tensor(reader, prefix, name)
+        ),
+    )
+    with caplog.at_level(logging.WARNING):
+        convert.original_to_hf(orig, tmp_path / "hf")
+    assert not [n for n in read if not n.startswith("bert/") or "adam" in n]
+    assert "cls/squad/output_bias, cls/squad/output_weights" in caplog.text
+    assert "adam_m" not in caplog.text
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["BertModel"]
+    tensors = safetensors_numpy.load_file(
+        str(tmp_path / "hf" / "model.safetensors")
+    )
+    assert len(tensors) == sum(n.startswith("bert/") for n in arrays) - 1
+    np.testing.assert_array_equal(
+        tensors["pooler.dense.weight"], arrays["bert/pooler/dense/kernel"].T
+    )
+
+
+def test_a_bad_hf_config_is_named(minilm_dir, tmp_path):
+    (tmp_path / "vocab.txt").write_text("a\n")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    config = tmp_path / "config.json"
+    for text, error in [
+        ("{bad", "is not valid JSON"),
+        ('{"vocab_size": "30522"}', "vocab_size must be an integer"),
+        ("[1]", ""),
+    ]:
+        config.write_text(text)
+        with pytest.raises(ValueError, match=f"^{re.escape(str(config))}.*{error}"):
+            convert.hf_to_original(tmp_path, tmp_path / "out")
+
+
+def test_gelu_fast_is_the_tanh_gelu():
+    config = convert.hf_config_to_original(
+        {"vocab_size": 10, "hidden_act": "gelu_fast"}
+    )
+    assert config.hidden_act == "gelu"

@@ -155,9 +155,9 @@ def test_refuses_a_partitioned_variable(tmp_path):
     with pytest.raises(ValueError) as info:
         tensor_bundle.read(tmp_path / "ckpt")
     assert str(info.value) == (
-        f"{tmp_path}/ckpt.index is not a readable checkpoint index (truncated "
-        "or corrupt): tensor 'part/kernel' is partitioned (saved in slices), "
-        "which this reader does not support: re-save it unpartitioned"
+        f"{tmp_path}/ckpt.index: tensor 'part/kernel' is partitioned (saved "
+        "in slices), which this reader does not support: re-save it "
+        "unpartitioned"
     )
 
 
