@@ -432,9 +432,55 @@ def test_json_lines_with_a_list_of_endings(tmp_path):
         '{"sent1": "a", "ending0": "b", "ending1": "c", "label": 0}\n'
         '{"sent1": "a", "ending0": "b", "label": 0}\n'
     )
+    with pytest.raises(ValueError, match=f"{path} line 2: fewer than 2"):
+        swag.read_swag(path)
+    path.write_text(
+        '{"sent1": "a", "ending0": "b", "ending1": "c", "label": 0}\n'
+        '{"sent1": "a", "endings": ["b", "c", "d"], "label": 0}\n'
+    )
     with pytest.raises(
-        ValueError, match=f"{path} line 2: field 'ending1' is missing"
+        ValueError, match=f"{path} line 2: 3 endings where .*line 1 has 2"
     ):
+        swag.read_swag(path)
+
+
+def test_json_lines_rows_have_their_own_fields(tmp_path):
+    """A JSON object's fields are its own: a first row without sent2 (or a
+    test row without a label) does not drop a later row's."""
+    path = tmp_path / "mc.jsonl"
+    path.write_text(
+        '{"sent1": "He opened", "endings": ["door", "sky"]}\n'
+        '{"sent1": "She", "sent2": "ate", "endings": ["soup", "air"], '
+        '"label": 1, "id": 7}\n'
+    )
+    examples = swag.read_swag(path, "test", require_label=False)
+    assert [(e.id, e.start, e.label) for e in examples] == [
+        ("1", "", None),
+        ("7", "ate", 1),
+    ]
+    with pytest.raises(ValueError, match=f"{path} line 1: no label"):
+        swag.read_swag(path)
+
+
+@pytest.mark.parametrize(
+    "head,row,error",
+    [
+        # A padded header name is the column (as the other columns are).
+        (" id,sent1,ending0,ending1,label", "q7,s,a,b,0", None),
+        ("id,sent1,ending0,ending1,label", ",s,a,b,0", "no id in field 'id'"),
+        ("sent1,ending0,ending1,label", "s,a, ,0", "ending1 is empty"),
+        ("sent1,ending0,ending1,label", " ,a,b,0", "sent1 is empty"),
+        # A label indexes the endings: a gap would shift it unsaid.
+        ("sent1,ending0,ending2,label", "s,a,b,1", "not numbered ending0"),
+        ("sent1,ending1,ending2,label", "s,a,b,1", "not numbered ending0"),
+    ],
+)
+def test_fields_are_named(tmp_path, head, row, error):
+    path = _write(tmp_path, f"{head}\n{row}\n")
+    if error is None:
+        assert swag.read_swag(path)[0].id == "q7"
+        return
+    with pytest.raises(ValueError, match=f"{path} line \\d: .*{error}"):
         swag.read_swag(path)
 
 

@@ -50,81 +50,67 @@ def read_swag(path, set_type="train", require_label=True):
     """Reads a SWAG file: SWAG's CSV, or the same columns as TSV or JSON
     Lines (a JSON object may give its endings as a list, `endings`).
 
+    A CSV or TSV file's columns are its header's; a JSON object's fields
+    are its own (a row may leave sent2, or a test row its label, out).
+
     Args:
       path: str.
       set_type: used in guids.
-      require_label: the file must have a `label` column (train/dev); a
-        test file without one, or with an empty or -1 label (an
-        unlabelled file's placeholder), gives examples with label None.
+      require_label: every row must have a label (train/dev); a test row
+        without one, or with an empty or -1 label (an unlabelled file's
+        placeholder), gives an example with label None.
 
     Returns:
-      list of SwagExample; `id` is the row's `id` column, else its line.
+      list of SwagExample; `id` is the row's `id` field, else its line.
 
     Raises:
-      ValueError: naming the file and line: a header without sent1 or an
-        ending column (sent2 may be absent: empty), or without label where
-        one is required; a row
-        with another column count than the header; an empty text; a label
-        that is not a choice index. An empty file, or one without rows.
+      ValueError: naming the file and line (and field): a header or object
+        without sent1 or endings (sent2 may be absent: empty), or without
+        label where one is required; endings not numbered 0, 1, 2, ...; a
+        row with another column count than the header; an empty text; a
+        label that is not a choice index; a null or empty id; another
+        number of endings than the first row's. An empty file, or one
+        without rows.
     """
     table = table_files.TableFile(path)
     header = table.columns
     if not header:
         raise ValueError(f"{table.path}: empty file (no header)")
-    columns = {name.strip(): name for name in header}
-    numbered = sorted(
-        (int(match.group(1)), name)
-        for name, match in ((n, _ENDING.match(n)) for n in columns)
-        if match
-    )
-    endings = [columns[name] for _, name in numbered]
-    listed = ENDINGS_FIELD in columns  # JSON: "endings": [...]
-    missing = [n for n in ("sent1",) if n not in columns]
-    if not (endings or listed):
-        missing.append("ending0")
-    if require_label and LABEL_COLUMN not in columns:
-        missing.append(LABEL_COLUMN)
-    if missing:
-        raise ValueError(
-            f"{table.where(1)}: the header has no {', '.join(missing)} column "
-            f"(found {', '.join(header)})"
-        )
-    label_column = columns.get(LABEL_COLUMN)
-    examples = []
+    per_row = table.format == "jsonl"
+    if not per_row:
+        fields = _fields(header, require_label, table.where(1), "header")
+    examples, first = [], None
     for line, row in table.rows():
         where = table.where(line)
-        absent = [c for c in endings if row.get(c) is None]
-        if not listed and absent:
-            # JSON Lines rows each have their own keys.
-            what = "is null" if absent[0] in row else "is missing"
-            raise ValueError(f"{where}: field {absent[0]!r} {what}")
-        texts = row.get(ENDINGS_FIELD) if listed else [row[c] for c in endings]
-        if not isinstance(texts, list) or len(texts) < 2:
-            raise ValueError(f"{where}: fewer than 2 endings")
+        if per_row:
+            fields = _fields(list(row), require_label, where, "object")
+        columns, endings = fields
+        if endings is None:
+            texts = row[columns[ENDINGS_FIELD]]
+            if not isinstance(texts, list) or len(texts) < 2:
+                raise ValueError(f"{where}: fewer than 2 endings")
+            names = [f"{ENDINGS_FIELD}[{i}]" for i in range(len(texts))]
+        else:
+            absent = [c for c in endings if row.get(c) is None]
+            if absent:
+                raise ValueError(f"{where}: field {absent[0]!r} is null")
+            texts, names = [row[c] for c in endings], endings
+            if len(texts) < 2:
+                raise ValueError(f"{where}: fewer than 2 endings")
         num_choices = len(texts)
-        label = None
-        text = None
-        if label_column is not None and row.get(label_column) is not None:
-            text = str(row[label_column]).strip()
-        if not require_label and text in ("", "-1"):
-            # An unlabelled file's placeholder (HF's swag test split: -1).
-            text = None
-        if text is not None:
-            # ASCII digits only: str.isdigit() also holds for "²".
-            if not (text.isascii() and text.isdigit()) or (
-                int(text) >= num_choices
-            ):
-                raise ValueError(
-                    f"{where}: label {text!r} is not a choice index "
-                    f"0..{num_choices - 1}"
-                )
-            label = int(text)
-        elif require_label:
-            raise ValueError(f"{where}: no label")
+        if first is None:
+            first = (num_choices, where)
+        elif num_choices != first[0]:
+            raise ValueError(
+                f"{where}: {num_choices} endings where {first[1]} has "
+                f"{first[0]} (every row needs as many)"
+            )
+        label = _label(row, columns, num_choices, require_label, where)
         context = row.get(columns["sent1"])
-        start = row.get(columns["sent2"], "") if "sent2" in columns else ""
-        if not _is_text(context) or not all(_is_text(t) for t in texts):
-            raise ValueError(f"{where}: empty sent1 or ending")
+        start = row.get(columns["sent2"]) if "sent2" in columns else None
+        for name, value in [("sent1", context), *zip(names, texts)]:
+            if not _is_text(value):
+                raise ValueError(f"{where}: {name} is empty or not a text")
         examples.append(
             SwagExample(
                 guid=f"{set_type}-{len(examples)}",
@@ -132,13 +118,83 @@ def read_swag(path, set_type="train", require_label=True):
                 start=start if isinstance(start, str) else "",
                 endings=list(texts),
                 label=label,
-                id=str(row.get("id", line)),
+                id=_row_id(row, columns, line, where),
             )
         )
     if not examples:
         raise ValueError(f"{table.path}: no examples after the header")
-    _check_one_choice_count(examples, f"{table.path}: rows")
     return examples
+
+
+def _fields(names, require_label, where, what):
+    """({stripped name: name as written}, the ending columns in order, or
+    None for a JSON `endings` list) of a header or a JSON object's keys.
+
+    Raises:
+      ValueError: no sent1, no endings, no label where one is required, or
+        endings not numbered 0, 1, 2, ... (a label would pick another).
+    """
+    columns = {str(name).strip(): name for name in names}
+    numbered = sorted(
+        (int(match.group(1)), name)
+        for name, match in ((n, _ENDING.match(n)) for n in columns)
+        if match
+    )
+    listed = ENDINGS_FIELD in columns  # JSON: "endings": [...]
+    missing = [n for n in ("sent1",) if n not in columns]
+    if not (numbered or listed):
+        missing.append("ending0")
+    if require_label and LABEL_COLUMN not in columns and what == "header":
+        missing.append(LABEL_COLUMN)
+    if missing:
+        raise ValueError(
+            f"{where}: the {what} has no {', '.join(missing)} "
+            f"{'column' if what == 'header' else 'field'} (found "
+            f"{', '.join(map(str, names))})"
+        )
+    if listed:
+        return columns, None
+    if [i for i, _ in numbered] != list(range(len(numbered))):
+        raise ValueError(
+            f"{where}: the endings {', '.join(n for _, n in numbered)} are "
+            "not numbered ending0, ending1, ... (a label is an index into "
+            "them)"
+        )
+    return columns, [columns[name] for _, name in numbered]
+
+
+def _label(row, columns, num_choices, require_label, where):
+    """The row's label: a choice index, or None (an unlabelled row)."""
+    value = row.get(columns.get(LABEL_COLUMN))
+    text = None if value is None else str(value).strip()
+    if not require_label and text in ("", "-1"):
+        # An unlabelled file's placeholder (HF's swag test split: -1).
+        text = None
+    if text is None:
+        if require_label:
+            raise ValueError(f"{where}: no label")
+        return None
+    # ASCII digits only: str.isdigit() also holds for "²".
+    if not (text.isascii() and text.isdigit()) or int(text) >= num_choices:
+        raise ValueError(
+            f"{where}: label {text!r} is not a choice index "
+            f"0..{num_choices - 1}"
+        )
+    return int(text)
+
+
+def _row_id(row, columns, line, where):
+    """The row's `id` as a str, else (no id field) its line number."""
+    if "id" not in columns:
+        return str(line)
+    value = row[columns["id"]]
+    if (
+        value is None
+        or isinstance(value, (dict, list))
+        or not str(value).strip()
+    ):
+        raise ValueError(f"{where}: no id in field 'id': {value!r}")
+    return str(value)
 
 
 def _check_one_choice_count(examples, what):
