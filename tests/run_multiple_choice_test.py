@@ -367,9 +367,14 @@ def test_export_serves_raw_text_like_test_results(mc_run, tiny_files):
     np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)
 
 
-def test_predict_only_run_restores_the_newest_checkpoint(mc_run, tiny_files):
+def test_predict_only_run_restores_the_newest_checkpoint(
+    mc_run, tiny_files, monkeypatch
+):
     out, _ = mc_run
     before = (out / "test_results.tsv").read_text()
+    ids = (out / "predictions.jsonl").read_text().count('"id"')
+    # The predict file streams: 10 rows in blocks of 4, 4 and 2.
+    monkeypatch.setattr(multiple_choice, "PREDICT_BLOCK", 4)
     multiple_choice.run(
         _settings(tiny_files, out, do_predict=True, predict_batch_size=3)
     )
@@ -383,6 +388,7 @@ def test_predict_only_run_restores_the_newest_checkpoint(mc_run, tiny_files):
     # Batches of 3 instead of 8: other shapes, the same rows to float
     # rounding (probabilities have unit scale).
     tolerance.assert_float32_close(got, want, scale=1.0)
+    assert (out / "predictions.jsonl").read_text().count('"id"') == ids == 10
 
 
 def test_each_choice_is_scored_on_its_own_sequence(tiny_config_dict):

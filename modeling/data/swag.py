@@ -47,8 +47,14 @@ class SwagExample:
 
 
 def read_swag(path, set_type="train", require_label=True):
-    """Reads a SWAG file: SWAG's CSV, or the same columns as TSV or JSON
-    Lines (a JSON object may give its endings as a list, `endings`).
+    """The examples of a SWAG file, as a list (see `iter_swag`)."""
+    return list(iter_swag(path, set_type, require_label))
+
+
+def iter_swag(path, set_type="train", require_label=True):
+    """Reads a SWAG file row by row: SWAG's CSV, or the same columns as TSV
+    or JSON Lines (a JSON object may give its endings as a list,
+    `endings`).
 
     A CSV or TSV file's columns are its header's; a JSON object's fields
     are its own (a row may leave sent2, or a test row its label, out).
@@ -60,8 +66,8 @@ def read_swag(path, set_type="train", require_label=True):
         without one, or with an empty or -1 label (an unlabelled file's
         placeholder), gives an example with label None.
 
-    Returns:
-      list of SwagExample; `id` is the row's `id` field, else its line.
+    Yields:
+      SwagExample; `id` is the row's `id` field, else its line.
 
     Raises:
       ValueError: naming the file and line (and field): a header or object
@@ -79,7 +85,7 @@ def read_swag(path, set_type="train", require_label=True):
     per_row = table.format == "jsonl"
     if not per_row:
         fields = _fields(header, require_label, table.where(1), "header")
-    examples, first = [], None
+    count, first = 0, None
     for line, row in table.rows():
         where = table.where(line)
         if per_row:
@@ -111,19 +117,17 @@ def read_swag(path, set_type="train", require_label=True):
         for name, value in [("sent1", context), *zip(names, texts)]:
             if not _is_text(value):
                 raise ValueError(f"{where}: {name} is empty or not a text")
-        examples.append(
-            SwagExample(
-                guid=f"{set_type}-{len(examples)}",
-                context=context,
-                start=start if isinstance(start, str) else "",
-                endings=list(texts),
-                label=label,
-                id=_row_id(row, columns, line, where),
-            )
+        yield SwagExample(
+            guid=f"{set_type}-{count}",
+            context=context,
+            start=start if isinstance(start, str) else "",
+            endings=list(texts),
+            label=label,
+            id=_row_id(row, columns, line, where),
         )
-    if not examples:
+        count += 1
+    if not count:
         raise ValueError(f"{table.path}: no examples after the header")
-    return examples
 
 
 def _fields(names, require_label, where, what):

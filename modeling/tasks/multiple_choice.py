@@ -11,6 +11,7 @@ Steps: `int(len(train_examples) / train_batch_size * num_train_epochs)`,
 warmup `int(steps * warmup_proportion)`, as run_classifier counts them.
 """
 
+import contextlib
 import dataclasses
 
 import numpy as np
@@ -20,6 +21,7 @@ from keras import ops
 
 from modeling import losses
 from modeling import models
+from modeling import progress
 from modeling.data import file_io
 from modeling.data import swag
 from modeling.tasks import common
@@ -37,6 +39,8 @@ EVAL_FILES = ("val.csv", "dev.csv")
 PREDICT_FILES = ("test.csv",)
 SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids")
 LABEL_IDS = "label_ids"
+# Prediction converts and predicts this many examples at a time.
+PREDICT_BLOCK = 8192
 
 
 @dataclasses.dataclass
@@ -94,9 +98,16 @@ def read_eval_examples(task):
     return swag.read_swag(path, "dev")
 
 
-def read_predict_examples(task):
+def iter_predict_examples(task):
+    """The predict file's examples, streamed (any number of rows)."""
     path = task.data_path("predict_file", PREDICT_FILES, "prediction")
-    return swag.read_swag(path, "test", require_label=False)
+    return swag.iter_swag(path, "test", require_label=False)
+
+
+def count_predict_examples(task):
+    """Reads the predict file through (it is checked before training, but
+    not held) and counts its examples."""
+    return sum(1 for _ in iter_predict_examples(task))
 
 
 def train(task, examples, eval_examples=None):
@@ -139,40 +150,52 @@ def evaluate(task, model, arrays, global_step):
     }
 
 
-def predict(task, model, write=True, examples=None):
+def predict(task, model, write=True, total=None):
     """test_results.tsv: per test example, its choice probabilities; and
     predictions.jsonl: its id, the chosen ending's index and the
-    probabilities (`examples`: the predict file already read)."""
+    probabilities. The predict file streams, PREDICT_BLOCK examples at a
+    time (`total`: its count, for the progress's ETA); the files are
+    published together when complete.
+
+    Returns:
+      The number of examples predicted.
+    """
     s = task.settings
-    if examples is None:
-        examples = read_predict_examples(task)
-    logits = task.logits(model, task.arrays(examples), s.predict_batch_size)
-    probabilities = tf.nn.softmax(logits, axis=-1).numpy()
-    if write:
-        lines = [
-            "\t".join(str(np.float32(v)) for v in row) + "\n"
-            for row in probabilities
-        ]
-        file_io.write_texts(
-            {
-                task.path(TEST_RESULTS_FILE): "".join(lines),
-                task.path(predictions.FILE): "".join(
-                    predictions.line(
-                        {
-                            "id": example.id,
-                            "label": int(np.argmax(row)),
-                            "probabilities": [
-                                predictions.number(p) for p in row
-                            ],
-                        }
-                    )
-                    for example, row in zip(
-                        examples, probabilities, strict=True
-                    )
-                ),
-            }
+    counter = progress.Progress("Predicting", total=total, unit="examples")
+    count = 0
+    with contextlib.ExitStack() as files:
+        paths = [task.path(TEST_RESULTS_FILE), task.path(predictions.FILE)]
+        results, jsonl = (
+            files.enter_context(file_io.atomic_writes(paths))
+            if write
+            else (None, None)
         )
-    return probabilities
+        examples = iter_predict_examples(task)
+        for block in file_io.chunks(examples, PREDICT_BLOCK):
+            logits = task.logits(
+                model, task.arrays(block), s.predict_batch_size
+            )
+            probabilities = tf.nn.softmax(logits, axis=-1).numpy()
+            if write:
+                for example, row in zip(block, probabilities, strict=True):
+                    results.write(
+                        "\t".join(str(np.float32(v)) for v in row) + "\n"
+                    )
+                    jsonl.write(
+                        predictions.line(
+                            {
+                                "id": example.id,
+                                "label": int(np.argmax(row)),
+                                "probabilities": [
+                                    predictions.number(p) for p in row
+                                ],
+                            }
+                        )
+                    )
+            count += len(block)
+            counter.add(len(block))
+        counter.finish()
+    return count
 
 
 def run(settings):
@@ -186,7 +209,7 @@ def run(settings):
     # Every input file is read and checked before training.
     train_examples = read_train_examples(task) if s.do_train else None
     eval_examples = read_eval_examples(task) if s.do_eval else None
-    predict_examples = read_predict_examples(task) if s.do_predict else None
+    num_predict = count_predict_examples(task) if s.do_predict else None
     if s.do_train:
         trainer = train(task, train_examples, eval_examples)
     else:
@@ -212,8 +235,6 @@ def run(settings):
         lambda model, step: evaluate(
             task, model, task.arrays(eval_examples), step
         ),
-        lambda task, model, write: predict(
-            task, model, write, predict_examples
-        ),
+        lambda task, model, write: predict(task, model, write, num_predict),
         export,
     )

@@ -50,7 +50,7 @@ class LiteChooser(base.LiteServer):
     def predict_file(self, input_file, output_file, **columns):
         """predict_file of a multiple-choice model: SWAG's columns read as
         run_multiple_choice.py's --predict_file, its predictions.jsonl lines."""
-        examples = swag.read_swag(input_file, "test", require_label=False)
+        examples = swag.iter_swag(input_file, "test", require_label=False)
 
         def lines(block):
             for example, record in zip(block, self.predict(block), strict=True):
