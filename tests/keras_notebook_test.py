@@ -129,8 +129,11 @@ def test_the_original_format_checkpoint(keras_run, minilm_ckpt):
     from modeling import config as config_lib
     from modeling.text import vocabulary
 
-    _, output_dir, _ = keras_run
+    nb, output_dir, _ = keras_run
     folder = output_dir / "checkpoint"
+    # The command it prints reads the folder with the model's casing (the
+    # flag's default, True, would lower-case a cased model's input).
+    assert "--do_lower_case=True --output_dir=" in notebooks.output_text(nb)
     steps = EPOCHS * STEPS_PER_EPOCH
     prefix = checkpoints.resolve_checkpoint(folder)
     assert prefix == str(folder / f"model.ckpt-{steps}")

@@ -143,6 +143,10 @@ def test_misuses_of_the_lite_classifier_are_refused(export, tmp_path):
     with pytest.raises(errors.UserError, match="is inside --export_dir"):
         lite.predict_file(export, str(data), str(export / "model.tflite"))
     assert (export / "model.tflite").read_bytes() == before
+    with pytest.raises(errors.UserError, match="--batch_size=0: give 1"):
+        lite.predict_file(
+            export, str(data), str(tmp_path / "p.jsonl"), batch_size=0
+        )
     with pytest.raises(errors.UserError, match="--num_threads=-5: give 1"):
         lite.predict_file(
             export, str(data), str(tmp_path / "p.jsonl"), num_threads=-5
@@ -163,6 +167,11 @@ def test_misuses_of_the_lite_classifier_are_refused(export, tmp_path):
     with pytest.raises(ValueError, match="empty.txt: no rows to predict"):
         model.predict_file(str(empty), str(tmp_path / "p.jsonl"))
     assert not (tmp_path / "p.jsonl").exists()
+    # A column flag a .txt file has no column for was ignored unsaid.
+    with pytest.raises(errors.UserError, match="--id_column=k is not read: "):
+        lite.predict_file(
+            export, str(data), str(tmp_path / "p.jsonl"), id_column="k"
+        )
 
 
 def test_an_export_without_its_tflite_model_says_how_to_get_one(
@@ -297,6 +306,10 @@ def test_lite_tagger_reads_the_tokens_field_it_was_trained_with(
     data.write_text(json.dumps({"id": "a", "words": ["Peter", "lives"]}) + "\n")
     out = tmp_path / "p.jsonl"
     assert lite.load(export).predict_file(str(data), str(out)) == 1
+    # The tagger reads run_ner's fields: a column flag is refused, not
+    # ignored.
+    with pytest.raises(errors.UserError, match="of run_ner.py reads"):
+        lite.predict_file(export, str(data), str(out), text_a_column="w")
     (row,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert row["tokens"] == ["Peter", "lives"] and len(row["tags"]) == 2
 

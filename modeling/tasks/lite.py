@@ -92,15 +92,38 @@ def predict_file(
             f"{export_dir}: it would replace a file of the export; write "
             "the predictions elsewhere"
         )
+    if batch_size < 1:
+        raise errors.UserError(f"--batch_size={batch_size}: give 1 or more")
     if num_threads is not None and num_threads != -1 and num_threads < 1:
         raise errors.UserError(
             f"--num_threads={num_threads}: give 1 or more (or leave it "
             "unset for the runtime's default)"
         )
-    return load(export_dir, batch_size, num_threads).predict_file(
-        input_file,
-        output_file,
-        text_a_column=text_a_column,
-        text_b_column=text_b_column,
-        id_column=id_column,
-    )
+    server = load(export_dir, batch_size, num_threads)
+    columns = {
+        "text_a_column": text_a_column,
+        "text_b_column": text_b_column,
+        "id_column": id_column,
+    }
+    _check_column_flags(server, input_file, columns)
+    return server.predict_file(input_file, output_file, **columns)
+
+
+def _check_column_flags(server, input_file, columns):
+    """A column flag the export's reader would not read is refused (it was
+    ignored, and the ids were line numbers without a word)."""
+    is_text = input_file.lower().endswith(".txt")
+    for flag, value in columns.items():
+        if not value or (flag in server.column_flags and not is_text):
+            continue
+        if is_text and flag in server.column_flags:
+            why = (
+                f"{input_file} is a .txt file: one text per line, its line "
+                "number the id"
+            )
+        else:
+            why = (
+                f"an export of {server.script} reads {input_file} as "
+                f"{server.script} reads its --predict_file (its own columns)"
+            )
+        raise errors.UserError(f"--{flag}={value} is not read: {why}")

@@ -40,6 +40,8 @@ class LiteServer:
 
     task = None
     output = None
+    # The script whose --export_dir this serves (and whose files it reads).
+    script = None
 
     def __init__(self, export_dir, batch_size=32, num_threads=None):
         self.export_dir = os.fspath(export_dir)
@@ -54,6 +56,8 @@ class LiteServer:
 
     # Length-sorted batches, each cut to its longest row.
     length_sorted = True
+    # The predict_lite column flags predict_file reads (of a table file).
+    column_flags = ()
 
     def read_info(self):
         """bert_export.json, checked to be this server's export."""

@@ -18,6 +18,7 @@ class LiteChooser(base.LiteServer):
     """
 
     task = "multiple_choice"
+    script = "run_multiple_choice.py"
     output = "logits"
 
     def predict(self, examples):

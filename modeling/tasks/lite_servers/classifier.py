@@ -113,6 +113,9 @@ class LiteClassifier(base.LiteServer):
             for output, decision in self.kind.rows(outputs, len(text_a))
         ]
 
+    column_flags = ("text_a_column", "text_b_column", "id_column")
+    script = "run_classifier.py"
+
     def predict_file(
         self,
         input_file,

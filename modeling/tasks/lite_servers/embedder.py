@@ -17,6 +17,7 @@ class LiteEmbedder(base.LiteServer):
     """
 
     task = "embeddings"
+    script = "run_embeddings.py"
     output = "embeddings"
 
     def __init__(self, export_dir, batch_size=32, num_threads=None):
@@ -43,6 +44,8 @@ class LiteEmbedder(base.LiteServer):
             {"embedding": [predictions.number(v) for v in row]}
             for row in self.encode(texts)
         ]
+
+    column_flags = ("text_a_column", "id_column")
 
     def predict_file(
         self,

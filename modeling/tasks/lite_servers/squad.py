@@ -35,6 +35,7 @@ class LiteSquad(base.LiteServer):
     )
 
     task = "question_answering"
+    script = "run_squad.py"
     output = "start_logits"
 
     def __init__(self, export_dir, batch_size=32, num_threads=None):

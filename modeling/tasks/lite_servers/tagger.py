@@ -19,6 +19,7 @@ class LiteTagger(base.LiteServer):
     """
 
     task = "token_classification"
+    script = "run_ner.py"
     output = "logits"
 
     def __init__(self, export_dir, batch_size=32, num_threads=None):
