@@ -27,7 +27,9 @@ class Settings(common.FineTuningSettings):
         "shorter padded.",
     )
     train_batch_size: int = option(
-        16, "Total batch size (examples) for training."
+        16,
+        "Total batch size (examples, each of its choices packed) for "
+        "training; 16, the BERT paper's SWAG setting (run_classifier's is 32).",
     )
     do_predict: bool = option(False, "Whether to predict the test file.")
     eval_during_training: bool = option(
