@@ -161,6 +161,12 @@ def find_tpu(pci_devices_glob=None):
         return os.environ["TPU_NAME"]
     if os.environ.get("COLAB_TPU_ADDR"):
         return "grpc://" + os.environ["COLAB_TPU_ADDR"]
+    return "local" if has_tpu_chips(pci_devices_glob) else None
+
+
+def has_tpu_chips(pci_devices_glob=None):
+    """Whether TPU chips are attached to this machine (a TPU VM), whatever
+    $TPU_NAME says (find_tpu's args)."""
     for device in glob.glob(pci_devices_glob or _PCI_DEVICES_GLOB):
         try:
             with open(os.path.join(device, "vendor")) as f:
@@ -170,8 +176,8 @@ def find_tpu(pci_devices_glob=None):
         except OSError:
             continue
         if vendor == _GOOGLE_PCI_VENDOR and device_id in _TPU_PCI_DEVICES:
-            return "local"
-    return None
+            return True
+    return False
 
 
 def for_this_machine():
@@ -181,7 +187,8 @@ def for_this_machine():
     `tensorflow-tpu`); else "tensorflow"."""
     if os.environ.get("KERAS_BACKEND"):
         return os.environ["KERAS_BACKEND"]
-    if find_tpu() == "local" and not _installed("tensorflow-tpu"):
+    # The chips, not find_tpu: a TPU VM may set TPU_NAME to its own name.
+    if has_tpu_chips() and not _installed("tensorflow-tpu"):
         return "jax"
     return DEFAULT
 

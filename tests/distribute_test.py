@@ -174,14 +174,19 @@ def test_backend_for_this_machine(monkeypatch):
     from modeling import backend
 
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
-    monkeypatch.setattr(backend, "find_tpu", lambda: None)
+    monkeypatch.delenv("COLAB_TPU_ADDR", raising=False)
+    chips = []
+    monkeypatch.setattr(backend, "has_tpu_chips", lambda glob=None: bool(chips))
     assert backend.for_this_machine() == "tensorflow"
-    monkeypatch.setattr(backend, "find_tpu", lambda: "local")
+    chips.append("local")
     monkeypatch.setattr(backend, "_installed", lambda name: False)
+    assert backend.for_this_machine() == "jax"
+    # A TPU VM that names itself in TPU_NAME is still one with chips.
+    monkeypatch.setenv("TPU_NAME", "my-tpu-vm")
     assert backend.for_this_machine() == "jax"
     monkeypatch.setattr(backend, "_installed", lambda name: True)
     assert backend.for_this_machine() == "tensorflow"
-    monkeypatch.setattr(backend, "find_tpu", lambda: "grpc://10.0.0.2:8470")
+    chips.clear()
     monkeypatch.setattr(backend, "_installed", lambda name: False)
     assert backend.for_this_machine() == "tensorflow"  # A remote TPU.
     monkeypatch.setenv("KERAS_BACKEND", "jax")
