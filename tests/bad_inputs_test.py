@@ -84,6 +84,85 @@ def test_a_later_record_unlike_the_first_is_one_line(records, tmp_path):
             input_pipeline.decode_record(record, spec)
 
 
+def _record(seq_length, weights=True, token=1):
+    example = tf.train.Example()
+    feature = example.features.feature
+    for name in input_pipeline.PRETRAINING_SEQ_FEATURES:
+        feature[name].int64_list.value.extend([token] * seq_length)
+    for name in input_pipeline.PRETRAINING_PRED_INT_FEATURES:
+        feature[name].int64_list.value.extend([1] * helpers.PRED)
+    if weights:
+        feature["masked_lm_weights"].float_list.value.extend(
+            [1.0] * helpers.PRED
+        )
+    feature[input_pipeline.NEXT_SENTENCE_LABELS].int64_list.value.append(0)
+    return example.SerializeToString()
+
+
+def _run_reader(files, vocab=helpers.VOCAB):
+    """The run's reader of these records under the run's guard, in a
+    tf.function as the training step reads them (TensorFlow's message is
+    then only "Graph execution error:" on its first line)."""
+    files = [str(f) for f in files]
+    dataset = input_pipeline.pretraining_dataset(
+        files, 2, helpers.SEQ, helpers.PRED, False, vocab_size=vocab
+    )
+    iterator = iter(dataset)
+
+    @tf.function
+    def step():
+        return next(iterator)["input_ids"][0, 0]
+
+    with pretraining._naming_damaged_files(
+        files,
+        lambda: input_pipeline.find_bad_pretraining_record(
+            files, helpers.SEQ, helpers.PRED, vocab
+        ),
+    ):
+        for _ in range(200):
+            step()
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        (
+            _record(2 * helpers.SEQ),
+            f"Record 150 of .* has {2 * helpers.SEQ} values of input_ids, not "
+            f"--max_seq_length={helpers.SEQ}",
+        ),
+        (
+            _record(helpers.SEQ, weights=False),
+            "record 150 lacks masked_lm_weights",
+        ),
+        (
+            _record(helpers.SEQ, token=60),
+            "Record 150 of .* has input_ids 60, but the BERT config's "
+            "vocab_size is 50",
+        ),
+    ],
+)
+def test_a_bad_record_past_the_checked_ones_is_named(tmp_path, bad, message):
+    """Past the first records (checked before the run), a record TensorFlow
+    refuses mid-run is found and named: not a traceback, and not an id past
+    the embedding table (a GPU's lookup returns zeros for it)."""
+    path = tmp_path / "mixed.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for number in range(200):
+            writer.write(bad if number == 150 else _record(helpers.SEQ))
+    assert _check(path, vocab=50) == [str(path)]
+    with pytest.raises(errors.UserError, match=message + ".*re-run: training"):
+        _run_reader([path], vocab=50)
+
+
+def test_records_that_are_not_examples_are_named(tmp_path):
+    path = tmp_path / "text.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(b"hello world")
+    with pytest.raises(errors.UserError, match="not a tf.train.Example"):
+        _check(path)
+
+
 def test_text_file_is_not_a_tfrecord(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("This is text, not records.\n" * 10)
@@ -101,21 +180,6 @@ def test_sequence_lengths_differing_from_the_flags_say_what_to_set(records):
         errors.UserError, match=r"set --max_predictions_per_seq=4"
     ):
         _check(records, pred=20)
-
-
-def _record(seq_length, weights=True):
-    example = tf.train.Example()
-    feature = example.features.feature
-    for name in input_pipeline.PRETRAINING_SEQ_FEATURES:
-        feature[name].int64_list.value.extend([1] * seq_length)
-    for name in input_pipeline.PRETRAINING_PRED_INT_FEATURES:
-        feature[name].int64_list.value.extend([1] * helpers.PRED)
-    if weights:
-        feature["masked_lm_weights"].float_list.value.extend(
-            [1.0] * helpers.PRED
-        )
-    feature[input_pipeline.NEXT_SENTENCE_LABELS].int64_list.value.append(0)
-    return example.SerializeToString()
 
 
 def test_every_file_is_checked_not_only_the_first(records, tmp_path):

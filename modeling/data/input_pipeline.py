@@ -9,6 +9,7 @@ scripts) both import from here.
 """
 
 import collections
+import struct
 
 import tensorflow as tf
 from absl import logging
@@ -247,6 +248,8 @@ def trim_padding(features, multiple=8, seq_features=CLASSIFIER_SEQ_FEATURES):
 
 # How many leading records the id range check reads.
 RECORDS_TO_CHECK = 100
+# The message of the reader's check of every record's token ids.
+_BAD_IDS = "A token id of a record is not below the BERT config vocab_size"
 
 
 def check_record_files(input_files):
@@ -288,19 +291,29 @@ def check_record_files(input_files):
     return nonempty
 
 
-def _first_examples(path, limit):
+def _examples(path, limit=None):
+    """(number, parsed record) of a file's first `limit` records (None:
+    all), read without TensorFlow, streamed."""
+    number = 0
     try:
-        records = list(tfrecord_io.read_records(path, limit))
-        return [tfrecord_io.parse_example(r) for r in records]
-    except (ValueError, IndexError, UnicodeDecodeError) as e:
+        for number, record in enumerate(tfrecord_io.read_records(path, limit)):
+            yield number, tfrecord_io.parse_example(record)
+    except (ValueError, IndexError, UnicodeDecodeError, struct.error) as e:
+        # A damaged file says so itself (read_records names it).
+        if str(e).startswith(str(path)):
+            raise errors.UserError(str(e)) from e
         raise errors.UserError(
-            f"{path} does not hold pre-training records (tf.train.Example): {e}"
+            f"{path} does not hold pre-training records (tf.train.Example): "
+            f"record {number}: {e}"
         ) from e
 
 
 def _check_pretraining_example(
-    example, path, max_seq_length, max_predictions_per_seq
+    example, path, number, max_seq_length, max_predictions_per_seq, vocab_size
 ):
+    """One record's features, lengths and token ids against the flags and
+    the config (the first record's messages say what to set)."""
+    where = "the first record" if number == 0 else f"record {number}"
     names = (
         PRETRAINING_SEQ_FEATURES
         + PRETRAINING_PRED_INT_FEATURES
@@ -310,7 +323,7 @@ def _check_pretraining_example(
     missing = [n for n in names if n not in example]
     if missing:
         raise errors.UserError(
-            f"{path} does not hold pre-training records: the first record "
+            f"{path} does not hold pre-training records: {where} "
             f"lacks {', '.join(missing)} (found: {', '.join(sorted(example))})"
         )
     for names, flag, want in (
@@ -323,12 +336,29 @@ def _check_pretraining_example(
     ):
         for name in names:
             have = len(example[name])
-            if have != want:
+            if have != want and number == 0:
                 raise errors.UserError(
                     f"The records in {path} were made with --{flag}={have} "
                     f"({name} has {have} values), not {want}: set "
                     f"--{flag}={have}"
                 )
+            if have != want:
+                raise errors.UserError(
+                    f"Record {number} of {path} has {have} values of {name}, "
+                    f"not --{flag}={want} as the first record (records of "
+                    "two runs of create_pretraining_data.py in one file?)"
+                )
+    if vocab_size is None:
+        return
+    for name in ("input_ids", "masked_lm_ids"):
+        top = max(example[name], default=0)
+        if top >= vocab_size:
+            raise errors.UserError(
+                f"Record {number} of {path} has {name} {top}, but the BERT "
+                f"config's vocab_size is {vocab_size}: the records were made "
+                "with another vocabulary than the model's (--vocab_file of "
+                "create_pretraining_data.py)"
+            )
 
 
 def check_pretraining_records(
@@ -337,7 +367,10 @@ def check_pretraining_records(
     """The checks before pre-training: records present (see
     `check_record_files`), their lengths those of the flags, their token ids
     below the config's vocab_size (on a GPU an embedding lookup of a larger
-    id returns zeros instead of failing), from the first records.
+    id returns zeros instead of failing), from the first records. The
+    dataset checks the ids of every record as it reads it
+    (`pretraining_dataset`), and `find_bad_pretraining_record` names a
+    later record the reader refused.
 
     Returns:
       The files that hold records.
@@ -350,23 +383,49 @@ def check_pretraining_records(
     # records), and more of the first file's for the vocabulary check.
     for index, path in enumerate(files):
         limit = RECORDS_TO_CHECK if index == 0 else 1
-        examples = _first_examples(path, limit)
-        _check_pretraining_example(
-            examples[0], path, max_seq_length, max_predictions_per_seq
-        )
-        if vocab_size is None:
-            continue
-        for number, example in enumerate(examples):
-            for name in ("input_ids", "masked_lm_ids"):
-                top = max(example[name], default=0)
-                if top >= vocab_size:
-                    raise errors.UserError(
-                        f"Record {number} of {path} has {name} {top}, but "
-                        f"the BERT config's vocab_size is {vocab_size}: the "
-                        "records were made with another vocabulary than the "
-                        "model's (--vocab_file of create_pretraining_data.py)"
-                    )
+        for number, example in _examples(path, limit):
+            _check_pretraining_example(
+                example,
+                path,
+                number,
+                max_seq_length,
+                max_predictions_per_seq,
+                vocab_size,
+            )
     return files
+
+
+def is_record_error(message):
+    """Whether a TensorFlow error from reading pre-training records is one
+    of a record (its features, lengths or ids), which
+    `find_bad_pretraining_record` can name."""
+    return any(
+        marker in message
+        for marker in ("serialized Example", "Key: ", "Feature: ", _BAD_IDS)
+    )
+
+
+def find_bad_pretraining_record(
+    input_files, max_seq_length, max_predictions_per_seq, vocab_size=None
+):
+    """Reads every record (without TensorFlow) to name the first that is
+    damaged or unlike the flags: what a TensorFlow error in the middle of a
+    run could not say. Returns None when every record is fine.
+
+    Raises:
+      errors.UserError: naming the file, the record and the feature.
+    """
+    for path in input_files:
+        logging.info("Checking every record of %s", path)
+        for number, example in _examples(path):
+            _check_pretraining_example(
+                example,
+                path,
+                number,
+                max_seq_length,
+                max_predictions_per_seq,
+                vocab_size,
+            )
 
 
 # === Pre-training reader (run_pretraining.py) ===
@@ -384,6 +443,7 @@ def pretraining_dataset(
     seed=12345,
     start_batch=0,
     num_cpu_threads=4,
+    vocab_size=None,
 ):
     """The original run_pretraining input_fn, made deterministic and resumable.
 
@@ -404,11 +464,30 @@ def pretraining_dataset(
       seed: int, shuffle seed (training only).
       start_batch: number of global batches to skip (resume).
       num_cpu_threads: interleave width.
+      vocab_size: the model's; a record with a larger token id is an error
+        (None: not checked).
 
     Returns:
       tf.data.Dataset of dicts of int32 / float32 Tensors [batch_size, ...].
     """
     spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+
+    def decode(record):
+        features = decode_record(record, spec)
+        if vocab_size is None:
+            return features
+        # An id past the embedding table: a CPU's lookup fails naming no
+        # record, a GPU's returns zeros (the run's guard then names the
+        # record: find_bad_pretraining_record).
+        ids = tf.concat(
+            [features["input_ids"], features["masked_lm_ids"]], axis=0
+        )
+        check = tf.debugging.assert_less(
+            ids, tf.constant(vocab_size, ids.dtype), message=_BAD_IDS
+        )
+        with tf.control_dependencies([check]):
+            return {name: tf.identity(t) for name, t in features.items()}
+
     if is_training:
         files = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
         files = files.repeat().shuffle(len(input_files), seed=seed)
@@ -423,10 +502,6 @@ def pretraining_dataset(
         d = tf.data.TFRecordDataset(input_files).repeat()
     if start_batch:
         d = d.skip(int(start_batch) * batch_size)
-    d = d.map(
-        lambda record: decode_record(record, spec),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=True,
-    )
+    d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     d = d.batch(batch_size, drop_remainder=True)
     return d.prefetch(tf.data.AUTOTUNE)

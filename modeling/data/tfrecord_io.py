@@ -141,6 +141,8 @@ def _list_values(kind, field):
     if kind == 2:  # float_list
         if wire == 5:
             return list(struct.unpack("<f", data))
+        if wire != 2 or len(data) % 4:
+            raise ValueError("a float list that is not whole floats")
         return list(struct.unpack(f"<{len(data) // 4}f", data))
     if wire == 0:  # int64_list, unpacked
         return [_signed(data)]
@@ -159,19 +161,35 @@ def parse_example(record):
     protobuf parser: what the record checks and the logs need.
     """
     out = {}
-    for _, _, features in _fields(record):  # Example.features
-        for _, _, entry in _fields(features):  # Features.feature map entry
-            name, values = None, []
-            for number, _, payload in _fields(entry):
+    for _, features in _messages(record):  # Example.features
+        for _, entry in _messages(features):  # Features.feature map entry
+            name, values = "", []  # protobuf's defaults
+            for number, payload in _messages(entry):
                 if number == 1:
                     name = payload.decode("utf-8")
                     continue
-                for kind, _, lists in _fields(payload):  # Feature oneof
+                for kind, lists in _messages(payload):  # Feature oneof
                     values = []
                     for field in _fields(lists):
                         values.extend(_list_values(kind, field))
             out[name] = values
     return out
+
+
+def _messages(data):
+    """(field number, bytes) of a message whose fields are all messages or
+    strings, as every level of a tf.train.Example above its value lists.
+
+    Raises:
+      ValueError: a number or fixed-width field there (not an Example).
+    """
+    for number, wire, value in _fields(data):
+        if wire != 2:
+            raise ValueError(
+                f"not a tf.train.Example (field {number} has wire type "
+                f"{wire} where a message is)"
+            )
+        yield number, value
 
 
 # === Reading TFRecord files (the input checks before training) ===

@@ -116,8 +116,16 @@ def make_task(bert_config, init_checkpoint=None, use_one_hot_embeddings=False):
 
 
 @contextlib.contextmanager
-def _naming_damaged_files(input_files):
-    """TensorFlow's "corrupted record at N" names no file: find it."""
+def _naming_damaged_files(input_files, find_bad_record=None):
+    """TensorFlow's "corrupted record at N" names no file, its parse and
+    token-id errors no record: find them. `find_bad_record`: reads the
+    files to name a record TensorFlow refused (see
+    input_pipeline.find_bad_pretraining_record)."""
+    what_to_do = (
+        "; fix or regenerate that file, or leave it out of --input_file, "
+        "and re-run: training resumes from the newest checkpoint in "
+        "--output_dir"
+    )
     try:
         yield
     except tf.errors.DataLossError as e:
@@ -126,18 +134,28 @@ def _naming_damaged_files(input_files):
                 for _ in tfrecord_io.read_records(path):
                     pass
             except ValueError as damaged:
-                raise errors.UserError(str(damaged)) from e
+                raise errors.UserError(f"{damaged}{what_to_do}") from e
         raise errors.UserError(
             f"An input file is damaged ({e.message}); "
             f"inputs: {', '.join(input_files)}"
         ) from e
     except tf.errors.InvalidArgumentError as e:
         # A later record unlike each file's first (those are checked).
-        if "serialized Example" not in e.message:
+        if not input_pipeline.is_record_error(e.message):
             raise
+        if find_bad_record is not None:
+            try:
+                find_bad_record()
+            except errors.UserError as bad:
+                raise errors.UserError(f"{bad}{what_to_do}") from e
+        # TensorFlow's first line may be only "Graph execution error:".
+        lines = [x for x in e.message.splitlines() if x.strip()]
+        detail = next(
+            (x for x in lines if input_pipeline.is_record_error(x)), lines[0]
+        )
         raise errors.UserError(
             "An input record is not a pre-training record of these flags "
-            f"({e.message.splitlines()[0]}); inputs: {', '.join(input_files)}"
+            f"({detail.strip()}); inputs: {', '.join(input_files)}"
         ) from e
 
 
@@ -204,9 +222,18 @@ def run(s):
                 is_training,
                 seed=s.data_seed,
                 start_batch=start_batch,
+                vocab_size=bert_config.vocab_size,
             )
 
-        guard = _naming_damaged_files(input_files)
+        guard = _naming_damaged_files(
+            input_files,
+            lambda: input_pipeline.find_bad_pretraining_record(
+                input_files,
+                s.max_seq_length,
+                s.max_predictions_per_seq,
+                bert_config.vocab_size,
+            ),
+        )
 
     def train_dataset(start):
         if start:
