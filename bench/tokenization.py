@@ -12,6 +12,10 @@ of the corpus:
   * equality: lines where InGraphTokenizer's ids differ from FullTokenizer's
     (must be 0), and where out-of-the-box FastBertTokenizer's do (the gaps
     text_graph.py closes), with the first few examples.
+With --original_dir (a checkout of google-research/bert) the original's
+FullTokenizer runs on the same lines in the same process: its MB/s, the
+ratio of ours to it (cold and warm), and lines where its ids differ from
+ours (must be 0).
 Other processes share the CPU, so speeds vary between runs. The last line
 printed is one JSON object with the date and the machine.
 """
@@ -59,6 +63,35 @@ def _time_full(vocab_file, do_lower_case, lines):
     return seconds, ids
 
 
+def _original_tokenization(original_dir):
+    """The original's tokenization.py as a module (TF1's tf.gfile, which
+    its vocabulary reader calls, from tf.compat.v1)."""
+    import importlib.util
+
+    import tensorflow.compat.v1 as tf1
+
+    spec = importlib.util.spec_from_file_location(
+        "original_tokenization", os.path.join(original_dir, "tokenization.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    saved = sys.modules["tensorflow"]
+    sys.modules["tensorflow"] = tf1
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules["tensorflow"] = saved
+    return module
+
+
+def _time_original(original, vocab_file, do_lower_case, lines):
+    tokenizer = original.FullTokenizer(vocab_file, do_lower_case)
+    start = time.perf_counter()
+    ids = [
+        tokenizer.convert_tokens_to_ids(tokenizer.tokenize(x)) for x in lines
+    ]
+    return time.perf_counter() - start, ids
+
+
 def _time_graph(tokenize, lines, batch_size):
     """Seconds of a tf.function of `tokenize` over batches, and the ids."""
     fn = tf.function(
@@ -95,7 +128,22 @@ def _run_casing(args, lines, megabytes, do_lower_case):
     fast_s, fast_ids = _time_graph(fast.tokenize, lines, args.batch_size)
     graph_bad, graph_examples = _mismatches(lines, graph_ids, want)
     fast_bad, fast_examples = _mismatches(lines, fast_ids, want)
+    result = {}
+    if args.original_dir:
+        original = _original_tokenization(args.original_dir)
+        seconds, ids = _time_original(
+            original, args.vocab_file, do_lower_case, lines
+        )
+        bad, examples = _mismatches(lines, want, ids)
+        result = {
+            "original_full_tokenizer_mb_per_s": round(megabytes / seconds, 2),
+            "ours_over_original_cold": round(seconds / cold, 1),
+            "ours_over_original_warm": round(seconds / warm, 1),
+            "original_mismatched_lines": bad,
+            "original_mismatch_examples": examples,
+        }
     return {
+        **result,
         "do_lower_case": do_lower_case,
         "full_tokenizer_mb_per_s_cold": round(megabytes / cold, 2),
         "full_tokenizer_mb_per_s_warm": round(megabytes / warm, 2),
@@ -113,6 +161,10 @@ def main():
     parser.add_argument("--corpus", default=str(CORPUS))
     parser.add_argument("--vocab_file", default=None)
     parser.add_argument("--batch_size", type=int, default=4096)
+    parser.add_argument(
+        "--original_dir",
+        help="a checkout of google-research/bert: its tokenizer, timed beside",
+    )
     args = parser.parse_args()
     args.vocab_file = args.vocab_file or _default_vocab()
     with open(args.corpus, "rb") as f:
@@ -143,7 +195,10 @@ def main():
     for result in report["results"]:
         print(json.dumps(result, ensure_ascii=False))
     print(json.dumps(report, ensure_ascii=False))
-    if any(r["in_graph_mismatched_lines"] for r in report["results"]):
+    if any(
+        r["in_graph_mismatched_lines"] or r.get("original_mismatched_lines")
+        for r in report["results"]
+    ):
         sys.exit(1)
 
 

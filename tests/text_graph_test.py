@@ -149,6 +149,21 @@ def test_duplicates_and_blank_lines_match_full_tokenizer(tmp_path):
     assert got == [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
 
 
+def test_tokens_with_whitespace_are_never_produced(tmp_path):
+    """A vocabulary line "new york": the original's WordPiece sees words
+    (no whitespace), so it never gives it; tf-text matched it across the
+    space (and "new year" as a failed prefix of it: [UNK])."""
+    tokens = ["[UNK]", "new york", "new", "year", "yor", "##k", "x\ty", "x"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
+    full = tokenization.FullTokenizer(str(path))
+    in_graph = in_graph_lib.InGraphTokenizer(str(path))
+    texts = ["New York", "new year", "new\tyork", "x y"]
+    got = in_graph.tokenize(tf.constant(texts)).to_list()
+    assert got == [[2, 4, 5], [2, 3], [2, 4, 5], [7, 0]]
+    assert got == [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
+
+
 def _truncate_seq_pair(a, b, max_length):
     """The original's loop, on lengths."""
     while a + b > max_length:

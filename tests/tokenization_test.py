@@ -118,6 +118,25 @@ def test_wordpiece_lookups_as_the_originals():
     assert tokenizer.tokenize("unwanted") == ["unwanted"]
 
 
+def test_full_tokenizer_reads_its_vocab_and_casing_live(tmp_path):
+    """As the original: a token added to `vocab` (longer than any before)
+    and a change of do_lower_case count from the next call on, whatever
+    was tokenized (and cached) before."""
+    vocab_file = _write_vocab(tmp_path, TEST_VOCAB)
+    tokenizer = tokenization.FullTokenizer(vocab_file)
+    assert (
+        tokenizer.tokenize("unwanted UNWANTED") == ["un", "##want", "##ed"] * 2
+    )
+    tokenizer.vocab["unwanted"] = len(tokenizer.vocab)
+    word = "w" * 30
+    tokenizer.vocab[word] = len(tokenizer.vocab)
+    assert tokenizer.tokenize(f"unwanted {word}") == ["unwanted", word]
+    tokenizer.basic_tokenizer.do_lower_case = False
+    assert tokenizer.tokenize("UNWANTED") == ["[UNK]"]
+    assert tokenizer.basic_tokenizer._is_chinese_char(0x535A)
+    assert not tokenizer.basic_tokenizer._is_chinese_char(ord("a"))
+
+
 def test_convert_tokens_to_ids():
     vocab = {token: i for i, token in enumerate(TEST_VOCAB)}
     tokens = ["un", "##want", "##ed", "runn", "##ing"]
@@ -231,6 +250,10 @@ def test_vocab_crlf_and_blank_lines_as_original(tmp_path):
     path.write_bytes(b"[UNK]\r\na\r\n\r\nb")
     vocab = tokenization.load_vocab(str(path))
     assert list(vocab.items()) == [("[UNK]", 0), ("a", 1), ("", 2), ("b", 3)]
+    # TensorFlow's line reader (the original's) drops a "\r" anywhere.
+    path.write_bytes(b"[UNK]\na\rb\n##b\nab\n")
+    vocab = tokenization.load_vocab(str(path))
+    assert list(vocab.items()) == [("[UNK]", 0), ("ab", 3), ("##b", 2)]
 
 
 def test_vocab_with_a_byte_order_mark_is_named(tmp_path, caplog):

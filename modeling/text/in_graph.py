@@ -118,14 +118,22 @@ def _wordpiece_vocab(tokens, vocab_file):
     """Returns the tokens for FastWordpieceTokenizer, ids kept by position.
 
     The original's dict gives a duplicated token the id of its last line
-    and no string maps to a blank line's "": earlier duplicates and blanks
-    become placeholders that no word can produce (words hold no spaces).
+    and no string maps to a blank line's "", and its WordPiece sees words,
+    which hold no whitespace, so a token such as "new york" is never
+    produced (FastWordpieceTokenizer would match it across the space):
+    earlier duplicates, blanks and tokens with whitespace become
+    placeholders that no word can produce (a word holds no "[", a
+    punctuation character, unless it is one).
     """
     last = {token: i for i, token in enumerate(tokens)}
     out = []
     for i, token in enumerate(tokens):
-        if token == "" or last[token] != i:
-            token = f"[unreachable line {i + 1}] "
+        if (
+            token == ""
+            or last[token] != i
+            or any(c.isspace() for c in token)
+        ):
+            token = f"[unreachable-line-{i + 1}]"
         out.append(token)
     for token in out:
         if any(ord(c) in _ICU_ONLY_DECOMPOSED for c in token):

@@ -278,6 +278,7 @@ class BasicTokenizer:
         self.do_lower_case = do_lower_case
         self._tables = _CharTables.get()
         self._cache = {}
+        self._cached_case = do_lower_case
 
     def tokenize(self, text):
         """Tokenizes a piece of text."""
@@ -317,6 +318,9 @@ class BasicTokenizer:
         Returns:
           A tuple of str tokens (cached per word).
         """
+        if self.do_lower_case != self._cached_case:
+            # The original reads do_lower_case on every call.
+            self._cache, self._cached_case = {}, self.do_lower_case
         tokens = self._cache.get(word)
         if tokens is None:
             if len(self._cache) >= _MAX_CACHE_SIZE:
@@ -344,6 +348,11 @@ class BasicTokenizer:
     def _run_split_on_punc(self, text):
         """Makes each punctuation character its own piece."""
         return self._tables.punct_split.findall(text)
+
+    def _is_chinese_char(self, cp):
+        """Whether the code point `cp` is a CJK character (the original's
+        method, which code built on it calls)."""
+        return _is_chinese_char(cp)
 
     def _tokenize_chinese_chars(self, text):
         """Adds whitespace around any CJK character."""
@@ -449,6 +458,16 @@ class FullTokenizer:
         self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
         vocabulary.check_vocab_contents(self.vocab, vocab_file, do_lower_case)
         self._cache = {}
+        self._cached_state = self._state()
+
+    def _state(self):
+        """What the word cache depends on: the original reads `vocab` and
+        `do_lower_case` live, so a change empties it."""
+        return (
+            id(self.wordpiece_tokenizer.vocab),
+            len(self.wordpiece_tokenizer.vocab),
+            self.basic_tokenizer.do_lower_case,
+        )
 
     def tokenize(self, text):
         split_tokens = []
@@ -460,6 +479,10 @@ class FullTokenizer:
         """`tokenize`'s pieces grouped by word (the basic tokenizer's
         words; a word may give no piece): where a long text may be cut
         between windows (modeling/data/long_inputs.py)."""
+        if self._state() != self._cached_state:
+            self._cache = {}
+            self.wordpiece_tokenizer._refresh()
+            self._cached_state = self._state()
         words = []
         for word in self.basic_tokenizer.split_words(text):
             pieces = self._cache.get(word)

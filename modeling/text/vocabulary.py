@@ -23,8 +23,9 @@ SPECIAL_TOKENS = (PAD_TOKEN, UNK_TOKEN, CLS_TOKEN, SEP_TOKEN, MASK_TOKEN)
 def read_vocab_lines(vocab_file):
     """Reads a vocabulary file as a list of tokens, one per line.
 
-    Lines end at "\\n" only and are stripped, as the original's reader does,
-    so a blank line in the middle is the token "".
+    Lines end at "\\n" only, every "\\r" is dropped (TensorFlow's line
+    reader, which the original's uses, drops them all: "a\\rb" is "ab") and
+    each line is stripped, so a blank line in the middle is the token "".
 
     Args:
       vocab_file: str or path-like, a local or `tf.io.gfile` path; or the
@@ -41,7 +42,7 @@ def read_vocab_lines(vocab_file):
         return list(vocab_file)
     with _open_binary(vocab_file) as f:
         data = f.read()
-    lines = data.split(b"\n")
+    lines = data.replace(b"\r", b"").split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
     tokens = []
