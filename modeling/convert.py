@@ -27,6 +27,9 @@ so the tanh form): outputs then differ from HF's by a small amount (~1e-3
 relative on activations). HF "gelu_new" / "gelu_pytorch_tanh" / "gelu_fast"
 ARE the tanh form and convert exactly. `original_to_hf` writes "gelu_new",
 so HF reproduces the original's numbers.
+
+One module, over 500 lines: the two directions of the mapping, which must
+stay each other's inverse, side by side.
 """
 
 import argparse

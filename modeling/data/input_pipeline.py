@@ -6,6 +6,9 @@ the feature names, dtypes and shapes of the original release's records are
 written down.
 Writers (pretraining_data, classifier_data, squad) and readers (the training
 scripts) both import from here.
+
+One module, over 500 lines: every record's spec and reader together, so
+that a writer and its reader cannot drift apart.
 """
 
 import collections

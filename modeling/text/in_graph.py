@@ -128,11 +128,7 @@ def _wordpiece_vocab(tokens, vocab_file):
     last = {token: i for i, token in enumerate(tokens)}
     out = []
     for i, token in enumerate(tokens):
-        if (
-            token == ""
-            or last[token] != i
-            or any(c.isspace() for c in token)
-        ):
+        if token == "" or last[token] != i or any(c.isspace() for c in token):
             token = f"[unreachable-line-{i + 1}]"
         out.append(token)
     for token in out:

@@ -14,6 +14,9 @@ Vocabulary files are read as UTF-8 on every platform and checked at load
 (see modeling/text/vocabulary.py): bad bytes are an error naming the file and
 line; duplicate tokens, missing special tokens and a casing that disagrees
 with `do_lower_case` are logged as warnings.
+
+One module, over 500 lines: the original's tokenization.py, kept as one
+file as the original's users know it.
 """
 
 import json
