@@ -311,7 +311,9 @@ def test_a_bad_hf_config_is_named(minilm_dir, tmp_path):
         ("[1]", ""),
     ]:
         config.write_text(text)
-        with pytest.raises(ValueError, match=f"^{re.escape(str(config))}.*{error}"):
+        with pytest.raises(
+            ValueError, match=f"^{re.escape(str(config))}.*{error}"
+        ):
             convert.hf_to_original(tmp_path, tmp_path / "out")
 
 
