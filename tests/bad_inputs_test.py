@@ -2,6 +2,7 @@
 flag (and what to set), or recovers, before any work is wasted."""
 
 import contextlib
+import gzip
 import json
 import os
 import subprocess
@@ -166,8 +167,15 @@ def test_records_that_are_not_examples_are_named(tmp_path):
 def test_text_file_is_not_a_tfrecord(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("This is text, not records.\n" * 10)
-    with pytest.raises(errors.UserError, match=f"{path} is not a TFRecord"):
+    with pytest.raises(
+        errors.UserError,
+        match=f"{path} is not a TFRecord.*starts with text .*--input_format=text",
+    ):
         _check(path)
+    gzipped = tmp_path / "records.tfrecord.gz"
+    gzipped.write_bytes(gzip.compress(b"x" * 100))
+    with pytest.raises(errors.UserError, match="gzip-compressed"):
+        _check(gzipped)
 
 
 def test_sequence_lengths_differing_from_the_flags_say_what_to_set(records):

@@ -213,6 +213,10 @@ def test_remote_paths_go_through_gfile(ram_dir):
         f"{ram_dir}/b.txt",
         f"{ram_dir}/out.txt",
     ]
+    tf.io.gfile.makedirs(f"{ram_dir}/sub.txt")
+    with pytest.raises(IsADirectoryError, match="sub.txt"):
+        file_io.expand_input_files(f"{ram_dir}/*.txt")
+    tf.io.gfile.rmtree(f"{ram_dir}/sub.txt")
     file_io.remove_if_exists(out)
     file_io.remove_if_exists(out)
     assert not tf.io.gfile.exists(out)

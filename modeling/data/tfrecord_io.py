@@ -233,7 +233,7 @@ def read_records(path, limit=None, check_crc=True):
             if (verify and masked_crc32c(header[:8]) != header_crc) or (
                 length > _MAX_RECORD_BYTES
             ):
-                raise ValueError(_damaged(path, offset))
+                raise ValueError(_damaged(path, offset, header))
             body = _read_exactly(f, length + 4)
             if body is None:
                 raise ValueError(_truncated(path, offset))
@@ -267,7 +267,7 @@ def check_framing(path):
                 and masked_crc32c(header[:8])
                 != struct.unpack("<I", header[8:])[0]
             ):
-                raise ValueError(_damaged(path, offset))
+                raise ValueError(_damaged(path, offset, header))
             if offset + 16 + length > size:
                 raise ValueError(_truncated(path, offset))
             offset += 16 + length
@@ -283,8 +283,21 @@ def _truncated(path, offset):
     )
 
 
-def _damaged(path, offset):
+def _damaged(path, offset, header=b""):
+    hint = ""
+    if offset == 0 and header.startswith(b"\x1f\x8b"):
+        hint = ": it is gzip-compressed, decompress it first (gunzip)"
+    elif (
+        offset == 0
+        and header
+        and all(32 <= byte < 127 or byte in b"\t\r\n" for byte in header)
+    ):
+        hint = (
+            f": it starts with text ({header.decode()!r}...), not records "
+            "(a corpus is read by create_pretraining_data.py, or by "
+            "run_pretraining.py --input_format=text)"
+        )
     return (
         f"{path} is not a TFRecord file or is damaged (bad record frame at "
-        f"byte {offset})"
+        f"byte {offset}){hint}"
     )

@@ -239,10 +239,9 @@ def training_batches(task, path, batch_size):
     """The original's training input_fn: the records repeated, shuffled
     (buffer 100, seeded), batched with the remainder dropped."""
     seed = task.settings.random_seed
-    records = (
-        tf.data.TFRecordDataset(path)
-        .repeat()
-        .shuffle(100, seed=common.DEFAULT_DATA_SEED if seed is None else seed)
+    records = input_pipeline.repeat_and_shuffle(
+        tf.data.TFRecordDataset(path),
+        common.DEFAULT_DATA_SEED if seed is None else seed,
     )
     d = _decoded(task, records, True)
     return d.batch(batch_size, drop_remainder=True).prefetch(2)
