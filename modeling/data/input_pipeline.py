@@ -384,18 +384,29 @@ def check_pretraining_records(
     files = check_record_files(input_files)
     # Every file's first record (a glob may catch two generations of
     # records), and more of the first file's for the vocabulary check.
+    _check_files(
+        files,
+        lambda index: RECORDS_TO_CHECK if index == 0 else 1,
+        max_seq_length,
+        max_predictions_per_seq,
+        vocab_size,
+    )
+    return files
+
+
+def _check_files(files, limit, max_seq_length, max_predictions_per_seq, vocab):
+    """`_check_pretraining_example` of the first `limit(index)` records of
+    each file (None: all)."""
     for index, path in enumerate(files):
-        limit = RECORDS_TO_CHECK if index == 0 else 1
-        for number, example in _examples(path, limit):
+        for number, example in _examples(path, limit(index)):
             _check_pretraining_example(
                 example,
                 path,
                 number,
                 max_seq_length,
                 max_predictions_per_seq,
-                vocab_size,
+                vocab,
             )
-    return files
 
 
 def is_record_error(message):
@@ -418,17 +429,14 @@ def find_bad_pretraining_record(
     Raises:
       errors.UserError: naming the file, the record and the feature.
     """
-    for path in input_files:
-        logging.info("Checking every record of %s", path)
-        for number, example in _examples(path):
-            _check_pretraining_example(
-                example,
-                path,
-                number,
-                max_seq_length,
-                max_predictions_per_seq,
-                vocab_size,
-            )
+    logging.info("Checking every record of %d input file(s)", len(input_files))
+    _check_files(
+        input_files,
+        lambda index: None,
+        max_seq_length,
+        max_predictions_per_seq,
+        vocab_size,
+    )
 
 
 # === Pre-training reader (run_pretraining.py) ===
