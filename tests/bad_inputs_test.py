@@ -137,6 +137,10 @@ def _run_reader(files, vocab=helpers.VOCAB):
             "record 150 lacks masked_lm_weights",
         ),
         (
+            _record(helpers.SEQ, token=-1),
+            "Record 150 of .* has input_ids -1, but",
+        ),
+        (
             _record(helpers.SEQ, token=60),
             "Record 150 of .* has input_ids 60, but the BERT config's "
             "vocab_size is 50",
@@ -152,7 +156,24 @@ def test_a_bad_record_past_the_checked_ones_is_named(tmp_path, bad, message):
         for number in range(200):
             writer.write(bad if number == 150 else _record(helpers.SEQ))
     assert _check(path, vocab=50) == [str(path)]
-    with pytest.raises(errors.UserError, match=message + ".*re-run: training"):
+    with pytest.raises(errors.UserError, match=message + ".*re-run: a run"):
+        _run_reader([path], vocab=50)
+
+
+def test_the_search_for_a_bad_record_is_bounded(tmp_path, monkeypatch):
+    """A corpus of hours of Python parsing is not read through: after
+    FIND_SECONDS TensorFlow's own line is given, with what was read."""
+    path = tmp_path / "mixed.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for number in range(200):
+            seq = 2 * helpers.SEQ if number == 150 else helpers.SEQ
+            writer.write(_record(seq))
+    monkeypatch.setattr(input_pipeline, "FIND_SECONDS", 0)
+    with pytest.raises(
+        errors.UserError,
+        match="not a pre-training record of these flags .*Can't parse "
+        "serialized Example.*the first 0 records of the inputs read fine",
+    ):
         _run_reader([path], vocab=50)
 
 

@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from modeling import errors
 from modeling.data import file_io
 
 
@@ -213,9 +214,14 @@ def test_remote_paths_go_through_gfile(ram_dir):
         f"{ram_dir}/b.txt",
         f"{ram_dir}/out.txt",
     ]
+    # A remote folder among the matches is named where it is read.
     tf.io.gfile.makedirs(f"{ram_dir}/sub.txt")
-    with pytest.raises(IsADirectoryError, match="sub.txt"):
-        file_io.expand_input_files(f"{ram_dir}/*.txt")
+    from modeling.data import input_pipeline
+
+    with pytest.raises(errors.UserError, match="sub.txt cannot be read"):
+        input_pipeline.check_record_files(
+            file_io.expand_input_files(f"{ram_dir}/sub.*")
+        )
     tf.io.gfile.rmtree(f"{ram_dir}/sub.txt")
     file_io.remove_if_exists(out)
     file_io.remove_if_exists(out)

@@ -143,9 +143,11 @@ def test_misuses_of_the_lite_classifier_are_refused(export, tmp_path):
     with pytest.raises(errors.UserError, match="is inside --export_dir"):
         lite.predict_file(export, str(data), str(export / "model.tflite"))
     assert (export / "model.tflite").read_bytes() == before
-    with pytest.raises(errors.UserError, match="--batch_size=0: give 1"):
-        lite.predict_file(
-            export, str(data), str(tmp_path / "p.jsonl"), batch_size=0
+    from modeling.tasks.settings import lite as lite_settings
+
+    with pytest.raises(ValueError, match="--batch_size=0: must be at least 1"):
+        lite_settings.Settings(
+            export_dir="e", input_file="i", output_file="o", batch_size=0
         )
     with pytest.raises(errors.UserError, match="--num_threads=-5: give 1"):
         lite.predict_file(

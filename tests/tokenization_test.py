@@ -133,6 +133,9 @@ def test_full_tokenizer_reads_its_vocab_and_casing_live(tmp_path):
     assert tokenizer.tokenize(f"unwanted {word}") == ["unwanted", word]
     tokenizer.basic_tokenizer.do_lower_case = False
     assert tokenizer.tokenize("UNWANTED") == ["[UNK]"]
+    tokenizer.basic_tokenizer.do_lower_case = True
+    tokenizer.wordpiece_tokenizer.max_input_chars_per_word = 3
+    assert tokenizer.tokenize("unwanted") == ["[UNK]"]
     assert tokenizer.basic_tokenizer._is_chinese_char(0x535A)
     assert not tokenizer.basic_tokenizer._is_chinese_char(ord("a"))
 

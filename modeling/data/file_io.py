@@ -637,7 +637,7 @@ def expand_input_files(input_file):
 
     Raises:
       FileNotFoundError: naming the pattern that matched nothing.
-      IsADirectoryError: a pattern matched a directory.
+      IsADirectoryError: a local pattern matched a directory.
     """
     files = []
     for pattern in input_file.split(","):
@@ -650,11 +650,9 @@ def expand_input_files(input_file):
                 f"No file matches input pattern {pattern!r}"
             )
         for path in matched:
-            if is_remote(path):
-                folder = _remote(lambda: _gfile().isdir(path), path)
-            else:
-                folder = os.path.isdir(path)
-            if folder:
+            # A remote folder is named when it is read (one stat per
+            # match would add up over a bucket of shards).
+            if not is_remote(path) and os.path.isdir(path):
                 raise IsADirectoryError(
                     f"Input {path} (from pattern {pattern!r}) is a directory"
                 )

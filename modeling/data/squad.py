@@ -519,6 +519,7 @@ def convert_examples_to_features(
     is_training,
     output_fn,
     stats=None,
+    log_examples=True,
 ):
     """Converts examples to InputFeatures, calling output_fn(feature) for
     each window in order; logs progress every PROGRESS_EVERY examples.
@@ -526,6 +527,8 @@ def convert_examples_to_features(
     Args:
       stats: optional dict; its "num_truncated_queries" and "num_features"
         are set.
+      log_examples: log the windows of the first LOGGED_EXAMPLES examples
+        (once a run; not a server's every request).
 
     Returns:
       The number of features.
@@ -621,7 +624,7 @@ def convert_examples_to_features(
                 end_position=end_position,
                 is_impossible=example.is_impossible if is_training else None,
             )
-            if example_index < LOGGED_EXAMPLES:
+            if log_examples and example_index < LOGGED_EXAMPLES:
                 _log_feature(feature, is_training)
             output_fn(feature)
             unique_id += 1

@@ -92,8 +92,6 @@ def predict_file(
             f"{export_dir}: it would replace a file of the export; write "
             "the predictions elsewhere"
         )
-    if batch_size < 1:
-        raise errors.UserError(f"--batch_size={batch_size}: give 1 or more")
     if num_threads is not None and num_threads != -1 and num_threads < 1:
         raise errors.UserError(
             f"--num_threads={num_threads}: give 1 or more (or leave it "
@@ -112,7 +110,9 @@ def predict_file(
 def _check_column_flags(server, input_file, columns):
     """A column flag the export's reader would not read is refused (it was
     ignored, and the ids were line numbers without a word)."""
-    is_text = input_file.lower().endswith(".txt")
+    if not any(columns.values()):
+        return
+    is_text = os.fspath(input_file).lower().endswith(".txt")
     for flag, value in columns.items():
         if not value or (flag in server.column_flags and not is_text):
             continue

@@ -122,9 +122,10 @@ def _naming_damaged_files(input_files, find_bad_record=None):
     files to name a record TensorFlow refused (see
     input_pipeline.find_bad_pretraining_record)."""
     what_to_do = (
-        "; fix or regenerate that file, or leave it out of --input_file, "
-        "and re-run: training resumes from the newest checkpoint in "
-        "--output_dir"
+        "; fix that file (the same records otherwise) and re-run: a run "
+        "resumes from the newest checkpoint in --output_dir (leaving the "
+        "file out, or other records, moves the data position: "
+        "docs/scripts.md)"
     )
     try:
         yield
@@ -143,9 +144,10 @@ def _naming_damaged_files(input_files, find_bad_record=None):
         # A later record unlike each file's first (those are checked).
         if not input_pipeline.is_record_error(e.message):
             raise
+        read = ""
         if find_bad_record is not None:
             try:
-                find_bad_record()
+                read = f"; {find_bad_record()} of the inputs read fine here"
             except errors.UserError as bad:
                 raise errors.UserError(f"{bad}{what_to_do}") from e
         # TensorFlow's first line may be only "Graph execution error:".
@@ -155,7 +157,7 @@ def _naming_damaged_files(input_files, find_bad_record=None):
         )
         raise errors.UserError(
             "An input record is not a pre-training record of these flags "
-            f"({detail.strip()}); inputs: {', '.join(input_files)}"
+            f"({detail.strip()}); inputs: {', '.join(input_files)}{read}"
         ) from e
 
 

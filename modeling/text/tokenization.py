@@ -465,10 +465,15 @@ class FullTokenizer:
 
     def _state(self):
         """What the word cache depends on: the original reads `vocab` and
-        `do_lower_case` live, so a change empties it."""
+        the settings live, so a change empties it. A vocabulary is followed
+        by its size (tokens added, as a user extends one), not by content
+        replaced in place."""
+        wordpiece = self.wordpiece_tokenizer
         return (
-            id(self.wordpiece_tokenizer.vocab),
-            len(self.wordpiece_tokenizer.vocab),
+            id(wordpiece.vocab),
+            len(wordpiece.vocab),
+            wordpiece.max_input_chars_per_word,
+            wordpiece.unk_token,
             self.basic_tokenizer.do_lower_case,
         )
 

@@ -87,6 +87,7 @@ class LiteSquad(base.LiteServer):
             self.max_query_length,
             False,
             features.append,
+            log_examples=False,
         )
         rows = {
             name: np.array([getattr(f, name) for f in features], np.int32)

@@ -4,6 +4,7 @@ predict_file takes them as arguments)."""
 import dataclasses
 
 from modeling.options import option
+from modeling.tasks import common as common_lib
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -40,3 +41,6 @@ class Settings:
     num_threads: int | None = option(
         None, "CPU threads (default: the machine's cores)."
     )
+
+    def __post_init__(self):
+        common_lib.check_counts(self)
