@@ -296,10 +296,6 @@ class BestCheckpointKeeper:
         if not self.write:
             return results
         value = results[self.metric]
-        history = os.path.join(self.output_dir, EVAL_HISTORY_FILE)
-        line = metrics.format_eval_results(results).replace("\n", "  ")
-        with tf.io.gfile.GFile(history, "a") as f:
-            f.write(line.rstrip() + "\n")
         if math.isnan(value):
             # Never a best: nothing would beat it (x > nan is False).
             logging.warning(
@@ -323,6 +319,12 @@ class BestCheckpointKeeper:
             write_eval_results(
                 os.path.join(self.best_dir, common.EVAL_RESULTS_FILE), results
             )
+        # Last: a step in the history counts as evaluated (a resume does not
+        # offer it again), so its best checkpoint is written first.
+        history = os.path.join(self.output_dir, EVAL_HISTORY_FILE)
+        line = metrics.format_eval_results(results).replace("\n", "  ")
+        with tf.io.gfile.GFile(history, "a") as f:
+            f.write(line.rstrip() + "\n")
         return results
 
 

@@ -448,7 +448,10 @@ class StopSignal:
             logging.warning("SIGTERM: saving a checkpoint, then stopping.")
         self._requested = True
         if self.in_graph:
-            self.flag.assign(True)
+            # Eagerly even when the signal lands while a step is traced
+            # (else the assignment is recorded into the step's graph).
+            with tf.init_scope():
+                self.flag.assign(True)
             if first and self.on_stuck is not None:
                 threading.Thread(target=self._watch_stuck, daemon=True).start()
 
