@@ -18,9 +18,11 @@ import training_helpers as helpers
 from modeling import checkpoints
 from modeling import config as config_lib
 from modeling import errors
+from modeling import signals
 from modeling.data import input_pipeline
 from modeling.tasks import pretraining
 from modeling.training import checkpoint_manager
+from modeling.training import predictor
 from modeling.training import steps
 from modeling.training import trainer as trainer_lib
 
@@ -166,6 +168,107 @@ def test_sigterm_saves_a_checkpoint_mid_loop(data, tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+def test_sigterm_while_a_batch_is_slow_saves_the_step_it_names(
+    data, full_run, tmp_path, monkeypatch
+):
+    """SIGTERM while the loop waits for a slow (not stuck) batch: the
+    watcher sees the wait and saves step 4 from its thread, and the batch
+    arrives during that save. That batch makes no update (it made one: the
+    checkpoint named step 4 held weights a step ahead), so the checkpoint
+    is the uninterrupted run's step 4; a resume reads the batch again."""
+    bert_config, records = data
+    trainer = _trainer(
+        bert_config,
+        tmp_path,
+        save_checkpoints_steps=100,
+        iterations_per_loop=100,
+        save_checkpoints_secs=0,
+    )
+    trainer.stop_signal.stuck_after_secs = 0.4
+    delivered = threading.Event()
+
+    def slow(index, ids):
+        if int(index) == 4:  # The fifth batch takes 3 s.
+            time.sleep(3.0)
+            delivered.set()
+        return ids
+
+    def dataset_fn(start):
+        def delay(index, features):
+            ids = features["input_ids"]
+            slowed = tf.py_function(slow, [index + start, ids], ids.dtype)
+            slowed.set_shape(ids.shape)
+            return {**features, "input_ids": slowed}
+
+        return _dataset_fn(records)(start).enumerate().map(delay)
+
+    steps_seen = []
+    save = checkpoint_manager.CheckpointManager.save
+
+    def watcher_save(manager, *args, **kwargs):
+        if not steps_seen:  # The watcher's save; the batch comes meanwhile.
+            before = trainer.global_step
+            assert delivered.wait(30)
+            time.sleep(1.0)  # Time for a step, if one ran.
+            steps_seen.append((before, trainer.global_step))
+        return save(manager, *args, **kwargs)
+
+    monkeypatch.setattr(
+        checkpoint_manager.CheckpointManager, "save", watcher_save
+    )
+    exits = []
+    monkeypatch.setattr(signals, "exit_now", exits.append)
+    done = threading.Event()
+
+    def kill_at_step_4():
+        while not done.is_set():
+            step = trainer.optimizer.global_step
+            if step is not None and int(step.numpy()) >= 4:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.01)
+
+    killer = threading.Thread(target=kill_at_step_4, daemon=True)
+    killer.start()
+    try:
+        with pytest.raises(trainer_lib.TrainingInterrupted, match="step 4"):
+            trainer.train(dataset_fn)
+    finally:
+        done.set()
+        killer.join()
+    assert exits == [errors.EXIT_INTERRUPTED]
+    assert steps_seen == [(4, 4)]
+    _assert_same_checkpoint(
+        full_run / "model.ckpt-4", tmp_path / "model.ckpt-4"
+    )
+
+
+def test_a_host_loops_batch_waits_for_the_stuck_input_save():
+    """JAX's host loop: a batch that arrives while the watcher saves (it
+    decided the input was stuck) waits until that save's exit, so no step
+    changes the state the save reads."""
+    stop = steps.StopSignal(stuck_after_secs=0.2)
+    saving, release, received = (threading.Event() for _ in range(3))
+
+    def on_stuck():
+        saving.set()
+        release.wait(30)
+
+    stop.on_stuck = on_stuck
+    stop.step_fn = lambda: 0
+    stop.set_waiting(True)
+    stop._request()  # What SIGTERM does; starts the stuck-input watcher.
+    assert saving.wait(30)
+    arrival = threading.Thread(
+        target=lambda: (stop.set_waiting(False), received.set())
+    )
+    arrival.start()
+    assert not received.wait(0.5)
+    release.set()
+    assert received.wait(30)
+    arrival.join()
+
+
 def test_sigterm_during_an_evaluation_at_a_checkpoint_stops_it(data, tmp_path):
     """--eval_during_training evaluates at each scheduled checkpoint: a
     SIGTERM then stops that evaluation at its next batch (it ran to its
@@ -189,6 +292,43 @@ def test_sigterm_during_an_evaluation_at_a_checkpoint_stops_it(data, tmp_path):
     assert evaluated == [2]
     assert time.time() - start < 60
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
+
+
+def test_sigterm_stops_a_prediction_at_a_checkpoint(data, tmp_path):
+    """The fine-tuning scripts' --eval_during_training predicts with a
+    Predictor (not Trainer.evaluate): a SIGTERM then stops that prediction
+    at its next batch (it ran all 100), and the run stops."""
+    bert_config, records = data
+    trainer = _trainer(bert_config, tmp_path, num_train_steps=4)
+    ran = []
+
+    class Backend:
+        def run(self, batches, static_shapes=False):
+            for batch in batches:
+                ran.append(len(batch["input_mask"]))
+                yield batch, {"logits": batch["input_mask"][:, :1] * 1.0}
+
+    rows = {
+        "input_ids": np.ones((1000, 8), np.int32),
+        "input_mask": np.ones((1000, 8), np.int32),
+        "segment_ids": np.zeros((1000, 8), np.int32),
+    }
+
+    def evaluate(step, prefix):
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.time() + 10
+        while not trainer.stop_signal.is_requested():
+            assert time.time() < deadline
+            time.sleep(0.01)
+        predictor.Predictor(Backend(), batch_size=10).gather(rows)
+
+    trainer.save_callbacks.append(evaluate)
+    with pytest.raises(trainer_lib.TrainingInterrupted, match="evaluation"):
+        trainer.train(_dataset_fn(records))
+    assert ran == [10]
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
+    # Outside a training run's callbacks nothing checks.
+    assert len(predictor.Predictor(Backend(), 10).gather(rows)[1]["logits"])
 
 
 def test_a_resumed_run_offers_its_restored_step_to_the_callbacks(

@@ -36,6 +36,8 @@ One module, over 500 lines: the one predictor and its three backends, which
 share its batching contract.
 """
 
+import contextlib
+import contextvars
 import hashlib
 import itertools
 import os
@@ -427,6 +429,23 @@ def _numpy(values):
 
 # === The predictor ===
 
+# What `between_batches` installed, or None.
+_BETWEEN_BATCHES = contextvars.ContextVar("between_batches", default=None)
+
+
+@contextlib.contextmanager
+def between_batches(check):
+    """Calls `check()` after each batch of every prediction in the block;
+    what it raises ends the prediction. The Trainer's, around
+    --eval_during_training's evaluations: after SIGTERM its handler only
+    sets a flag, and an evaluation (a SQuAD dev set: minutes on a CPU)
+    would run to its end before the run stops."""
+    token = _BETWEEN_BATCHES.set(check)
+    try:
+        yield
+    finally:
+        _BETWEEN_BATCHES.reset(token)
+
 
 class Predictor:
     """Runs a backend over rows of features (see the module doc).
@@ -500,8 +519,11 @@ class Predictor:
         else:
             batches = fixed_batches(windows, self.batch_size)
         counter = progress.Progress(what, total=total, unit=unit)
+        check = _BETWEEN_BATCHES.get()
         run = self.backend.run(batches, static_shapes=not self.length_sorted)
         for features, outputs in run:
+            if check is not None:
+                check()
             order = features.pop(ORDER)
             real = order >= 0
             if not real.all():  # Padding rows of a fixed-shape batch.

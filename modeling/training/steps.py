@@ -1,5 +1,9 @@
 """The compiled pieces of the training loop, and the SIGTERM watcher.
 
+One module, over 500 lines: the compiled step and the SIGTERM watcher keep
+one contract (the step sets `waiting_for_input` and reads the stop flag
+after its batch; the watcher reads the one and sets the other), in one place.
+
 Shapes: the dataset yields global batches; each replica receives B_r =
 global batch / replicas examples and, with gradient accumulation N, runs N
 micro-batches of B_r / N.
@@ -216,23 +220,41 @@ class StepFunctions:
 
     # === Loops ===
 
-    def _one_step(self, iterator, waiting):
-        # `waiting` is True exactly while the step waits for its batch: the
-        # SIGTERM watcher saves from another thread only then, when every
-        # update of the previous step is done and none of this one's began.
+    def _one_step(self, iterator, waiting, stop_flag):
+        """One step; returns (its logs, whether it ran).
+
+        `waiting` is True exactly while the step waits for its batch: the
+        SIGTERM watcher saves from another thread only then, when every
+        update of the previous step is done and none of this one's began.
+        The batch may still arrive during that save: the stop flag, set
+        before the watcher starts and read after `waiting` is cleared, then
+        makes this step update nothing (its batch is read again on resume),
+        so the save never sees the weights of a step its global_step does
+        not count.
+        """
         with tf.control_dependencies([waiting.assign(True)]):
             features = next(iterator)
         flat = tf.nest.flatten(features, expand_composites=True)
         with tf.control_dependencies(flat):
             received = waiting.assign(False)
         with tf.control_dependencies([received]):
+            run = tf.logical_not(stop_flag.read_value())
+
+        def step():
             per_replica = self.strategy.run(
                 self._replica_step, args=(features,)
             )
-        return {
-            k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
-            for k, v in per_replica.items()
-        }
+            return {
+                k: self.strategy.reduce(
+                    tf.distribute.ReduceOp.MEAN, per_replica[k], axis=None
+                )
+                for k in self.log_keys
+            }
+
+        def skip():
+            return {k: tf.constant(0.0) for k in self.log_keys}
+
+        return tf.cond(run, step, skip), run
 
     def _chunk(self, iterator, num_steps, stop_flag, waiting, max_seconds):
         """Runs up to num_steps steps in one call.
@@ -261,10 +283,10 @@ class StepFunctions:
             )
 
         def body(i, sums, bad):
-            logs = self._one_step(iterator, waiting)
+            logs, ran = self._one_step(iterator, waiting, stop_flag)
             sums = {k: sums[k] + logs[k] for k in sums}
             bad = tf.where(tf.math.is_finite(logs["loss"]), bad, i)
-            return i + 1, sums, bad
+            return i + tf.cast(ran, i.dtype), sums, bad
 
         return tf.while_loop(
             cond, body, (tf.constant(0), sums, tf.constant(-1))
@@ -359,6 +381,12 @@ class StopSignal:
     for its batch (`waiting_for_input`) at the same global step (and, in a
     host loop, the same batch), the watcher calls `on_stuck` (the
     Trainer's: save a checkpoint, exit 143).
+
+    A slow batch (not a stuck one) can arrive during that save. No step
+    may change the state then: the in-graph step reads the stop flag after
+    its batch and updates nothing once it is set (`_one_step`); a host
+    loop's `set_waiting(False)` waits on the lock the watcher holds from
+    its last look at `waiting_for_input` to the exit.
     """
 
     _SENTINEL = b"\xff"
@@ -385,6 +413,7 @@ class StopSignal:
         # () -> int, the global step (the stuck check needs it unchanged).
         self.step_fn = None
         self.acknowledged = threading.Event()
+        self._stuck_lock = threading.Lock()
 
     @contextlib.contextmanager
     def installed(self, enabled=True):
@@ -433,10 +462,14 @@ class StopSignal:
         return self._requested
 
     def set_waiting(self, waiting):
-        """Marks the loop as waiting for its next batch (or not)."""
-        if not waiting:
+        """Marks a host loop as waiting for its next batch (or not: it has
+        the batch; blocks while a stuck-input save runs, see above)."""
+        if waiting:
+            self.waiting_for_input.assign(True)
+            return
+        with self._stuck_lock:
             self._batches += 1
-        self.waiting_for_input.assign(waiting)
+            self.waiting_for_input.assign(False)
 
     def _handler(self, signum, frame):
         del signum, frame
@@ -460,14 +493,17 @@ class StopSignal:
         stuck_after_secs since SIGTERM; returns when the loop stops."""
         last = None
         while not self.acknowledged.wait(self.stuck_after_secs / 2):
-            now = (
-                bool(self.waiting_for_input.numpy()),
-                self.step_fn(),
-                self._batches,
-            )
-            if now[0] and now == last:
-                self.on_stuck()
-                return
+            with self._stuck_lock:
+                now = (
+                    bool(self.waiting_for_input.numpy()),
+                    self.step_fn(),
+                    self._batches,
+                )
+                if now[0] and now == last:
+                    # Under the lock: a host loop's batch arriving now
+                    # waits (set_waiting) until the process exits.
+                    self.on_stuck()
+                    return
             last = now if now[0] else None
 
     def _watch(self, reader):

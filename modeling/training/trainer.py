@@ -49,6 +49,7 @@ from modeling.data import input_pipeline
 from modeling.training import checkpoint_manager
 from modeling.training import distribute
 from modeling.training import optimization
+from modeling.training import predictor
 from modeling.training import run_config
 from modeling.training import steps
 
@@ -447,9 +448,13 @@ class Trainer:
                 # Callbacks (e.g. --eval_during_training) follow the step
                 # schedule, not the safety checkpoints; after SIGTERM none
                 # runs (an evaluation would delay the exit unboundedly).
+                # Their predictions stop between batches at SIGTERM.
                 if on_schedule and not stopping:
-                    for callback in self.save_callbacks:
-                        callback(step, prefix)
+                    with predictor.between_batches(
+                        self._stop_evaluation_if_requested
+                    ):
+                        for callback in self.save_callbacks:
+                            callback(step, prefix)
             elif repeat:
                 logging.info(
                     "SIGTERM: the checkpoint of global_step %d is already "
@@ -462,6 +467,25 @@ class Trainer:
                     f"{cfg.output_dir}; re-run the same command to resume."
                 )
         return step
+
+    def _stop_evaluation_if_requested(self):
+        """Raises TrainingInterrupted after SIGTERM, between the batches of
+        an evaluation at a checkpoint (that checkpoint is saved): the
+        Trainer's handler only sets a flag, and the evaluation would run to
+        its end. One process only: several evaluate in collectives, where
+        one stopping alone would leave the others waiting on it."""
+        if not self.stop_signal.is_requested() or not self.stop_signal.in_graph:
+            return
+        if self.backend == "jax":
+            import jax
+
+            if jax.process_count() > 1:
+                return
+        raise TrainingInterrupted(
+            "SIGTERM during an evaluation: stopped it; the newest "
+            f"checkpoint is saved in {self.config.output_dir}; re-run "
+            "the same command to resume."
+        )
 
     def _raise_non_finite(self, step, sums):
         latest = self.manager.candidates()
@@ -588,15 +612,7 @@ class Trainer:
         )
         self._steps.sync()
         for features in self._batches(dataset):
-            # One process only: several evaluate in collectives, where one
-            # stopping alone would leave the others waiting on it.
-            if self.stop_signal.in_graph and self.stop_signal.is_requested():
-                # SIGTERM during an evaluation at a checkpoint (saved).
-                raise TrainingInterrupted(
-                    "SIGTERM during an evaluation: stopped it; the newest "
-                    f"checkpoint is saved in {self.config.output_dir}; re-run "
-                    "the same command to resume."
-                )
+            self._stop_evaluation_if_requested()
             for name, (s, w) in self._steps.eval_step(features).items():
                 total = totals.setdefault(name, [0.0, 0.0])
                 total[0] += float(s)
