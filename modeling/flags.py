@@ -268,7 +268,8 @@ def _guarded(main):
                 if "backend" in FLAGS:
                     # Before main imports Keras.
                     backend.select(FLAGS.backend)
-                return main(argv)
+                with file_io.locked_runs():
+                    return main(argv)
             except BaseException:
                 # An output folder this run created and left empty goes.
                 file_io.remove_empty_run_dirs()

@@ -13,9 +13,11 @@ import time
 import numpy as np
 import pytest
 import script_runner
+import tensorflow as tf
 import training_helpers as helpers
 
 from modeling import checkpoints
+from modeling.data import file_io
 from modeling.tasks import pretraining
 from modeling.training import trainer
 
@@ -61,6 +63,37 @@ def _env():
 
 def _run(args, **kwargs):
     return script_runner.python(args, env=_env(), **kwargs)
+
+
+def test_a_second_training_run_in_a_folder_in_use_is_refused(inputs, tmp_path):
+    """Two training runs in one --output_dir at once would mix their
+    checkpoints (each resumes from the other's, both rotate them): while a
+    run holds the folder, a second is refused at once, naming the holder's
+    process; once that run has ended, the folder trains."""
+    _, config, records = inputs
+    out = tmp_path / "out"
+    out.mkdir()
+    command = _command(
+        config, records, out, "--do_train", "--num_train_steps=1"
+    )
+    with file_io.locked_runs():
+        file_io.lock_run_dir(out)  # What a training run's process holds.
+        file_io.lock_run_dir(out)  # Again in the same process: no error.
+        proc = _run(command)
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+        assert (
+            len(lines) == 1
+            and (
+                f"--output_dir={out} is in use by another training run "
+                f"(process {os.getpid()})"
+            )
+            in lines[0]
+        )
+        assert not os.listdir(out)
+    proc = _run(command)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-1")
 
 
 def test_required_flags_are_enforced():

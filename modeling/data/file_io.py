@@ -497,6 +497,90 @@ def remove_empty_run_dirs():
             _RUN_DIRS.clear()
 
 
+# Training folders this process holds locked: realpath -> open descriptor.
+# None: runs are not locked (outside `locked_runs`).
+_RUN_LOCKS = None
+
+
+@contextlib.contextmanager
+def locked_runs():
+    """The block's training runs lock their output folders
+    (`lock_run_dir`); every lock is released at its end. The scripts run
+    in one (flags.run_script): a script's process is one run. A program
+    calling the tasks itself (a notebook, the tests) runs them unlocked,
+    one after the other in one process."""
+    global _RUN_LOCKS
+    outer, _RUN_LOCKS = _RUN_LOCKS, {}
+    try:
+        yield
+    finally:
+        for fd in _RUN_LOCKS.values():
+            os.close(fd)
+        _RUN_LOCKS = outer
+
+
+def lock_run_dir(path, flag="--output_dir"):
+    """Locks a local training folder for this process until the end of
+    `locked_runs` (nothing outside one, or for a remote folder): a second
+    training run in the same folder at the same time would mix its
+    checkpoints with this one's (each resumes from the other's, both
+    rotate them) and fails at once instead. An advisory lock (flock) on the
+    folder itself: no file is added, and the kernel releases it however
+    the process ends. Where the folder's file system has no such locks
+    (some network mounts), nothing is locked.
+
+    Raises:
+      errors.UserError: another process holds the folder, naming it.
+    """
+    path = os.fspath(path)
+    if _RUN_LOCKS is None or is_remote(path):
+        return
+    try:
+        import fcntl
+    except ImportError:  # Not a POSIX system.
+        return
+    key = os.path.realpath(path)
+    if key in _RUN_LOCKS:
+        return
+    fd = os.open(key, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        holder = _flock_holder(key)
+        raise errors.UserError(
+            f"{flag}={path} is in use by another training run"
+            f"{f' (process {holder})' if holder else ''}: two runs in one "
+            "folder would mix their checkpoints. Wait for it to end, or "
+            f"give another {flag}."
+        ) from None
+    except OSError as e:  # No flock here (e.g. a network mount).
+        os.close(fd)
+        logging.debug("Not locking %s: %s", path, e)
+        return
+    _RUN_LOCKS[key] = fd
+
+
+def _flock_holder(path):
+    """The process id holding a flock on `path`, from Linux's /proc/locks
+    (None where unknown)."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    device = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"
+        if "FLOCK" in fields and len(fields) >= 6:
+            pid, where = fields[4], fields[5]
+            if where == f"{device}:{st.st_ino}":
+                return pid
+    return None
+
+
 def exists(path):
     path = os.fspath(path)
     if is_remote(path):

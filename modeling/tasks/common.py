@@ -265,7 +265,8 @@ def check_backend(settings):
 def set_up(settings):
     """The set-up every model runner does once its settings are checked:
     creates output_dir (when set), seeds Python/NumPy/TF (random_seed), sets
-    the compute precision (run_config.precision) and builds the strategy.
+    the compute precision (run_config.precision), builds the strategy and,
+    for a training run, locks output_dir (file_io.lock_run_dir).
 
     Returns:
       The tf.distribute.Strategy.
@@ -281,7 +282,7 @@ def set_up(settings):
     trainer.set_seed(settings.random_seed)
     if settings.run_config is not None:
         distribute.set_precision(settings.run_config.precision)
-    return distribute.create_strategy(
+    strategy = distribute.create_strategy(
         settings.strategy,
         settings.use_tpu,
         settings.tpu_name,
@@ -289,6 +290,15 @@ def set_up(settings):
         settings.gcp_project,
         settings.master,
     )
+    # The process that writes checkpoints (of several, the chief) locks
+    # the folder while training: a second training run there fails.
+    if (
+        settings.output_dir
+        and getattr(settings, "do_train", False)
+        and distribute.is_chief(strategy)
+    ):
+        file_io.lock_run_dir(settings.output_dir)
+    return strategy
 
 
 def fine_tuning_steps(settings, num_examples, what="train examples"):
