@@ -493,6 +493,10 @@ class TrainerSteps:
                 ) from None
             finally:
                 stop_signal.set_waiting(False)
+            if not several and stop_signal.is_requested():
+                # SIGTERM while the batch was awaited: as the in-graph
+                # step, no update (a resume reads the batch again).
+                break
             examples = float(np.shape(next(iter(batch.values())))[0])
             with self._exchange(several):
                 self.state, logs = self.step(self.state, batch, vote)
