@@ -27,6 +27,7 @@ labels and its threshold stay together, so that no other module names a
 kind.
 """
 
+import json
 import math
 
 import numpy as np
@@ -376,8 +377,13 @@ class MultiLabel(TaskKind):
     def parse_label(self, value, separator, column):
         """A list (JSON Lines) or a `separator`-joined string of names ->
         the sorted set of names (empty: no label applies)."""
-        del column
         if isinstance(value, list):
+            for v in value:
+                if v is None or isinstance(v, (list, dict)):
+                    raise ValueError(
+                        f"label list {value!r} (column {column!r}) holds "
+                        f"{json.dumps(v)}: each label is a name"
+                    )
             names = [label_text(v) for v in value]
         else:
             names = (label_text(value) or "").split(separator)

@@ -465,3 +465,115 @@ def test_a_text_file_is_read_one_line_at_a_time(tmp_path):
     tracemalloc.stop()
     assert first[0] == ("1", line)
     assert peak < 1 << 20, peak
+
+
+# === A user's files, as a demanding user writes them ===
+
+
+def test_json_columns_are_every_rows_keys(tmp_path):
+    """A JSON Lines row's fields are its own: a key the first row lacks is
+    still a column (every later row's sentence2, and the test file's ids,
+    were dropped silently); the row without it is named."""
+    rows = [
+        {"sentence1": "a", "label": "x"},
+        {"sentence1": "b", "sentence2": "c", "label": "y"},
+        {"sentence1": "d", "sentence2": "e", "label": "x"},
+    ]
+    path = _write(
+        tmp_path, "a.jsonl", "".join(json.dumps(r) + "\n" for r in rows)
+    )
+    assert table_files.TableFile(path).columns == [
+        "sentence1",
+        "label",
+        "sentence2",
+    ]
+    with pytest.raises(
+        ValueError, match=_literal(f"{path} line 1: no field 'sentence2'")
+    ):
+        _processor(path).get_train_examples()
+    p = _processor(path, skip_bad_rows=True)
+    assert [(e.text_a, e.text_b) for e in p.get_train_examples()] == [
+        ("b", "c"),
+        ("d", "e"),
+    ]
+    test = _write(
+        tmp_path, "t.jsonl", '{"text": "a"}\n{"text": "b", "id": "B"}\n'
+    )
+    processor = custom.CustomProcessor(files={"test": test})
+    with pytest.raises(
+        ValueError, match=_literal(f"{test} line 1: no id in column 'id'")
+    ):
+        list(processor.iter_test_examples())
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("id,text\n7,a\n7,b\n", "line 3: id '7' (column 'id') is used twice"),
+        ("id,text\n,a\n", "line 2: no id in column 'id': ''"),
+        (
+            'id,text\n"x\ny",a\n',
+            "line 2: id 'x\\ny' (column 'id') holds a line break",
+        ),
+    ],
+)
+def test_a_text_files_ids_are_checked_as_the_classifiers(
+    tmp_path, text, message
+):
+    """The embedding scripts' ids (ids.txt, one per line beside the
+    vectors) follow run_classifier's rule: present, unique, one line."""
+    path = _write(tmp_path, "a.csv", text)
+    with pytest.raises(ValueError, match=_literal(f"{path} {message}")):
+        list(table_files.TextFile(path).rows())
+    path = _write(tmp_path, "b.jsonl", '{"text": "a", "id": null}\n')
+    with pytest.raises(ValueError, match="line 1: no id in column 'id': None"):
+        list(table_files.TextFile(path).rows())
+
+
+def test_json_numbers_too_long_or_nesting_too_deep_name_the_line(tmp_path):
+    path = _write(
+        tmp_path,
+        "a.jsonl",
+        '{"text": "a", "label": 1}\n'
+        + '{"text": "b", "label": '
+        + "9" * 5000
+        + "}\n"
+        + '{"text": "c", "label": '
+        + "[" * 100000
+        + "]" * 100000
+        + "}\n",
+    )
+    with pytest.raises(
+        ValueError, match=_literal(f"{path} line 2: not a JSON object")
+    ):
+        _rows(path)
+    rows, bad = _rows(path, skip=True)
+    assert len(rows) == 1 and bad.count == 2
+
+
+def test_label_lists_hold_names_only_and_ties_sort_by_text(tmp_path):
+    path = _write(
+        tmp_path, "a.jsonl", '{"text": "x", "label": ["a", null, ["b"]]}\n'
+    )
+    with pytest.raises(ValueError, match="holds null: each label is a name"):
+        _processor(path, task_type="multi_label").get_train_examples()
+    # "1", "01" and "+1" are one integer: their order was the set's, which
+    # changes between processes (PYTHONHASHSEED).
+    assert custom.sorted_labels(["1", "2", "01", "+1", "10"]) == [
+        "+1",
+        "01",
+        "1",
+        "2",
+        "10",
+    ]
+
+
+def test_header_mistakes_get_a_hint(tmp_path):
+    path = _write(tmp_path, "a.csv", "text , label\nx,1\n")
+    with pytest.raises(
+        ValueError, match=r"spaces around them: \['text ', ' label'\]"
+    ):
+        _processor(path).get_train_examples()
+    path = _write(tmp_path, "b.csv", "text,label,,\nx,1,,\n")
+    with pytest.raises(ValueError, match="does the header end in separators"):
+        _rows(path)

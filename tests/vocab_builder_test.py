@@ -4,6 +4,7 @@ import logging
 import time
 
 import pytest
+import script_runner
 from constants import REPO_ROOT
 
 from modeling.text import tokenization
@@ -121,3 +122,35 @@ def test_books_corpus_vocab_is_reproducible_fast_and_covers(
             num_tokens += len(tokens)
             num_unk += tokens.count("[UNK]")
     assert num_unk / num_tokens < 0.005
+
+
+def test_the_script_refuses_an_output_among_its_inputs(tmp_path):
+    """A second `--input_file='*.txt' --output_file=vocab.txt` learned from
+    the first's vocabulary (another file each time), and an output named as
+    the corpus replaced it: both are refused, the files unchanged; fewer
+    tokens than --vocab_size is a warning."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the cat sat on the mat\nthe dog ran far away\n" * 5)
+    vocab = tmp_path / "vocab.txt"
+    script = "vocab/build_vocab.py"
+    first = script_runner.python(
+        [
+            script,
+            f"--input_file={tmp_path}/*.txt",
+            f"--output_file={vocab}",
+            "--vocab_size=300",
+        ]
+    )
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert "fewer than --vocab_size=300" in first.stderr
+    before = script_runner.folder_digests(tmp_path)
+    for args in (
+        [f"--input_file={tmp_path}/*.txt", f"--output_file={vocab}"],
+        [f"--input_file={corpus}", f"--output_file={corpus}"],
+    ):
+        proc = script_runner.python([script, *args])
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("error:")]
+        assert len(lines) == 1 and "is also --input_file's file" in lines[0]
+        assert "Traceback" not in proc.stderr
+    assert script_runner.folder_digests(tmp_path) == before

@@ -8,18 +8,19 @@ Example (the committed vocab/books_uncased_8k.txt):
     --vocab_size=8000 --do_lower_case=True
 """
 
-import glob
+import dataclasses
 import os
 import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 
 # Run as a file (python vocab/build_vocab.py) from a checkout.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from modeling import flags as shared_flags
+from modeling.data import file_io
 from modeling.text import vocab_builder
 
 FLAGS = flags.FLAGS
@@ -42,8 +43,9 @@ flags.DEFINE_string(
 flags.DEFINE_integer(
     "vocab_size",
     8000,
-    "Number of tokens, special ones included. Must equal bert_config.json's "
-    "vocab_size of models trained with it.",
+    "Number of tokens, special ones included (at most: fewer when the text "
+    "runs out of pairs seen --min_frequency times; a warning says so). "
+    "bert_config.json's vocab_size must be at least the number written.",
 )
 flags.DEFINE_bool(
     "do_lower_case",
@@ -66,13 +68,23 @@ flags.DEFINE_integer(
 )
 
 
+@dataclasses.dataclass
+class _Files:
+    """The flags the scripts' output check reads (an output file that is an
+    input, or that an input glob matches: a second run learned from the
+    first's vocabulary, or replaced its corpus)."""
+
+    input_file: str
+    output_file: str
+
+
 def main(_):
-    input_files = []
-    for pattern in FLAGS.input_file.split(","):
-        matches = sorted(glob.glob(pattern))
-        if not matches:
-            raise app.UsageError(f"--input_file: no file matches {pattern}")
-        input_files.extend(matches)
+    output = FLAGS.output_file
+    shared_flags.check_outputs_are_not_inputs(
+        _Files(FLAGS.input_file, output)
+    )
+    file_io.check_file_path(output, f"--output_file={output}")
+    input_files = file_io.expand_input_files(FLAGS.input_file)
     start = time.time()
     tokens = vocab_builder.build_vocab(
         input_files,
@@ -88,9 +100,17 @@ def main(_):
         FLAGS.output_file,
         time.time() - start,
     )
+    if len(tokens) < FLAGS.vocab_size:
+        logging.warning(
+            "%d tokens, fewer than --vocab_size=%d: the text ran out of "
+            "pairs seen --min_frequency=%d times. Models using it need "
+            "bert_config.json's vocab_size >= %d.",
+            len(tokens),
+            FLAGS.vocab_size,
+            FLAGS.min_frequency,
+            len(tokens),
+        )
 
 
 if __name__ == "__main__":
-    flags.mark_flag_as_required("input_file")
-    flags.mark_flag_as_required("output_file")
-    app.run(main)
+    shared_flags.run_script(main, required=("input_file", "output_file"))

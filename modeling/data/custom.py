@@ -142,7 +142,9 @@ def sorted_labels(labels):
     strings."""
     labels = set(labels)
     try:
-        return sorted(labels, key=int)
+        # Ties ("1", "01", "+1") by their text: never by set order, which
+        # changes between processes.
+        return sorted(labels, key=lambda x: (int(x), x))
     except ValueError:
         return sorted(labels)
 
@@ -473,15 +475,10 @@ def _row_id(row, column, seen):
       _BadRow: missing, null, empty, or given to an earlier row (`seen`:
         the ids of the rows read so far).
     """
-    value = row.get(column)
-    if isinstance(value, (dict, list)) or value is None or value == "":
-        raise _BadRow(f"no id in column {column!r}: {value!r}")
-    index = task_kinds.label_text(value)
-    if index is None:
-        raise _BadRow(f"no id in column {column!r}: {value!r}")
-    if index in seen:
-        raise _BadRow(f"id {index!r} (column {column!r}) is used twice")
-    return index
+    try:
+        return table_files.row_id(row, column, seen)
+    except ValueError as e:
+        raise _BadRow(str(e)) from None
 
 
 def _text(row, column, where):

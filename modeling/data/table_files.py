@@ -34,6 +34,7 @@ import sys
 
 from absl import logging
 
+from modeling import task_kinds
 from modeling.data import file_io
 from modeling.text import tokenization
 
@@ -128,8 +129,9 @@ class TableFile:
 
     @property
     def columns(self):
-        """The header's names (CSV/TSV), or the keys of the first object
-        (JSON); [] for a file without any.
+        """The header's names (CSV/TSV), or every key of the file's objects
+        in the order they first appear (JSON: a row's fields are its own;
+        one pass over the file); [] for a file without any.
 
         Raises:
           ValueError: a header that names a column twice.
@@ -142,15 +144,19 @@ class TableFile:
         if self.format != "jsonl":
             header, _ = self._header()
             return header or []
-        # The first object's keys; bad rows before it are reported once,
-        # when the rows are read.
+        # Every object's keys: a key the first rows lack is still a column
+        # (its sentence2 or id was silently dropped). Bad rows are
+        # reported once, when the rows are read.
         checking = BadRows(skip=True, quiet=True)
         bad_rows, self.bad_rows = self.bad_rows, checking
+        keys = {}
         try:
             for _, values in self.rows():
-                return list(values)
+                keys.update(dict.fromkeys(values))
         finally:
             self.bad_rows = bad_rows
+        if keys:
+            return list(keys)
         if checking.count and not self.bad_rows.skip:
             # No row is an object: the first bad row's error, rather than
             # "an empty file".
@@ -228,9 +234,15 @@ class TableFile:
             if row:  # Blank lines before the header are skipped.
                 if len(set(row)) != len(row):
                     twice = sorted({c for c in row if row.count(c) > 1})
+                    hint = (
+                        " (empty names: does the header end in separators, "
+                        "as a spreadsheet's export can?)"
+                        if "" in twice
+                        else ""
+                    )
                     raise ValueError(
                         f"{self.where(reader.line_num)}: the header names "
-                        f"column(s) {twice} more than once"
+                        f"column(s) {twice} more than once{hint}"
                     )
                 return row, reader
         return None, reader
@@ -319,6 +331,11 @@ class TableFile:
                 )
             except _RepeatedKey as e:
                 self.bad_rows.report(self.where(number), str(e))
+            except (ValueError, RecursionError) as e:
+                # A number past Python's digit limit, nesting too deep.
+                self.bad_rows.report(
+                    self.where(number), f"not a JSON object: {_first_line(e)}"
+                )
 
     def _json_array_values(self):
         text = "".join(self._text_lines())
@@ -330,7 +347,13 @@ class TableFile:
             ) from None
         except _RepeatedKey as e:
             raise ValueError(f"{self.path}: {e}") from None
+        except (ValueError, RecursionError) as e:
+            raise ValueError(f"{self.path}: not JSON: {_first_line(e)}") from None
         yield from enumerate(items, start=1)
+
+
+def _first_line(error):
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 class _RepeatedKey(ValueError):
@@ -388,7 +411,42 @@ def find_column(table, flag, value, defaults=(), required=True):
         wanted = f"no column {value!r}" + (f" (--{flag})" if flag else "")
     else:
         wanted = f"none of the columns {names} (set --{flag})"
-    raise ValueError(f"{table.path} has {wanted}; its columns are {columns}")
+    spaced = [c for c in columns if c != c.strip()]
+    hint = (
+        f" (names with spaces around them: {spaced}; the header's names are "
+        "read as written)"
+        if spaced
+        else ""
+    )
+    raise ValueError(
+        f"{table.path} has {wanted}; its columns are {columns}{hint}"
+    )
+
+
+def row_id(row, column, seen):
+    """A row's id: its `column` value as a str (task_kinds.label_text).
+
+    The one rule for ids read from a file (run_classifier's, the embedding
+    scripts'): present, a single value, one line (an id is a line of
+    ids.txt, a field of test_results), and not an earlier row's (`seen`:
+    the ids read so far; the caller adds this one).
+
+    Raises:
+      ValueError: the reason, naming the column (the caller names the line).
+    """
+    value = row.get(column)
+    index = None
+    if not isinstance(value, (dict, list)):
+        index = task_kinds.label_text(value)
+    if index is None:
+        raise ValueError(f"no id in column {column!r}: {value!r}")
+    if "\n" in index or "\r" in index:
+        raise ValueError(
+            f"id {index!r} (column {column!r}) holds a line break"
+        )
+    if index in seen:
+        raise ValueError(f"id {index!r} (column {column!r}) is used twice")
+    return index
 
 
 # Column names TextFile looks for, in order, when no text or id column is
@@ -438,6 +496,7 @@ class TextFile:
                     raise ValueError(f"{self.path}:{number}: empty text")
                 yield str(number), text
             return
+        ids = set()
         for line, row in self.table.rows():
             text = row.get(self.text_column)
             if not isinstance(text, str) or tokenization.is_empty_text(text):
@@ -445,8 +504,15 @@ class TextFile:
                     f"{self.table.where(line)}: empty or missing "
                     f"{self.text_column!r}"
                 )
-            row_id = row.get(self.id_column) if self.id_column else None
-            yield str(line if row_id is None else row_id), text
+            if self.id_column is None:
+                yield str(line), text
+                continue
+            try:
+                index = row_id(row, self.id_column, ids)
+            except ValueError as e:
+                raise ValueError(f"{self.table.where(line)}: {e}") from None
+            ids.add(index)
+            yield index, text
 
     def count(self):
         """The number of texts (a first pass over the file: the .npy's

@@ -82,13 +82,17 @@ class Settings(common.FineTuningSettings, common.LongInputSettings):
     )
     text_a_column: str | None = option(
         None,
-        "--task_name=custom: the text column. Default: text_a, else the first "
-        "of sentence1, sentence, text, question that the file has.",
+        "--task_name=custom: the text column. Default: the first of the pairs "
+        + ", ".join("/".join(p) for p in custom.PAIR_COLUMNS)
+        + " that the file has (read as sentence pairs), else the first of "
+        + ", ".join(custom.TEXT_A_COLUMNS)
+        + " that it has.",
     )
     text_b_column: str | None = option(
         None,
-        "--task_name=custom: the second text of sentence pairs (default: "
-        "none).",
+        "--task_name=custom: the second text of sentence pairs. Default: the "
+        "second column of a pair --text_a_column's help names, when neither "
+        "flag is set; else none (single texts).",
     )
     label_column: str | None = option(
         None, "--task_name=custom: the label column (default: label)."
