@@ -107,6 +107,33 @@ def test_resume_gives_the_same_final_checkpoint(data, full_run, tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"gradient_accumulation_steps": 2, "gradient_checkpointing": True}],
+)
+def test_resume_with_dropout_draws_the_uninterrupted_runs_masks(
+    tmp_path, overrides
+):
+    """Dropout's random state is not in the checkpoint (nor was it in the
+    original's): a resumed run sets it from the step, so a run resumed at
+    step 4 ends with the uninterrupted run's weights, dropout on (it drew
+    other masks: other weights)."""
+    config = helpers.tiny_config(tmp_path / "bert_config.json", dropout=0.1)
+    bert_config = config_lib.BertConfig.from_json_file(config)
+    records = helpers.write_records(tmp_path / "data.tfrecord")
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    _trainer(bert_config, full, num_train_steps=6, **overrides).train(
+        _dataset_fn(records)
+    )
+    resumed.mkdir()
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copy(full / f"model.ckpt-4{suffix}", resumed)
+    _trainer(bert_config, resumed, num_train_steps=6, **overrides).train(
+        _dataset_fn(records)
+    )
+    _assert_same_checkpoint(full / "model.ckpt-6", resumed / "model.ckpt-6")
+
+
 def test_damaged_newest_checkpoint_falls_back(data, full_run, tmp_path, caplog):
     bert_config, _ = data
     for step in (8, 10):

@@ -348,7 +348,9 @@ class TableFile:
         except _RepeatedKey as e:
             raise ValueError(f"{self.path}: {e}") from None
         except (ValueError, RecursionError) as e:
-            raise ValueError(f"{self.path}: not JSON: {_first_line(e)}") from None
+            raise ValueError(
+                f"{self.path}: not JSON: {_first_line(e)}"
+            ) from None
         yield from enumerate(items, start=1)
 
 
@@ -441,9 +443,7 @@ def row_id(row, column, seen):
     if index is None:
         raise ValueError(f"no id in column {column!r}: {value!r}")
     if "\n" in index or "\r" in index:
-        raise ValueError(
-            f"id {index!r} (column {column!r}) holds a line break"
-        )
+        raise ValueError(f"id {index!r} (column {column!r}) holds a line break")
     if index in seen:
         raise ValueError(f"id {index!r} (column {column!r}) is used twice")
     return index
