@@ -275,6 +275,10 @@ def check_vocab_size(vocab_file_or_size, config, input_tokens=True):
     if isinstance(vocab_file_or_size, int):
         size, source = vocab_file_or_size, "the vocabulary"
     else:
+        if not file_io.exists(vocab_file_or_size):
+            raise FileNotFoundError(
+                f"vocab_file {vocab_file_or_size} does not exist"
+            )
         lines = file_io.read_lines(vocab_file_or_size)
         size = len(lines)
         source = f"vocab_file {vocab_file_or_size}"

@@ -137,8 +137,14 @@ def load_encoder(handle):
         tf.io.gfile.exists(os.path.join(path, name))
         for name in ("saved_model.pb", "saved_model.pbtxt")
     ):
+        inner = os.path.join(path, "encoder")
+        hint = (
+            f"; export_hub.py --export_type=both wrote the encoder to {inner}"
+            if tf.io.gfile.exists(os.path.join(inner, "saved_model.pb"))
+            else ""
+        )
         raise errors.UserError(
-            f"No SavedModel at {handle} (no saved_model.pb in {path})"
+            f"No SavedModel at {handle} (no saved_model.pb in {path}){hint}"
         )
     module = tf.saved_model.load(path)
     for attribute in ("__call__", "trainable_variables", "variables"):

@@ -137,3 +137,13 @@ def test_vocab_and_sequence_length_checks(tiny_config_dict, tmp_path):
     with pytest.raises(ValueError, match="Cannot use sequence length 65 "):
         config_lib.check_max_seq_length(65, tiny_config)
     config_lib.check_max_seq_length(64, tiny_config)
+
+
+def test_a_missing_vocab_file_is_named_as_the_config_is(
+    tiny_config_dict, tmp_path
+):
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    with pytest.raises(
+        FileNotFoundError, match="vocab_file .*nope.txt does not exist"
+    ):
+        config_lib.check_vocab_size(str(tmp_path / "nope.txt"), config)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import script_runner
 import tolerance
+from constants import TINY_VOCAB
 
 from modeling import checkpoints
 from modeling import config as config_lib
@@ -189,7 +190,9 @@ def test_an_output_file_that_is_the_input_is_refused(tmp_path):
     assert text.read_text(encoding="utf-8") == "The dog is hairy.\n"
 
 
-@pytest.mark.parametrize("case", ["output_folder", "no_folder", "input_folder"])
+@pytest.mark.parametrize(
+    "case", ["output_folder", "no_folder", "input_folder", "no_input"]
+)
 def test_bad_paths_are_refused_before_the_model_is_built(tmp_path, case):
     """One line naming the flag, before any work (the output was checked at
     the rename that published it, after the whole extraction)."""
@@ -200,6 +203,11 @@ def test_bad_paths_are_refused_before_the_model_is_built(tmp_path, case):
         "output_folder": (text, tmp_path / "folder", "is a folder, not a file"),
         "no_folder": (text, tmp_path / "no" / "o.jsonl", "does not exist"),
         "input_folder": (tmp_path / "folder", tmp_path / "o.jsonl", "a folder"),
+        "no_input": (
+            tmp_path / "nope.txt",
+            tmp_path / "o.jsonl",
+            "does not exist",
+        ),
     }[case]
     # No model at all: the checks come first.
     proc = _script(tmp_path, input_file, output_file)
@@ -207,6 +215,66 @@ def test_bad_paths_are_refused_before_the_model_is_built(tmp_path, case):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and message in last, last
     assert (
-        "--input_file" if case == "input_folder" else "--output_file"
+        "--input_file"
+        if case in ("input_folder", "no_input")
+        else "--output_file"
     ) in last
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_extraction_holds_a_bounded_window_of_outputs(
+    tiny_config_dict, tmp_path, monkeypatch
+):
+    """Rows computed ahead of their turn wait for it; a layer output is
+    about 3 KB a token at BERT-base's width, so the sorting window spans
+    WINDOW_BYTES of batches (it held 64 batches, 3.2 GB at batch 32 and
+    seq 128, where the original held one). Here: a long first line, then
+    short ones, batch 4, a window of 2 batches."""
+    from modeling.training import predictor
+
+    config = config_lib.BertConfig.from_dict(tiny_config_dict)
+    model = encoder.BertModel(config)
+    model.build()
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(TINY_VOCAB) + "\n")
+    tokenizer = tokenization.FullTokenizer(str(vocab), True)
+    lines = ["the cat " * 30] + ["dog"] * 199
+    examples = [extract.InputExample(i, t) for i, t in enumerate(lines)]
+    features = extract.convert_examples_to_features(examples, 64, tokenizer)
+    batch_bytes = 4 * 64 * config.hidden_size * 2 * 4
+    monkeypatch.setattr(extract, "WINDOW_BYTES", 2 * batch_bytes)
+    ahead = []
+    in_order = predictor.in_input_order
+
+    def counting(rows):
+        received = []
+
+        def tap():
+            for order, item in rows:
+                received.append(order)
+                yield order, item
+
+        for given, item in enumerate(in_order(tap()), 1):
+            ahead.append(len(received) - given)
+            yield item
+
+    monkeypatch.setattr(predictor, "in_input_order", counting)
+    out = list(extract.extract_layers(model, features, [-1, -2], 4))
+    assert [f.unique_id for f, _ in out] == list(range(200))
+    assert 0 < max(ahead) <= 2 * 4
+
+
+def test_use_tpu_without_master_names_this_scripts_flag():
+    """extract_features has --master, not --tpu_name (the strategy's
+    message named --tpu_name, a flag it refuses as unknown)."""
+    from modeling.tasks.settings import extract as settings
+
+    with pytest.raises(ValueError, match="--use_tpu needs --master"):
+        settings.Settings(
+            input_file="in.txt",
+            output_file="out.jsonl",
+            vocab_file="vocab.txt",
+            bert_config_file="bert_config.json",
+            init_checkpoint="bert_model.ckpt",
+            use_tpu=True,
+        )

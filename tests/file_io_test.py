@@ -379,3 +379,18 @@ def test_stale_outputs_go_only_once_the_new_ones_are_in_place(tmp_path):
     file_io.write_texts({out: "{}\n"}, stale=[old])
     assert out.read_text() == "{}\n" and not old.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["predictions.json"]
+
+
+def test_an_output_that_is_a_link_is_written_through_it(tmp_path):
+    """As open() writes (the original's outputs did): the link stays a
+    link and its target gets the new content (the rename replaced the link
+    with a file, leaving the target's old content)."""
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "out.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(target)
+    with file_io.atomic_write(str(link)) as f:
+        f.write("new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    assert not [p for p in (tmp_path / "real").iterdir() if ".tmp-" in p.name]

@@ -242,3 +242,35 @@ def test_the_checkpoint_flags_are_accepted_with_a_warning(tmp_path):
         .splitlines()[-1]
         .startswith("error: No SavedModel at")
     )
+
+
+def test_evaluation_without_training_uses_the_module(
+    no_dropout, tmp_path, caplog
+):
+    """--do_eval with no checkpoint in --output_dir evaluates the module's
+    encoder with a new head, as the original's Estimator initialized from
+    the module (it was refused, advising --init_checkpoint, which this
+    script ignores)."""
+    _, encoder = no_dropout
+    values = {k: v for k, v in COMMON.items() if k != "learning_rate"}
+    values.update(do_train=False, do_predict=False)
+    settings = classifier_lib.HubSettings(
+        bert_hub_module_handle=str(encoder),
+        output_dir=str(tmp_path / "out"),
+        **values,
+    )
+    results = classifier_lib.run(settings)
+    assert 0.0 <= results["eval_accuracy"] <= 1.0
+    assert results["global_step"] == 0
+    assert f"using {encoder}, whose classifier head is untrained" in caplog.text
+
+
+def test_an_export_root_points_to_its_encoder(no_dropout, tmp_path):
+    _, encoder = no_dropout
+    root = tmp_path / "both"
+    root.mkdir()
+    (root / "encoder").symlink_to(encoder)
+    with pytest.raises(
+        errors.UserError, match="wrote the encoder to .*encoder"
+    ):
+        saved_encoder.load_encoder(root)

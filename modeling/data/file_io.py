@@ -186,6 +186,15 @@ def atomic_path(final):
         yield temp
 
 
+def link_target(path):
+    """Where writing `path` writes: a local symbolic link's target (the
+    link stays as it is), else `path`."""
+    path = os.fspath(path)
+    if is_remote(path) or not os.path.islink(path):
+        return path
+    return os.path.realpath(path)
+
+
 @contextlib.contextmanager
 def atomic_paths(finals, stale=()):
     """Yields temporary paths for several outputs published as one (the
@@ -199,6 +208,10 @@ def atomic_paths(finals, stale=()):
 
     from modeling import errors
 
+    # Written through a link, as open() writes (the original's outputs
+    # did): a rename onto the link would replace it with a file, leaving
+    # its target as it was.
+    finals = [link_target(final) for final in finals]
     temps = [temp_name(final) for final in finals]
     _OPEN_TEMPORARIES.update(temps)
     try:

@@ -65,10 +65,7 @@ def write_extra(folder, name, text):
 def target(export_dir):
     """The folder an export to `export_dir` is published as: where a
     symbolic link points (the link stays as it is), else export_dir."""
-    path = file_io.strip_dot(os.fspath(export_dir))
-    if file_io.is_remote(path):
-        return path
-    return os.path.realpath(path) if os.path.islink(path) else path
+    return file_io.link_target(file_io.strip_dot(os.fspath(export_dir)))
 
 
 def _own_names(path):

@@ -390,6 +390,8 @@ def make_trainer(task, num_train_steps=1, num_warmup_steps=0):
         )
 
     def init_fn(model):
+        if _hub_handle(s):
+            return  # The encoder's weights are the module's already.
         # Only weights come from init_checkpoint (fresh Adam slots, step 0);
         # the classifier head is new unless the checkpoint has one.
         checkpoints.load_weights(
@@ -475,6 +477,9 @@ def restore_for_inference(task, trainer, element_spec):
       ValueError: neither exists.
     """
     s = task.settings
+    # The TF Hub module is the initial weights there, as the original's
+    # Estimator initialized from it.
+    initial = _hub_handle(s) or s.init_checkpoint
     trainer.restore_for_inference(
         element_spec,
         missing_message=(
@@ -482,8 +487,8 @@ def restore_for_inference(task, trainer, element_spec):
             "--init_checkpoint: nothing to evaluate. Train first (--do_train)."
         ),
         init_warning=(
-            f"No checkpoint in {s.output_dir}: using {s.init_checkpoint}, "
-            "whose classifier head is untrained."
+            f"No checkpoint in {s.output_dir}: using {initial}, whose "
+            "classifier head is untrained."
         ),
     )
 

@@ -337,14 +337,20 @@ def make_trainer(
     num_warmup_steps=0,
 ):
     """The shared Trainer of a fine-tuning task: `init_fn` loads
-    --init_checkpoint when there is one; the step counts replace those of
+    --init_checkpoint (or keeps a TF Hub encoder's weights) when there is
+    one; the step counts replace those of
     run_config (for inference only they just have to be valid)."""
     from modeling.training import trainer as trainer_lib  # TensorFlow.
 
+    # A TF Hub encoder (run_classifier_with_tfhub) comes with its weights:
+    # they are the initial ones, as an --init_checkpoint's would be.
+    initial = settings.init_checkpoint or getattr(
+        settings, "bert_hub_module_handle", None
+    )
     task = trainer_lib.Task(
         build_model=build_model,
         loss_fn=loss_fn,
-        init_fn=init_fn if settings.init_checkpoint else None,
+        init_fn=init_fn if initial else None,
     )
     config = dataclasses.replace(
         settings.run_config,

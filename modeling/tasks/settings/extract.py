@@ -58,3 +58,9 @@ class Settings(common.CommonSettings):
     def __post_init__(self):
         # Before the features are made and the checkpoint read.
         common_lib.check_counts(self)
+        if self.use_tpu and not self.master:
+            # The strategy's own message names --tpu_name, a flag the other
+            # scripts have and this one has not (the original's neither).
+            raise ValueError(
+                "--use_tpu needs --master (the TPU's grpc:// address)"
+            )
