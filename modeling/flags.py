@@ -10,6 +10,7 @@ modeling/ that touches absl flags.
 The original's flags keep their names and defaults; the rest are new.
 """
 
+import contextlib
 import dataclasses
 import fnmatch
 import os
@@ -252,10 +253,24 @@ def run_script(main, required=()):
     app.run(_guarded(main))
 
 
+@contextlib.contextmanager
+def _removing_empty_run_dirs():
+    """On any error, the output folders this run created and left empty go
+    (file_io.make_run_dir)."""
+    try:
+        yield
+    except BaseException:
+        file_io.remove_empty_run_dirs()
+        raise
+
+
 def _guarded(main):
     def guarded(argv):
         try:
-            try:
+            # The run's folder locks (file_io.lock_run_dir) are held until
+            # a failed run has removed the folders it created and left
+            # empty: a second run cannot take one that is about to go.
+            with file_io.locked_runs(), _removing_empty_run_dirs():
                 if len(argv) > 1:
                     # absl leaves words after the flags to main: dropped,
                     # they changed a run silently ("--do_lower_case False"
@@ -268,12 +283,7 @@ def _guarded(main):
                 if "backend" in FLAGS:
                     # Before main imports Keras.
                     backend.select(FLAGS.backend)
-                with file_io.locked_runs():
-                    return main(argv)
-            except BaseException:
-                # An output folder this run created and left empty goes.
-                file_io.remove_empty_run_dirs()
-                raise
+                return main(argv)
         except errors.Interrupted as e:
             logging.warning("%s", e)
             sys.exit(errors.EXIT_INTERRUPTED)

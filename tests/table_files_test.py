@@ -520,13 +520,27 @@ def test_json_columns_are_every_rows_keys(tmp_path):
 def test_a_text_files_ids_are_checked_as_the_classifiers(
     tmp_path, text, message
 ):
-    """The embedding scripts' ids (ids.txt, one per line beside the
-    vectors) follow run_classifier's rule: present, unique, one line."""
+    """The embedding scripts' --id_column (ids.txt, one per line beside the
+    vectors) follows run_classifier's rule: present, unique, one line."""
     path = _write(tmp_path, "a.csv", text)
     with pytest.raises(ValueError, match=_literal(f"{path} {message}")):
-        list(table_files.TextFile(path).rows())
+        list(table_files.TextFile(path, id_column="id").rows())
     path = _write(tmp_path, "b.jsonl", '{"text": "a", "id": null}\n')
     with pytest.raises(ValueError, match="line 1: no id in column 'id': None"):
+        list(table_files.TextFile(path, id_column="id").rows())
+
+
+def test_an_id_column_found_by_name_may_repeat_or_miss(tmp_path, caplog):
+    """Not given, an `id` column is the ids where it has one (a document's
+    passages share theirs; a row without one is numbered by its line), with
+    a warning; a line break is still refused (it would split ids.txt)."""
+    path = _write(tmp_path, "a.csv", "id,text\ndoc1,a\ndoc1,b\n,c\n")
+    rows = list(table_files.TextFile(path).rows())
+    assert rows == [("doc1", "a"), ("doc1", "b"), ("4", "c")]
+    assert "repeats an earlier row's" in caplog.text
+    assert "numbered by their line" in caplog.text
+    path = _write(tmp_path, "b.csv", 'id,text\n"x\ny",a\n')
+    with pytest.raises(ValueError, match="holds a line break"):
         list(table_files.TextFile(path).rows())
 
 
@@ -577,3 +591,24 @@ def test_header_mistakes_get_a_hint(tmp_path):
     path = _write(tmp_path, "b.csv", "text,label,,\nx,1,,\n")
     with pytest.raises(ValueError, match="does the header end in separators"):
         _rows(path)
+
+
+def test_a_json_files_keys_are_scanned_once_a_process(tmp_path, monkeypatch):
+    """The key scan reads the whole file: the scripts' checks and reads of
+    one file share it (a 10 GB corpus took minutes a scan), and a changed
+    file is scanned again."""
+    path = _write(
+        tmp_path, "a.jsonl", '{"text": "a"}\n{"text": "b", "id": 2}\n'
+    )
+    parsed = []
+    loads = json.loads
+    monkeypatch.setattr(
+        table_files.json,
+        "loads",
+        lambda *a, **k: parsed.append(1) or loads(*a, **k),
+    )
+    assert table_files.TableFile(path).columns == ["text", "id"]
+    assert table_files.TableFile(path).columns == ["text", "id"]
+    assert len(parsed) == 2
+    _write(tmp_path, "a.jsonl", '{"text": "a", "label": 1}\n')
+    assert table_files.TableFile(path).columns == ["text", "label"]

@@ -341,6 +341,14 @@ def test_sigterm_stops_a_prediction_at_a_checkpoint(data, tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("model.ckpt-2")
     # Outside a training run's callbacks nothing checks.
     assert len(predictor.Predictor(Backend(), 10).gather(rows)[1]["logits"])
+    # The resumed run offers step 2 again: a SIGTERM there stops it too
+    # (it was lost, and training ran on to its end).
+    ran.clear()
+    trainer = _trainer(bert_config, tmp_path, num_train_steps=4)
+    trainer.save_callbacks.append(evaluate)
+    with pytest.raises(trainer_lib.TrainingInterrupted, match="evaluation"):
+        trainer.train(_dataset_fn(records))
+    assert ran == [10] and trainer.global_step == 2
 
 
 def test_a_resumed_run_offers_its_restored_step_to_the_callbacks(

@@ -100,6 +100,22 @@ class BadRows:
             logging.warning("Skipped %d bad row(s) of %s", self.count, what)
 
 
+# The keys of the JSON files read in this process, by `_file_stamp`.
+_JSON_KEYS = {}
+
+
+def _file_stamp(path):
+    """(real path, size, modification time) of a local file, which changes
+    when the file does; None for a remote one (scanned each time)."""
+    if file_io.is_remote(path):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return os.path.realpath(path), st.st_size, st.st_mtime_ns
+
+
 class TableFile:
     """A CSV, TSV or JSON Lines file: its columns and its rows.
 
@@ -146,7 +162,12 @@ class TableFile:
             return header or []
         # Every object's keys: a key the first rows lack is still a column
         # (its sentence2 or id was silently dropped). Bad rows are
-        # reported once, when the rows are read.
+        # reported once, when the rows are read. One pass over the file
+        # (about 40 MB/s), once a process: the scripts' checks and their
+        # reads of one file share it.
+        stamp = _file_stamp(self.path)
+        if stamp is not None and stamp in _JSON_KEYS:
+            return list(_JSON_KEYS[stamp])
         checking = BadRows(skip=True, quiet=True)
         bad_rows, self.bad_rows = self.bad_rows, checking
         keys = {}
@@ -156,6 +177,10 @@ class TableFile:
         finally:
             self.bad_rows = bad_rows
         if keys:
+            if stamp is not None:
+                if len(_JSON_KEYS) >= 64:
+                    _JSON_KEYS.clear()
+                _JSON_KEYS[stamp] = list(keys)
             return list(keys)
         if checking.count and not self.bad_rows.skip:
             # No row is an object: the first bad row's error, rather than
@@ -431,7 +456,7 @@ def row_id(row, column, seen):
     The one rule for ids read from a file (run_classifier's, the embedding
     scripts'): present, a single value, one line (an id is a line of
     ids.txt, a field of test_results), and not an earlier row's (`seen`:
-    the ids read so far; the caller adds this one).
+    the ids read so far, or None: ids may repeat; the caller adds this one).
 
     Raises:
       ValueError: the reason, naming the column (the caller names the line).
@@ -444,7 +469,7 @@ def row_id(row, column, seen):
         raise ValueError(f"no id in column {column!r}: {value!r}")
     if "\n" in index or "\r" in index:
         raise ValueError(f"id {index!r} (column {column!r}) holds a line break")
-    if index in seen:
+    if seen is not None and index in seen:
         raise ValueError(f"id {index!r} (column {column!r}) is used twice")
     return index
 
@@ -485,6 +510,10 @@ class TextFile:
                 ID_COLUMNS,
                 required=bool(id_column),
             )
+            # A column found by its name, not given: a row without a value
+            # there is numbered by its line, and ids may repeat (a
+            # document's passages), each with a warning.
+            self._id_given = bool(id_column)
 
     def rows(self):
         """Yields (id, text)."""
@@ -496,21 +525,43 @@ class TextFile:
                     raise ValueError(f"{self.path}:{number}: empty text")
                 yield str(number), text
             return
-        ids = set()
+        ids, warned = set(), set()
         for line, row in self.table.rows():
+            where = self.table.where(line)
             text = row.get(self.text_column)
             if not isinstance(text, str) or tokenization.is_empty_text(text):
                 raise ValueError(
-                    f"{self.table.where(line)}: empty or missing "
-                    f"{self.text_column!r}"
+                    f"{where}: empty or missing {self.text_column!r}"
                 )
             if self.id_column is None:
                 yield str(line), text
                 continue
+            if not self._id_given and row.get(self.id_column) in (None, ""):
+                if "missing" not in warned:
+                    warned.add("missing")
+                    logging.warning(
+                        "%s: no %r value: rows without one are numbered by "
+                        "their line (given as --id_column, every row needs "
+                        "one)",
+                        where,
+                        self.id_column,
+                    )
+                yield str(line), text
+                continue
             try:
-                index = row_id(row, self.id_column, ids)
+                index = row_id(
+                    row, self.id_column, ids if self._id_given else None
+                )
             except ValueError as e:
-                raise ValueError(f"{self.table.where(line)}: {e}") from None
+                raise ValueError(f"{where}: {e}") from None
+            if index in ids and "repeated" not in warned:
+                warned.add("repeated")
+                logging.warning(
+                    "%s: id %r repeats an earlier row's, as the outputs "
+                    "will (given as --id_column, ids must be unique)",
+                    where,
+                    index,
+                )
             ids.add(index)
             yield index, text
 

@@ -287,8 +287,10 @@ class Trainer:
             # checkpoint keeper passes over a step it has evaluated).
             with self.stop_signal.installed(cfg.handle_sigterm):
                 prefix = self.manager.candidates()[0]
-                for callback in self.save_callbacks:
-                    callback(start, prefix)
+                self._run_save_callbacks(start, prefix)
+                # SIGTERM after the last batch: the training loop's own
+                # handler starts afresh (the checkpoint is saved already).
+                self._stop_evaluation_if_requested()
         if start >= cfg.num_train_steps:
             logging.info("Already trained to step %d.", start)
             return start
@@ -448,13 +450,8 @@ class Trainer:
                 # Callbacks (e.g. --eval_during_training) follow the step
                 # schedule, not the safety checkpoints; after SIGTERM none
                 # runs (an evaluation would delay the exit unboundedly).
-                # Their predictions stop between batches at SIGTERM.
                 if on_schedule and not stopping:
-                    with predictor.between_batches(
-                        self._stop_evaluation_if_requested
-                    ):
-                        for callback in self.save_callbacks:
-                            callback(step, prefix)
+                    self._run_save_callbacks(step, prefix)
             elif repeat:
                 logging.info(
                     "SIGTERM: the checkpoint of global_step %d is already "
@@ -467,6 +464,13 @@ class Trainer:
                     f"{cfg.output_dir}; re-run the same command to resume."
                 )
         return step
+
+    def _run_save_callbacks(self, step, prefix):
+        """Calls the save callbacks; their predictions stop between batches
+        at SIGTERM (TrainingInterrupted)."""
+        with predictor.between_batches(self._stop_evaluation_if_requested):
+            for callback in self.save_callbacks:
+                callback(step, prefix)
 
     def _stop_evaluation_if_requested(self):
         """Raises TrainingInterrupted after SIGTERM, between the batches of
