@@ -225,31 +225,6 @@ class Dropout(keras.layers.Dropout):
         object.__setattr__(self, "_drawn_seed", seed)
 
 
-# The Trainer's compiled steps set every dropout generator's state from the
-# global step before each step (`seed_state_at_step`): a step's masks do not
-# depend on the steps before it, so a resumed run draws what an
-# uninterrupted one draws (the checkpoint holds no random state, as the
-# original's held none). A layer draws one seed a forward pass; a step may
-# draw at most this many (passes x gradient accumulation), else its last
-# draws repeat the next step's first.
-DROPOUT_DRAWS_PER_STEP = 1024
-
-
-def is_seed_state(variable):
-    """Whether a model variable is a dropout seed generator's state."""
-    return "seed_generator" in variable.path
-
-
-def seed_state_at_step(state, step):
-    """A generator's state ([seed, counter]) at the start of `step`: its
-    seed, and a counter the step's draws count on from (on JAX's uint32
-    state, 4 million steps before it wraps)."""
-    counter = ops.cast(step, state.dtype) * ops.cast(
-        DROPOUT_DRAWS_PER_STEP, state.dtype
-    )
-    return ops.stack([state[0], counter])
-
-
 def get_activation(name):
     """Maps an original `hidden_act` string to a function (None = linear)."""
     key = (name or "linear").lower()

@@ -9,6 +9,7 @@ there says how.
 
 import dataclasses
 import json
+import os
 import pathlib
 
 import numpy as np
@@ -677,6 +678,52 @@ def test_training_lowers_the_loss_and_raises_the_score(tmp_path, kind):
         _settings(tmp_path, folder, output_dir=str(out), export_dir="unused")
     )
     assert loss_after < loss_before * 0.9, (loss_before, loss_after)
+
+
+def test_a_resumed_training_draws_the_uninterrupted_runs_masks(tmp_path):
+    """Each step encodes both sides of its pairs: two dropout draws a layer
+    a step (one a side). A run resumed at step 2 sets the generators to
+    them and ends with the uninterrupted run's weights, dropout on."""
+    import shutil
+
+    from modeling import checkpoints
+
+    folder, _ = _tiny_model(tmp_path, hidden_dropout_prob=0.1)
+    train_file = _pair_files(
+        tmp_path, "multiple_negatives", np.random.RandomState(0), 32
+    )
+
+    def train(out, steps_per_checkpoint=2):
+        settings = _settings(
+            tmp_path,
+            folder,
+            output_dir=str(out),
+            do_train=True,
+            train_file=str(train_file),
+            train_batch_size=8,
+            num_train_epochs=1.0,
+            random_seed=5,
+        )
+        settings.run_config = dataclasses.replace(
+            settings.run_config,
+            learning_rate=1e-3,
+            save_checkpoints_steps=steps_per_checkpoint,
+        )
+        embeddings.run(settings)
+
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    train(full)
+    resumed.mkdir()
+    for name in os.listdir(full):
+        if name.startswith("model.ckpt-2.") or not name.startswith("model"):
+            if (full / name).is_file() and name != "checkpoint":
+                shutil.copy(full / name, resumed)
+    train(resumed)
+    a = checkpoints.read_checkpoint(str(full / "model.ckpt-4"))
+    b = checkpoints.read_checkpoint(str(resumed / "model.ckpt-4"))
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
 def test_a_pairs_file_without_positive_is_an_error(tmp_path):

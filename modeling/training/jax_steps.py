@@ -62,7 +62,6 @@ from absl import logging
 
 from modeling import checkpoints
 from modeling import errors
-from modeling import layers
 from modeling import losses
 from modeling import row_gradients
 from modeling.training import update_rules
@@ -148,16 +147,6 @@ class TrainStep:
                 (len(self.devices),), ["batch"], self.devices
             )
             self._mesh = mesh.backend_mesh
-        self._seed_index = [
-            i
-            for i, v in enumerate(model.non_trainable_variables)
-            if layers.is_seed_state(v)
-        ]
-        self._counter_index = next(
-            i
-            for i, v in enumerate(optimizer.variables)
-            if v is optimizer.global_step
-        )
         self._step = jax.jit(self._train_step, donate_argnums=0)
 
     # === State ===
@@ -366,14 +355,9 @@ class TrainStep:
         return frozenset(i for i in range(len(trainable)) if not used[i])
 
     def _train_step(self, state, batch, votes=None):
-        # Dropout's masks from the step (see layers.seed_state_at_step).
-        step = state["optimizer"][self._counter_index]
-        non_trainable = list(state["non_trainable"])
-        for i in self._seed_index:
-            non_trainable[i] = layers.seed_state_at_step(non_trainable[i], step)
-        unused = self._unused(state["trainable"], non_trainable, batch)
+        unused = self._unused(state["trainable"], state["non_trainable"], batch)
         logs, grads, non_trainable, squares = self._grads(
-            state["trainable"], non_trainable, batch
+            state["trainable"], state["non_trainable"], batch
         )
         grads = [
             None if i in unused else jnp.asarray(g, jnp.float32)

@@ -17,7 +17,6 @@ import threading
 import tensorflow as tf
 from absl import logging
 
-from modeling import layers
 from modeling import losses
 from modeling.training import distribute
 from modeling.training import update_rules
@@ -62,9 +61,6 @@ class StepFunctions:
         self._grad_fn = tf.function(
             self._grads, jit_compile=config.use_xla, autograph=False
         )
-        self._seed_states = [
-            v for v in model.non_trainable_variables if layers.is_seed_state(v)
-        ]
         self._train_chunk = tf.function(self._chunk, autograph=False)
         self.eval_step = tf.function(self._eval_step, autograph=False)
 
@@ -245,10 +241,6 @@ class StepFunctions:
             run = tf.logical_not(stop_flag.read_value())
 
         def step():
-            # Dropout's masks from the step (see layers.seed_state_at_step).
-            global_step = self.optimizer.global_step.value
-            for var in self._seed_states:
-                var.assign(layers.seed_state_at_step(var.value, global_step))
             per_replica = self.strategy.run(
                 self._replica_step, args=(features,)
             )

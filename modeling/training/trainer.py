@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -163,19 +164,17 @@ class Trainer:
             k: (1, *(d or 2 for d in s.shape[1:]))
             for k, s in element_spec.items()
         }
+        self._symbolic_inputs = {
+            k: keras.KerasTensor(shapes[k], s.dtype.name)
+            for k, s in element_spec.items()
+        }
         with self.strategy.scope():
             if self.backend == "jax":
                 # A symbolic call builds lazy layers from the shapes and
                 # runs no op (eagerly, JAX compiles each op on its own:
                 # ~100 small programs, seconds); the JAX step finds the
                 # logged values' names when it traces.
-                self.model(
-                    {
-                        k: keras.KerasTensor(shapes[k], s.dtype.name)
-                        for k, s in element_spec.items()
-                    },
-                    training=False,
-                )
+                self.model(self._symbolic_inputs, training=False)
             else:
                 # One eager call on zeros builds lazy layers and names the
                 # logged values.
@@ -248,8 +247,54 @@ class Trainer:
         """Resumes from output_dir, else runs task.init_fn; returns the step."""
         if self.manager.restore_latest() is None and self.task.init_fn:
             self.task.init_fn(self.model)
+        self._position_dropout()
         self._steps.reset()
         return self.global_step
+
+    def _position_dropout(self):
+        """Sets every dropout generator's state to an uninterrupted run's at
+        the global step, so a resumed run draws the same masks and ends
+        with the same weights: a generator keeps its seed (fixed by the
+        model's construction under --random_seed) and counts its draws,
+        gradient_accumulation_steps times a forward pass's a step. What a
+        forward pass draws is counted on a symbolic call (it runs each
+        layer's Python and computes nothing): one a layer, two or three
+        for run_embeddings' sides, the checkpointed pass's second run
+        drawing none. The checkpoint holds no random state, as the
+        original's held none."""
+        step = self.global_step
+        generators = [
+            g
+            for layer in self.model._flatten_layers()
+            if isinstance(
+                g := getattr(layer, "seed_generator", None),
+                keras.random.SeedGenerator,
+            )
+        ]
+        if not step or not generators:
+            return
+        draws = {id(g): 0 for g in generators}
+
+        def counting(generator):
+            def next_seed(ordered=True):
+                draws[id(generator)] += 1
+                return type(generator).next(generator, ordered)
+
+            return next_seed
+
+        for g in generators:
+            g.next = counting(g)
+        try:
+            self.model(self._symbolic_inputs, training=True)
+        finally:
+            for g in generators:
+                del g.next
+        per_step = self.config.gradient_accumulation_steps
+        for g in generators:
+            seed = keras.ops.convert_to_numpy(g.state.value)
+            g.state.assign(
+                np.array([seed[0], step * per_step * draws[id(g)]], seed.dtype)
+            )
 
     @property
     def global_step(self):
