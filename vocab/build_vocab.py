@@ -80,9 +80,7 @@ class _Files:
 
 def main(_):
     output = FLAGS.output_file
-    shared_flags.check_outputs_are_not_inputs(
-        _Files(FLAGS.input_file, output)
-    )
+    shared_flags.check_outputs_are_not_inputs(_Files(FLAGS.input_file, output))
     file_io.check_file_path(output, f"--output_file={output}")
     input_files = file_io.expand_input_files(FLAGS.input_file)
     start = time.time()

@@ -1,5 +1,8 @@
 """Rows of the files people have: CSV, TSV and JSON Lines, streamed.
 
+One module, over 500 lines: every script reads a user's table through it, so
+its rules (formats, columns, ids, the line an error names) hold in one place.
+
 `--task_name=custom` (run_classifier), run_ner's JSON Lines and every
 `--do_predict` on a user's file read their rows here. The format comes from
 the extension:
