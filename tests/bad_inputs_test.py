@@ -432,15 +432,24 @@ def test_run_config_values_the_original_refused(tmp_path, fields, message):
         trainer_lib.RunConfig(str(tmp_path), 10, **fields)
 
 
-def test_extract_features_batch_size_is_checked_up_front():
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ({"batch_size": 0}, "--batch_size=0: must be at least 1"),
+        # The strategy's message named --tpu_name, a flag extract_features
+        # has not (it refuses it as unknown).
+        ({"use_tpu": True}, "--use_tpu needs --master"),
+    ],
+)
+def test_extract_features_settings_are_checked_up_front(value, message):
     from modeling.tasks.settings import extract as extract_settings
 
-    with pytest.raises(ValueError, match="--batch_size=0: must be at least 1"):
+    with pytest.raises(ValueError, match=message):
         extract_settings.Settings(
             input_file="i",
             output_file="o",
             bert_config_file="c",
             init_checkpoint="x",
             vocab_file="v",
-            batch_size=0,
+            **value,
         )

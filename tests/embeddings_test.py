@@ -38,6 +38,24 @@ def _settings(tmp_path, model, **values):
     return embeddings.Settings(init_checkpoint=str(model), **values)
 
 
+def _training_settings(
+    tmp_path, model, out, train_file, run_config=None, **values
+):
+    """--do_train into `out` (learning rate 1e-3, `run_config`'s values)."""
+    settings = _settings(
+        tmp_path,
+        model,
+        output_dir=str(out),
+        do_train=True,
+        train_file=str(train_file),
+        **values,
+    )
+    settings.run_config = dataclasses.replace(
+        settings.run_config, **{"learning_rate": 1e-3, **(run_config or {})}
+    )
+    return settings
+
+
 def _write_lines(path, lines):
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return path
@@ -653,19 +671,15 @@ def test_training_lowers_the_loss_and_raises_the_score(tmp_path, kind):
         )
     )
     out = tmp_path / "trained"
-    settings = _settings(
+    settings = _training_settings(
         tmp_path,
         folder,
-        output_dir=str(out),
-        do_train=True,
-        train_file=str(train_file),
+        out,
+        train_file,
         train_batch_size=16,
         num_train_epochs=4.0,
         do_eval=True,
         eval_file=str(eval_file),
-    )
-    settings.run_config = dataclasses.replace(
-        settings.run_config, learning_rate=1e-3
     )
     after = embeddings.run(settings)
     assert after[metric] > before[metric] + 0.05, (before, after)
@@ -693,21 +707,16 @@ def test_a_resumed_training_draws_the_uninterrupted_runs_masks(tmp_path):
         tmp_path, "multiple_negatives", np.random.RandomState(0), 32
     )
 
-    def train(out, steps_per_checkpoint=2):
-        settings = _settings(
+    def train(out):
+        settings = _training_settings(
             tmp_path,
             folder,
-            output_dir=str(out),
-            do_train=True,
-            train_file=str(train_file),
+            out,
+            train_file,
+            {"save_checkpoints_steps": 2},
             train_batch_size=8,
             num_train_epochs=1.0,
             random_seed=5,
-        )
-        settings.run_config = dataclasses.replace(
-            settings.run_config,
-            learning_rate=1e-3,
-            save_checkpoints_steps=steps_per_checkpoint,
         )
         embeddings.run(settings)
 

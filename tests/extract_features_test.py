@@ -262,19 +262,3 @@ def test_extraction_holds_a_bounded_window_of_outputs(
     out = list(extract.extract_layers(model, features, [-1, -2], 4))
     assert [f.unique_id for f, _ in out] == list(range(200))
     assert 0 < max(ahead) <= 2 * 4
-
-
-def test_use_tpu_without_master_names_this_scripts_flag():
-    """extract_features has --master, not --tpu_name (the strategy's
-    message named --tpu_name, a flag it refuses as unknown)."""
-    from modeling.tasks.settings import extract as settings
-
-    with pytest.raises(ValueError, match="--use_tpu needs --master"):
-        settings.Settings(
-            input_file="in.txt",
-            output_file="out.jsonl",
-            vocab_file="vocab.txt",
-            bert_config_file="bert_config.json",
-            init_checkpoint="bert_model.ckpt",
-            use_tpu=True,
-        )
