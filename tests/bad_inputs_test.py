@@ -272,6 +272,49 @@ def test_checkpoints_of_another_config_say_so(records, tmp_path):
         trainer(wide).train(dataset_fn)
 
 
+def test_fine_tuning_into_a_pretraining_folder_names_the_mistake(tmp_path):
+    """run_classifier with --output_dir the pre-training run's and
+    --init_checkpoint one of its checkpoints (a common first try): its
+    checkpoints are another task's, and the message says so (it blamed the
+    bert_config, advising another one)."""
+    from constants import REPO_ROOT
+    from constants import TINY_VOCAB
+
+    from modeling.tasks import classifier as classifier_lib
+
+    records = helpers.write_records(tmp_path / "data.tfrecord")
+    config_file = helpers.tiny_config(tmp_path / "bert_config.json")
+    config = config_lib.BertConfig.from_json_file(config_file)
+    out = tmp_path / "out"
+    run_config = trainer_lib.RunConfig(
+        str(out), num_train_steps=1, handle_sigterm=False
+    )
+    trainer_lib.Trainer(pretraining.make_task(config), run_config).train(
+        lambda start: input_pipeline.pretraining_dataset(
+            [records], 4, helpers.SEQ, helpers.PRED, True, start_batch=start
+        )
+    )
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(TINY_VOCAB) + "\n")
+    settings = classifier_lib.Settings(
+        task_name="MRPC",
+        data_dir=str(REPO_ROOT / "tests" / "testdata" / "cls_mrpc"),
+        vocab_file=str(vocab),
+        bert_config_file=config_file,
+        init_checkpoint=str(out / "model.ckpt-1"),
+        output_dir=str(out),
+        do_train=True,
+        max_seq_length=helpers.SEQ,
+        train_batch_size=4,
+    )
+    with pytest.raises(
+        checkpoint_manager.ConfigMismatchError,
+        match=r"are another task's .* no output_bias, a head of this run's "
+        r"model\. Write this run to another --output_dir",
+    ):
+        classifier_lib.run(settings)
+
+
 def test_config_missing_keys_warns_naming_each(tmp_path, caplog):
     path = tmp_path / "bert_config.json"
     path.write_text(json.dumps({"vocab_size": 10, "hidden_size": 8}))

@@ -240,6 +240,16 @@ class CheckpointManager:
                 "the labels they were trained with, or another --output_dir "
                 "to start over."
             )
+        if not mismatched and not any(m.startswith("bert/") for m in missing):
+            # The encoder fits; only this task's head is missing: another
+            # task's run (fine-tuning into run_pretraining's output_dir,
+            # from one of its checkpoints, is the common case).
+            raise ConfigMismatchError(
+                f"The checkpoints in {self.directory} are another task's "
+                f"(newest: {prefix}): they have no {missing[0]}, a head of "
+                "this run's model. Write this run to another --output_dir "
+                "(its --init_checkpoint may be one of them)."
+            )
         if mismatched:
             name, theirs, ours = mismatched[0]
             detail = (
