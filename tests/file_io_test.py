@@ -390,7 +390,21 @@ def test_an_output_that_is_a_link_is_written_through_it(tmp_path):
     target.write_text("old\n")
     link = tmp_path / "out.jsonl"
     link.symlink_to(target)
-    with file_io.atomic_write(str(link)) as f:
+    with file_io.atomic_write(str(link), follow_links=True) as f:
         f.write("new\n")
     assert link.is_symlink() and target.read_text() == "new\n"
     assert not [p for p in (tmp_path / "real").iterdir() if ".tmp-" in p.name]
+    # A run's own files (checkpoints, their state file) replace a link, as
+    # the original's Saver did: a folder of links to another run's files
+    # never writes into that run's folder.
+    with file_io.atomic_write(str(link)) as f:
+        f.write("own\n")
+    assert not link.is_symlink() and link.read_text() == "own\n"
+    assert target.read_text() == "new\n"
+    # A dangling link's missing folder is named with the flag.
+    dangling = tmp_path / "d.jsonl"
+    dangling.symlink_to(tmp_path / "nowhere" / "x.jsonl")
+    with pytest.raises(
+        FileNotFoundError, match="--output_file=d.jsonl \\(a link"
+    ):
+        file_io.check_file_path(str(dangling), "--output_file=d.jsonl")

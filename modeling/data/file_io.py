@@ -196,22 +196,27 @@ def link_target(path):
 
 
 @contextlib.contextmanager
-def atomic_paths(finals, stale=()):
+def atomic_paths(finals, stale=(), follow_links=False):
     """Yields temporary paths for several outputs published as one (the
     one publisher of atomic_path and atomic_writes): when the block
     succeeds, renames them all into place with SIGTERM held, then removes
     the `stale` files (an earlier run's outputs this one does not write,
     which must not sit beside them); when it raises, removes the
     temporaries and nothing else. So a run's outputs are never some this
-    run's and some an earlier run's (vectors and their ids)."""
+    run's and some an earlier run's (vectors and their ids).
+
+    follow_links: a final that is a symbolic link is written through it
+    (its target gets the output, the link stays), as open() writes: for
+    the files a flag names (--output_file). Else a link is replaced by
+    the file, as the original's checkpoint Saver replaced one: a run's own
+    files (checkpoints, their state file) never write into a folder the
+    user linked them from."""
     from absl import logging
 
     from modeling import errors
 
-    # Written through a link, as open() writes (the original's outputs
-    # did): a rename onto the link would replace it with a file, leaving
-    # its target as it was.
-    finals = [link_target(final) for final in finals]
+    if follow_links:
+        finals = [link_target(final) for final in finals]
     temps = [temp_name(final) for final in finals]
     _OPEN_TEMPORARIES.update(temps)
     try:
@@ -258,7 +263,7 @@ def open_for_writing(temp, mode="w", encoding="utf-8"):
 
 
 @contextlib.contextmanager
-def atomic_write(final, mode="w", encoding="utf-8"):
+def atomic_write(final, mode="w", encoding="utf-8", follow_links=False):
     """Yields a file open for writing under a temporary name; closes it once
     and publishes it as `final` when the block succeeds. On any error, in
     the block or from close() (a full disk), the temporary file is removed
@@ -268,13 +273,18 @@ def atomic_write(final, mode="w", encoding="utf-8"):
       final: str or path-like, the output file.
       mode: "w" (text, "\\n" line ends) or "wb".
       encoding: of text mode, for local files (tf.io.gfile writes UTF-8).
+      follow_links: see `atomic_paths`.
     """
-    with atomic_writes([final], mode, encoding) as (f,):
+    with atomic_writes([final], mode, encoding, follow_links=follow_links) as (
+        f,
+    ):
         yield f
 
 
 @contextlib.contextmanager
-def atomic_writes(finals, mode="w", encoding="utf-8", stale=()):
+def atomic_writes(
+    finals, mode="w", encoding="utf-8", stale=(), follow_links=False
+):
     """`atomic_write` for several files published as one: yields a list of
     files open under temporary names; when the block succeeds, closes them
     all (a full disk fails here, before any is published), then renames
@@ -282,7 +292,7 @@ def atomic_writes(finals, mode="w", encoding="utf-8", stale=()):
     some this run's and some an earlier run's."""
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', not {mode!r}")
-    with atomic_paths(finals, stale) as temps:
+    with atomic_paths(finals, stale, follow_links) as temps:
         files = []
         try:
             files.extend(
@@ -662,10 +672,12 @@ def check_file_path(path, name):
     path = os.fspath(path)
     if is_dir(path):
         raise IsADirectoryError(f"{name} is a folder, not a file")
-    folder = os.path.dirname(path) or "."
+    target = link_target(path)  # Written through (atomic_paths).
+    folder = os.path.dirname(target) or "."
     if not is_dir(folder):
+        via = f" (a link to {target})" if target != path else ""
         raise FileNotFoundError(
-            f"The folder of {name} does not exist: create {folder} first"
+            f"The folder of {name}{via} does not exist: create {folder} first"
         )
 
 

@@ -292,9 +292,14 @@ class Trainer:
         per_step = self.config.gradient_accumulation_steps
         for g in generators:
             seed = keras.ops.convert_to_numpy(g.state.value)
-            g.state.assign(
-                np.array([seed[0], step * per_step * draws[id(g)]], seed.dtype)
+            # Wrapped as the counter wraps (JAX's is uint32).
+            count = (
+                step
+                * per_step
+                * draws[id(g)]
+                % (int(np.iinfo(seed.dtype).max) + 1)
             )
+            g.state.assign(np.array([seed[0], count], seed.dtype))
 
     @property
     def global_step(self):
@@ -326,30 +331,31 @@ class Trainer:
         dataset = dataset_fn(0)
         self.build(dataset.element_spec)
         start = self.restore_or_initialize()
-        if start and self.save_callbacks and self._on_schedule(start):
-            # A checkpoint saved on SIGTERM ran no callback (an evaluation
-            # would have delayed the exit): they see it now (the best-
-            # checkpoint keeper passes over a step it has evaluated).
-            with self.stop_signal.installed(cfg.handle_sigterm):
-                prefix = self.manager.candidates()[0]
-                self._run_save_callbacks(start, prefix)
-                # SIGTERM after the last batch: the training loop's own
-                # handler starts afresh (the checkpoint is saved already).
-                self._stop_evaluation_if_requested()
-        if start >= cfg.num_train_steps:
-            logging.info("Already trained to step %d.", start)
-            return start
-        if start:
+        if start and start < cfg.num_train_steps:
             dataset = dataset_fn(start)
-        iterator = self._batches(dataset)
         try:
+            # One handler for the resumed step's callbacks and the loop: a
+            # SIGTERM during those callbacks stops the run (on several
+            # processes, through the loop's first vote).
             with self.stop_signal.installed(cfg.handle_sigterm):
-                try:
-                    step = self._train_loop(iterator, start)
-                finally:
-                    # The model holds the trained weights (JAX: they were
-                    # on the devices).
-                    self._steps.sync()
+                if start and self.save_callbacks and self._on_schedule(start):
+                    # A checkpoint saved on SIGTERM ran no callback (an
+                    # evaluation would have delayed the exit): they see it
+                    # now (the best-checkpoint keeper passes over a step it
+                    # has evaluated).
+                    prefix = self.manager.candidates()[0]
+                    self._run_save_callbacks(start, prefix)
+                if start >= cfg.num_train_steps:
+                    logging.info("Already trained to step %d.", start)
+                    step = start
+                else:
+                    iterator = self._batches(dataset)
+                    try:
+                        step = self._train_loop(iterator, start)
+                    finally:
+                        # The model holds the trained weights (JAX: they
+                        # were on the devices).
+                        self._steps.sync()
                 workers = isinstance(
                     self.strategy, tf.distribute.MultiWorkerMirroredStrategy
                 )
