@@ -546,8 +546,11 @@ def _write_state(directory, newest, all_paths):
     """Writes the `checkpoint` state file (relative paths) atomically."""
     lines = [f"model_checkpoint_path: {_quote(newest)}"]
     lines += [f"all_model_checkpoint_paths: {_quote(p)}" for p in all_paths]
+    # A link is replaced (file_io.atomic_paths), as the original's was.
     file_io.write_text(
-        os.path.join(directory, CHECKPOINT_STATE_FILE), "\n".join(lines) + "\n"
+        os.path.join(directory, CHECKPOINT_STATE_FILE),
+        "\n".join(lines) + "\n",
+        follow_links=False,
     )
 
 

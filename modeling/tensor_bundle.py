@@ -528,7 +528,7 @@ def write(prefix, tensors):
     # fails leaves the old checkpoint whole, and a power cut after an older
     # checkpoint is pruned cannot leave this one empty.
     finals = [data_file, prefix + ".index"]
-    with file_io.atomic_writes(finals, "wb") as (f, index):
+    with file_io.atomic_writes(finals, "wb", follow_links=False) as (f, index):
         for key, name in keys:
             array = _as_array(tensors[name], name)
             data = array.tobytes()

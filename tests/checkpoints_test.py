@@ -363,3 +363,24 @@ def test_a_full_disk_is_one_user_error(tmp_path, monkeypatch):
         "space and re-run"
     )
     assert script_runner.folder_digests(tmp_path) == before
+
+
+def test_a_folder_of_links_to_another_runs_files_stays_apart(tmp_path):
+    """A run continued in a folder of links to an earlier run's files (`ln
+    -s ../pre/* run2/`): its checkpoints and state file replace the links,
+    as the original's Saver did, and the earlier run's folder is unchanged
+    (its `checkpoint` file listed checkpoints it did not hold)."""
+    pre, run2 = tmp_path / "pre", tmp_path / "run2"
+    pre.mkdir()
+    run2.mkdir()
+    weights = {"w": np.ones(3, np.float32)}
+    checkpoints.write_checkpoint(str(pre / "model.ckpt-10"), weights)
+    before = script_runner.folder_digests(pre)
+    for name in os.listdir(pre):
+        (run2 / name).symlink_to(pre / name)
+    checkpoints.write_checkpoint(
+        str(run2 / "model.ckpt-20"), weights, keep_max=1
+    )
+    assert script_runner.folder_digests(pre) == before
+    assert not (run2 / "checkpoint").is_symlink()
+    assert "model.ckpt-20" in (run2 / "checkpoint").read_text()

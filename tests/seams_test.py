@@ -386,11 +386,15 @@ def test_a_bad_init_checkpoint_publishes_nothing_and_binds_nothing(
     ],
 )
 def test_ids_must_be_present_and_unique(tmp_path, rows, message):
+    """A test file's ids (predictions.jsonl names its rows by them); a
+    training file's are never written, and not read."""
     path = tmp_path / "a.jsonl"
     path.write_text(rows)
-    p = custom.CustomProcessor(files={"train": str(path)})
+    p = custom.CustomProcessor(files={"test": str(path)})
     with pytest.raises(ValueError, match=message):
-        p.get_train_examples()
+        list(p.iter_test_examples())
+    p = custom.CustomProcessor(files={"train": str(path)})
+    assert len(p.get_train_examples()) == rows.count("\n")
 
 
 def test_pair_columns_by_convention_and_unused_columns_logged(tmp_path, caplog):

@@ -233,7 +233,13 @@ def test_text_column_defaults_and_ids(tmp_path):
         ("r?", "t."),
     ]
     assert (p.text_a_column, p.text_b_column) == ("question", "sentence")
-    assert [e.index for e in examples] == ["17", "18"]
+    # Ids are a test file's (training and dev ids are never written, and
+    # not read: a repeating pandas index column was refused).
+    assert [e.index for e in examples] == ["2", "3"]
+    test = custom.CustomProcessor(files={"test": path})
+    assert [e.index for e in test.iter_test_examples()] == ["17", "18"]
+    repeating = _write(tmp_path, "r.csv", "index,text,label\n0,a,x\n0,b,y\n")
+    assert len(_processor(repeating).get_train_examples()) == 2
     p.set_labels_from_training()
     assert p.get_labels() == ["a", "b"]
     # With --text_a_column, single texts.

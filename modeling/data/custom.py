@@ -297,14 +297,17 @@ class CustomProcessor:
                 table, "label_column", self.label_column or LABEL_COLUMN, ()
             )
         # A column the flag names must be in the file to predict (a typo
-        # gave line numbers as ids); training files need none.
-        id_column = table_files.find_column(
-            table,
-            "id_column",
-            self.id_column,
-            ID_COLUMNS,
-            required=bool(self.id_column) and is_test,
-        )
+        # gave line numbers as ids). Training and dev rows' ids are never
+        # written: not read (a pandas index column repeating was refused).
+        id_column = None
+        if is_test:
+            id_column = table_files.find_column(
+                table,
+                "id_column",
+                self.id_column,
+                ID_COLUMNS,
+                required=bool(self.id_column),
+            )
         if not bad.quiet:
             used = {text_a, text_b, label, id_column}
             logging.info(

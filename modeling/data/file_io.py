@@ -196,7 +196,7 @@ def link_target(path):
 
 
 @contextlib.contextmanager
-def atomic_paths(finals, stale=(), follow_links=False):
+def atomic_paths(finals, stale=(), follow_links=True):
     """Yields temporary paths for several outputs published as one (the
     one publisher of atomic_path and atomic_writes): when the block
     succeeds, renames them all into place with SIGTERM held, then removes
@@ -206,11 +206,11 @@ def atomic_paths(finals, stale=(), follow_links=False):
     run's and some an earlier run's (vectors and their ids).
 
     follow_links: a final that is a symbolic link is written through it
-    (its target gets the output, the link stays), as open() writes: for
-    the files a flag names (--output_file). Else a link is replaced by
-    the file, as the original's checkpoint Saver replaced one: a run's own
-    files (checkpoints, their state file) never write into a folder the
-    user linked them from."""
+    (its target gets the output, the link stays), as the original's
+    GFile and TFRecord writers wrote its results. False (the checkpoint
+    writers): a link is replaced by the file, as the original's Saver
+    replaced one, so a run's checkpoints and their state file never write
+    into a folder the user linked an earlier run's from."""
     from absl import logging
 
     from modeling import errors
@@ -263,7 +263,7 @@ def open_for_writing(temp, mode="w", encoding="utf-8"):
 
 
 @contextlib.contextmanager
-def atomic_write(final, mode="w", encoding="utf-8", follow_links=False):
+def atomic_write(final, mode="w", encoding="utf-8", follow_links=True):
     """Yields a file open for writing under a temporary name; closes it once
     and publishes it as `final` when the block succeeds. On any error, in
     the block or from close() (a full disk), the temporary file is removed
@@ -283,7 +283,7 @@ def atomic_write(final, mode="w", encoding="utf-8", follow_links=False):
 
 @contextlib.contextmanager
 def atomic_writes(
-    finals, mode="w", encoding="utf-8", stale=(), follow_links=False
+    finals, mode="w", encoding="utf-8", stale=(), follow_links=True
 ):
     """`atomic_write` for several files published as one: yields a list of
     files open under temporary names; when the block succeeds, closes them
@@ -448,9 +448,9 @@ def sync_folder(folder):
         os.close(fd)
 
 
-def write_text(path, text):
+def write_text(path, text, follow_links=True):
     """Writes the str `text` to `path` atomically (see `atomic_write`)."""
-    with atomic_write(path) as f:
+    with atomic_write(path, follow_links=follow_links) as f:
         f.write(text)
 
 

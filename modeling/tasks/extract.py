@@ -255,9 +255,7 @@ def write_lines_atomically(output_file, lines):
     `output_file`, then renames it into place: readers never see a partial
     file, and a failure leaves no output behind."""
     count = 0
-    # A link named by --output_file is written through, as the original
-    # wrote it.
-    with file_io.atomic_write(output_file, follow_links=True) as writer:
+    with file_io.atomic_write(output_file) as writer:
         for line in lines:
             writer.write(line + "\n")
             count += 1

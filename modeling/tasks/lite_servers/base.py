@@ -157,7 +157,7 @@ def write_lines(output_file, items, lines, done, input_file=None):
       ValueError: `input_file` gave no item (nothing is written).
     """
     count = 0
-    with file_io.atomic_write(output_file, follow_links=True) as f:
+    with file_io.atomic_write(output_file) as f:
         for chunk in file_io.chunks(items, CHUNK_ROWS):
             f.writelines(lines(chunk))
             count += len(chunk)
