@@ -310,6 +310,16 @@ def _variables_of(model_or_variables):
     return list(model_or_variables)
 
 
+def is_output_layer(name):
+    """Whether `name` is a fine-tuning head's output layer (`output_bias`,
+    `output_weights`, `cls/squad/output_bias`): its first dimension is the
+    number of labels. Not the pre-training heads' (`cls/predictions/...`
+    spans the vocabulary, `cls/seq_relationship/...` two classes)."""
+    if name.startswith(("cls/predictions/", "cls/seq_relationship/")):
+        return False
+    return name.rsplit("/", 1)[-1] in ("output_weights", "output_bias")
+
+
 def _check_names_and_shapes(variables, shapes, prefix, ignore_missing):
     """Splits variables into (to restore, ignored missing); raises on errors."""
     to_restore, missing, absent, mismatched = [], [], [], []
@@ -329,6 +339,15 @@ def _check_names_and_shapes(variables, shapes, prefix, ignore_missing):
         more = (
             f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
         )
+        if all(is_output_layer(m[0]) for m in mismatched):
+            # Only the output layer: a fine-tuned head of other labels.
+            raise ValueError(
+                f"Checkpoint {prefix} was fine-tuned with {ckpt_shape[0]} "
+                f"labels ({name} has shape {list(ckpt_shape)}); the model "
+                f"has {model_shape[0]} ({list(model_shape)}). Give the "
+                "labels it was trained with, or start from a checkpoint "
+                "without that head."
+            )
         raise ValueError(
             f"Shape mismatch for variable {name}: the model has "
             f"{list(model_shape)} but checkpoint {prefix} has "

@@ -479,6 +479,13 @@ def test_save_checkpoint_replaces_and_prunes_nothing_of_another_run(
     # The same model at the same step again, or another run's newer series.
     with pytest.raises(FileExistsError, match="model.ckpt-2, of step 2"):
         model.save_checkpoint(str(folder))
+    # Loaded for another number of labels: said so (it blamed the config).
+    with pytest.raises(
+        ValueError, match=r"fine-tuned with 2 labels .* the model has 3"
+    ):
+        text_classifier.BertTextClassifier.from_checkpoint(
+            str(folder), num_labels=3, sequence_length=16
+        )
     # Another model's checkpoints (3 labels) in the folder: nothing changes.
     other = _tiny_classifier(tiny_release, num_labels=3)
     other.compile(optimizer=keras.optimizers.SGD(0.5))

@@ -46,16 +46,6 @@ def model_variables(model):
     return {checkpoints.variable_name(v): v for v in model.trainable_variables}
 
 
-def _is_output_layer(name):
-    """Whether `name` is a fine-tuning head's output layer (`output_bias`,
-    `output_weights`, `cls/squad/output_bias`): its first dimension is the
-    number of labels. Not the pre-training heads' (`cls/predictions/...`
-    spans the vocabulary, `cls/seq_relationship/...` two classes)."""
-    if name.startswith(("cls/predictions/", "cls/seq_relationship/")):
-        return False
-    return name.rsplit("/", 1)[-1] in ("output_weights", "output_bias")
-
-
 def find_checkpoints(directory):
     """Prefixes of the training checkpoints in `directory`, newest step
     first; [] for a folder without any (or none at all): such a folder binds
@@ -229,7 +219,7 @@ class CheckpointManager:
         ]
         if not (missing or mismatched):
             return
-        heads = [m for m in mismatched if _is_output_layer(m[0])]
+        heads = [m for m in mismatched if checkpoints.is_output_layer(m[0])]
         if mismatched and len(heads) == len(mismatched):
             # Only the output layer differs: another number of labels.
             name, theirs, ours = heads[0]
