@@ -57,6 +57,25 @@ def label_text(value):
     return text or None
 
 
+def label_name(value):
+    """A label value of a file as the name of its class: `label_text`, with
+    a JSON number by its value (JSON has one kind of number: 1 and 1.0 are
+    one class; pandas writes an integer column that has a missing value as
+    1.0); a NaN (pandas' missing value) is none.
+
+    Raises:
+      ValueError: an infinity, which no class is named.
+    """
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            raise ValueError(f"label {value!r} is not a class name")
+        if value.is_integer():
+            value = int(value)
+    return label_text(value)
+
+
 class TaskKind:
     """What a kind owns (see the module doc); one subclass per kind."""
 
@@ -117,7 +136,10 @@ class TaskKind:
                 f"{type(value).__name__}, not one label; a list of labels "
                 "per text needs --task_type=multi_label"
             )
-        name = label_text(value)
+        try:
+            name = label_name(value)
+        except ValueError as e:
+            raise ValueError(f"{e} (column {column!r})") from None
         if name is None:
             raise ValueError(f"empty label (column {column!r})")
         return name
@@ -379,14 +401,21 @@ class MultiLabel(TaskKind):
         the sorted set of names (empty: no label applies)."""
         if isinstance(value, list):
             for v in value:
-                if v is None or isinstance(v, (list, dict)):
+                if (
+                    v is None
+                    or isinstance(v, (list, dict))
+                    or (isinstance(v, float) and not math.isfinite(v))
+                ):
                     raise ValueError(
                         f"label list {value!r} (column {column!r}) holds "
                         f"{json.dumps(v)}: each label is a name"
                     )
-            names = [label_text(v) for v in value]
+            names = [label_name(v) for v in value]
         else:
-            names = (label_text(value) or "").split(separator)
+            try:
+                names = (label_name(value) or "").split(separator)
+            except ValueError as e:
+                raise ValueError(f"{e} (column {column!r})") from None
         return sorted({n.strip() for n in names if n and n.strip()})
 
     def label_names(self, label):

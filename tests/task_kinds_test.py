@@ -137,6 +137,21 @@ def test_each_kind_reads_a_files_labels():
     assert single.parse_label(" yes ", ",", "label") == "yes"
     assert single.parse_label(True, ",", "label") == "true"
     assert single.label_names("yes") == ["yes"]
+    # JSON numbers by value: 1 and 1.0 one class; NaN (pandas' missing
+    # value) no label, an infinity refused; a CSV's text stays as written.
+    assert single.parse_label(1.0, ",", "label") == "1"
+    assert single.parse_label(1, ",", "label") == "1"
+    assert single.parse_label(0.5, ",", "label") == "0.5"
+    assert single.parse_label("1.0", ",", "label") == "1.0"
+    with pytest.raises(ValueError, match="empty label \\(column 'label'\\)"):
+        single.parse_label(float("nan"), ",", "label")
+    with pytest.raises(ValueError, match="inf.*column 'label'"):
+        single.parse_label(float("inf"), ",", "label")
+    assert sets.parse_label([2.0, "b", 2], ",", "topics") == ["2", "b"]
+    assert sets.parse_label(3.0, ",", "topics") == ["3"]
+    for bad in (float("nan"), float("-inf")):
+        with pytest.raises(ValueError, match="each label is a name"):
+            sets.parse_label(["a", bad], ",", "topics")
     assert single.placeholder_label(["no", "yes"]) == "no"
     with pytest.raises(ValueError, match="empty label \\(column 'label'\\)"):
         single.parse_label("  ", ",", "label")
