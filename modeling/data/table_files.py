@@ -517,6 +517,8 @@ class TextFile:
             # there is numbered by its line, and ids may repeat (a
             # document's passages), each with a warning.
             self._id_given = bool(id_column)
+        # Each warning once per file, not once per pass over it.
+        self._warned = set()
 
     def rows(self):
         """Yields (id, text)."""
@@ -528,7 +530,7 @@ class TextFile:
                     raise ValueError(f"{self.path}:{number}: empty text")
                 yield str(number), text
             return
-        ids, warned = set(), set()
+        ids, warned = set(), self._warned
         for line, row in self.table.rows():
             where = self.table.where(line)
             text = row.get(self.text_column)
