@@ -140,10 +140,10 @@ def test_mirrored_on_two_cpus_matches_default(inputs, default_run):
     _assert_close(default_run, mirrored)
 
 
-@pytest.mark.slow
-def test_multi_worker_mirrored_with_two_processes_matches_default(
-    inputs, default_run
-):
+def _two_workers(inputs, name, *extra):
+    """The worker script as the 2 workers of a TF_CONFIG cluster, each with
+    its own output_dir (only the chief writes); (returncode, stderr) of
+    each. `extra`: per worker, a tuple of its further arguments."""
     root, config, records = inputs
     workers = [f"127.0.0.1:{p}" for p in script_runner.free_ports(2)]
     procs = []
@@ -152,20 +152,51 @@ def test_multi_worker_mirrored_with_two_processes_matches_default(
             "cluster": {"worker": workers},
             "task": {"type": "worker", "index": index},
         }
-        out = str(root / f"mwms_{index}")
+        out = str(root / f"{name}_{index}")
         args = [WORKER, "multi_worker_mirrored", "1", config, records, out]
+        args += list(extra[index] if extra else ())
         procs.append(
             script_runner.popen(
                 args, env=_env(tf_config), stdout=subprocess.PIPE
             )
         )
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err[-3000:]
+    results = []
+    try:
+        for proc in procs:
+            _, err = proc.communicate(timeout=180)
+            results.append((proc.returncode, err))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return results
+
+
+@pytest.mark.slow
+def test_multi_worker_mirrored_with_two_processes_matches_default(
+    inputs, default_run
+):
+    """Two workers train as one. Worker 1's compiled calls end after every
+    step by its clock (a time limit of 1 ns: a clock running ahead): the
+    workers agree when a call ends (one ending it alone waited in the stop
+    vote while the other waited in its next step's all-reduce: a hang).
+    Resumed with an output_dir on each worker (not shared storage), they
+    restored different steps: an error on both, not the chief's model
+    trained on with a fresh worker's gradients."""
+    root = inputs[0]
+    results = _two_workers(inputs, "mwms", ("0",), ("1e-9",))
+    for code, err in results:
+        assert code == 0, err[-3000:]
     chief = checkpoints.read_checkpoint(str(root / "mwms_0" / "model.ckpt-4"))
     _assert_close(default_run, chief)
     # Only the chief writes checkpoints.
     assert not os.path.exists(root / "mwms_1" / "model.ckpt-4.index")
+    results = _two_workers(inputs, "mwms", ("0", "8"), ("0", "8"))
+    for code, err in results:
+        assert code != 0
+        assert "resumed from different steps (0 to 4" in err, err[-3000:]
+    assert not os.path.exists(root / "mwms_0" / "model.ckpt-8.index")
 
 
 def test_backend_for_this_machine(monkeypatch):

@@ -161,6 +161,16 @@ def is_chief(strategy):
     return task_type == "worker" and task_id == 0
 
 
+def worker_range(strategy, value):
+    """(min, max) of a number over the replicas of a strategy's workers
+    (an all-gather under MultiWorkerMirroredStrategy: every worker calls
+    it)."""
+    value = tf.constant(value, tf.int64)
+    per_replica = strategy.run(lambda: tf.reshape(tf.identity(value), [1]))
+    values = strategy.gather(per_replica, axis=0).numpy()
+    return int(values.min()), int(values.max())
+
+
 def distribute_dataset(strategy, dataset):
     """Splits each global batch across replicas, identically on every worker.
 

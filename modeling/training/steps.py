@@ -45,6 +45,11 @@ class StepFunctions:
         self.accumulation = config.gradient_accumulation_steps
         self.fp16 = config.precision == "mixed_float16"
         self.trained = False
+        # Several processes (TF_CONFIG's workers) each run this loop: they
+        # must run the same steps, each step's all-reduce waiting for all.
+        self.workers = isinstance(
+            strategy, tf.distribute.MultiWorkerMirroredStrategy
+        )
         if self.fp16:
             sync = {
                 "trainable": False,
@@ -254,6 +259,10 @@ class StepFunctions:
         def skip():
             return {k: tf.constant(0.0) for k in self.log_keys}
 
+        if self.workers:
+            # One worker skipping a step the others run would leave them
+            # waiting in its all-reduce (SIGTERM is a vote: `_chunk`).
+            return step(), tf.constant(True)
         return tf.cond(run, step, skip), run
 
     def _chunk(self, iterator, num_steps, stop_flag, waiting, max_seconds):
@@ -272,25 +281,36 @@ class StepFunctions:
         sums = {k: tf.constant(0.0) for k in self.log_keys}
         start = tf.timestamp()
 
-        def cond(i, sums, bad):
-            del sums
-            in_time = (i == 0) | (tf.timestamp() - start < max_seconds)
-            return (
-                (i < num_steps)
-                & (bad < 0)
-                & tf.logical_not(stop_flag)
-                & in_time
-            )
+        def time_up():
+            return tf.timestamp() - start >= max_seconds
 
-        def body(i, sums, bad):
+        def cond(i, sums, bad, agreed):
+            del sums
+            go_on = (i < num_steps) & (bad < 0)
+            if self.workers:
+                return go_on & tf.logical_not(agreed)
+            in_time = (i == 0) | tf.logical_not(time_up())
+            return go_on & tf.logical_not(stop_flag) & in_time
+
+        def body(i, sums, bad, agreed):
             logs, ran = self._one_step(iterator, waiting, stop_flag)
             sums = {k: sums[k] + logs[k] for k in sums}
             bad = tf.where(tf.math.is_finite(logs["loss"]), bad, i)
-            return i + tf.cast(ran, i.dtype), sums, bad
+            if self.workers:
+                # Each worker's clock and SIGTERM are its vote after the
+                # step; all end the call after the same step (a worker
+                # ending it alone by its own clock left the others waiting
+                # in the next step's all-reduce, and it in the host's stop
+                # vote: a hang).
+                agreed = _any_worker(self.strategy, time_up() | stop_flag)
+            return i + tf.cast(ran, i.dtype), sums, bad, agreed
 
-        return tf.while_loop(
-            cond, body, (tf.constant(0), sums, tf.constant(-1))
+        done, sums, bad, _ = tf.while_loop(
+            cond,
+            body,
+            (tf.constant(0), sums, tf.constant(-1), tf.constant(False)),
         )
+        return done, sums, bad
 
     def train_chunk(self, iterator, num_steps, stop_signal, max_seconds=None):
         """Runs up to num_steps steps (see `_chunk`); max_seconds None: no
@@ -365,6 +385,17 @@ def _scaled(g, factor):
     return g * factor
 
 
+def _any_worker(strategy, local):
+    """Whether `local` (a bool) is true on any worker: an all-reduce."""
+    value = tf.cast(local, tf.float32)
+    votes = strategy.reduce(
+        tf.distribute.ReduceOp.SUM,
+        strategy.run(lambda: tf.identity(value)),
+        axis=None,
+    )
+    return votes > 0
+
+
 class StopSignal:
     """Turns SIGTERM into a flag the running tf.function sees.
 
@@ -400,7 +431,9 @@ class StopSignal:
             False, trainable=False, name="waiting_for_input"
         )
         self._requested = False
-        self.in_graph = True
+        # False for a worker of several (TensorFlow's): the workers vote to
+        # stop, and none saves and exits alone when its input is stuck.
+        self.alone = True
         # What the processes of a multi-process JAX run agreed after the
         # last chunk (jax_steps.TrainerSteps.train_chunk), or None.
         self.agreed = None
@@ -480,13 +513,12 @@ class StopSignal:
         if first:
             logging.warning("SIGTERM: saving a checkpoint, then stopping.")
         self._requested = True
-        if self.in_graph:
-            # Eagerly even when the signal lands while a step is traced
-            # (else the assignment is recorded into the step's graph).
-            with tf.init_scope():
-                self.flag.assign(True)
-            if first and self.on_stuck is not None:
-                threading.Thread(target=self._watch_stuck, daemon=True).start()
+        # Eagerly even when the signal lands while a step is traced (else
+        # the assignment is recorded into the step's graph).
+        with tf.init_scope():
+            self.flag.assign(True)
+        if first and self.alone and self.on_stuck is not None:
+            threading.Thread(target=self._watch_stuck, daemon=True).start()
 
     def _watch_stuck(self):
         """Calls on_stuck once the loop has waited for one batch for
@@ -525,10 +557,7 @@ class StopSignal:
             if self._requested:
                 self.acknowledged.set()
             return self._requested
-        local = tf.constant(1.0 if self._requested else 0.0)
-        votes = strategy.reduce(
-            tf.distribute.ReduceOp.SUM,
-            strategy.run(lambda: tf.identity(local)),
-            axis=None,
-        )
-        return float(votes) > 0
+        stop = bool(_any_worker(strategy, tf.constant(self._requested)))
+        if stop and self._requested:
+            self.acknowledged.set()
+        return stop

@@ -141,8 +141,8 @@ class Trainer:
         # Called as fn(global_step, prefix) after each checkpoint (e.g.
         # run_classifier's --eval_during_training).
         self.save_callbacks = []
-        # Workers must agree to stop; they vote between chunks instead.
-        self.stop_signal.in_graph = not isinstance(
+        # Workers must agree to stop: they vote (steps.StepFunctions).
+        self.stop_signal.alone = not isinstance(
             self.strategy, tf.distribute.MultiWorkerMirroredStrategy
         )
 
@@ -247,9 +247,40 @@ class Trainer:
         """Resumes from output_dir, else runs task.init_fn; returns the step."""
         if self.manager.restore_latest() is None and self.task.init_fn:
             self.task.init_fn(self.model)
+        self._check_processes_start_together()
         self._position_dropout()
         self._steps.reset()
         return self.global_step
+
+    def _check_processes_start_together(self):
+        """With several processes (TF_CONFIG's workers, JAX's processes),
+        refuses to train when they restored different steps: each reads
+        output_dir's newest checkpoint, and a worker whose output_dir does
+        not hold the chief's checkpoints started afresh, its gradients
+        averaged into the chief's resumed model (silently mixed). All-reduces
+        the step, so every process raises.
+
+        Raises:
+          ValueError: naming the steps and output_dir.
+        """
+        step = self.global_step
+        if isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            low, high = distribute.worker_range(self.strategy, step)
+        elif self.backend == "jax" and backend.several_processes():
+            from jax.experimental import multihost_utils
+
+            steps = multihost_utils.process_allgather(np.int32(step))
+            low, high = int(np.min(steps)), int(np.max(steps))
+        else:
+            return
+        if low != high:
+            raise ValueError(
+                f"The processes resumed from different steps ({low} to "
+                f"{high}; this one {step}): each resumes from the newest "
+                "checkpoint in its --output_dir, which must be one folder "
+                f"every process sees (shared storage), not a "
+                f"{self.config.output_dir} of each host's own"
+            )
 
     def _position_dropout(self):
         """Sets every dropout generator's state to an uninterrupted run's at
@@ -510,9 +541,16 @@ class Trainer:
                     step,
                 )
             if stopping:
+                # The chief (JAX: process 0) wrote it, the others nothing.
+                where = (
+                    f"saved a checkpoint at global_step {step} in "
+                    f"{cfg.output_dir}"
+                    if self.is_chief
+                    else "the chief saved a checkpoint at global_step "
+                    f"{step} in its output_dir"
+                )
                 raise TrainingInterrupted(
-                    f"SIGTERM: saved a checkpoint at global_step {step} in "
-                    f"{cfg.output_dir}; re-run the same command to resume."
+                    f"SIGTERM: {where}; re-run the same command to resume."
                 )
         return step
 
@@ -529,7 +567,7 @@ class Trainer:
         Trainer's handler only sets a flag, and the evaluation would run to
         its end. One process only: several evaluate in collectives, where
         one stopping alone would leave the others waiting on it."""
-        if not self.stop_signal.is_requested() or not self.stop_signal.in_graph:
+        if not self.stop_signal.is_requested() or not self.stop_signal.alone:
             return
         if self.backend == "jax":
             import jax

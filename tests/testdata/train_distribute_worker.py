@@ -3,7 +3,8 @@
 Used by tests/distribute_test.py in a subprocess (logical devices must be set
 before TensorFlow initializes):
 
-    python train_distribute_worker.py STRATEGY NUM_CPUS CONFIG RECORDS OUT
+    python train_distribute_worker.py STRATEGY NUM_CPUS CONFIG RECORDS OUT \
+        [LOG_EVERY_SECS [NUM_TRAIN_STEPS]]
 """
 
 import os
@@ -14,7 +15,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf
 
 
-def main(strategy, num_cpus, config, records, output_dir):
+def main(
+    strategy,
+    num_cpus,
+    config,
+    records,
+    output_dir,
+    log_every_secs=None,
+    num_train_steps=4,
+):
     cpus = tf.config.list_physical_devices("CPU")
     tf.config.set_logical_device_configuration(
         cpus[0],
@@ -25,22 +34,40 @@ def main(strategy, num_cpus, config, records, output_dir):
     if strategy != "multi_worker_mirrored":  # one MWMS per process
         replicas = distribute.create_strategy(strategy).num_replicas_in_sync
         print(f"replicas={replicas}")
-    train(strategy, config, records, output_dir)
+    train(
+        strategy,
+        config,
+        records,
+        output_dir,
+        log_every_secs and float(log_every_secs),
+        int(num_train_steps),
+    )
 
 
-def train(strategy, config, records, output_dir):
-    """4 steps of batch 8, seed 5, dropout as in the config."""
+def train(
+    strategy,
+    config,
+    records,
+    output_dir,
+    log_every_secs=None,
+    num_train_steps=4,
+):
+    """4 steps of batch 8, seed 5, dropout as in the config;
+    `log_every_secs`: the time limit of a compiled call (None: the
+    default)."""
     from modeling.tasks import pretraining
     from modeling.training import trainer
 
+    more = {"log_every_secs": log_every_secs} if log_every_secs else {}
     run_config = trainer.RunConfig(
         output_dir=output_dir,
-        num_train_steps=4,
+        num_train_steps=num_train_steps,
         learning_rate=1e-3,
         num_warmup_steps=1,
         save_checkpoints_steps=4,
         iterations_per_loop=2,
         handle_sigterm=False,
+        **more,
     )
     settings = pretraining.Settings(
         bert_config_file=config,
