@@ -218,13 +218,16 @@ def test_jax_resumes_a_tensorflow_checkpoint_after_sigkill(runs, tmp_path):
 
 def _two_processes(output_dir, *extra):
     """run_pretraining.py --backend=jax as two processes of one CPU device
-    each, joined as several hosts are (KERAS_DISTRIBUTION_*)."""
+    each, joined as several hosts are (KERAS_DISTRIBUTION_*); `output_dir`:
+    one, or a list of each process's."""
     (port,) = script_runner.free_ports(1)
+    if not isinstance(output_dir, list):
+        output_dir = [output_dir, output_dir]
     procs = []
     for index in range(2):
         procs.append(
             _run(
-                output_dir,
+                output_dir[index],
                 "jax",
                 *extra,
                 wait=False,
@@ -287,6 +290,20 @@ def test_two_processes_train_as_one_and_stop_together(runs, tmp_path):
         TRAINED_REL,
         "2 processes",
     )
+
+
+def test_processes_resuming_different_steps_are_refused(runs, tmp_path):
+    """Each process resumes from its --output_dir's newest checkpoint: an
+    output_dir on each host (not shared storage) gave process 0 step 8 and
+    process 1 a fresh start, silently trained on as one model. Both fail,
+    naming the steps; nothing is written."""
+    resumed = _only_checkpoint(runs / "jax", 8, tmp_path / "p0")
+    fresh = tmp_path / "p1"
+    results = _finish(_two_processes([resumed, fresh]))
+    for code, err in results:
+        assert code != 0
+        assert "resumed from different steps (0 to 8" in err, err[-3000:]
+    assert _steps_written(resumed) == [8]
 
 
 def test_a_lost_process_ends_the_others_at_once(runs, tmp_path):
