@@ -85,8 +85,18 @@ def eval_metrics_fn(features, outputs):
             ops.sum(terms["next_sentence_example_loss"]),
             count,
         ),
-        "loss": (terms["total_loss"], ops.convert_to_tensor(1.0)),
     }
+
+
+def batch_metrics_fn(sums):
+    """The original's eval "loss": the mean over batches of each batch's
+    total_loss, from the batch's sums over every replica (a mean of the
+    replicas' losses, each masked-LM term divided by its own slice's
+    weights, depended on the number of devices)."""
+    mlm, weights = sums["masked_lm_loss"]
+    nsp, count = sums["next_sentence_loss"]
+    total = mlm / (weights + losses.MLM_LOSS_EPSILON) + nsp / count
+    return {"loss": (total, 1.0)}
 
 
 def make_task(bert_config, init_checkpoint=None, use_one_hot_embeddings=False):
@@ -111,6 +121,7 @@ def make_task(bert_config, init_checkpoint=None, use_one_hot_embeddings=False):
         ),
         loss_fn=loss_fn,
         eval_metrics_fn=eval_metrics_fn,
+        batch_metrics_fn=batch_metrics_fn,
         init_fn=init_fn if init_checkpoint else None,
     )
 

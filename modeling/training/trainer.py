@@ -77,6 +77,11 @@ class Task:
         model takes a dict of features (`model(features, training=...)`).
       loss_fn: (features, outputs) -> dict of float32 scalars with "loss".
       eval_metrics_fn: (features, outputs) -> dict name -> (sum, weight).
+      batch_metrics_fn: optional, a batch's summed eval_metrics_fn pairs
+        (over every replica: floats) -> more pairs, for a metric of the
+        whole batch that is no sum of its rows (pre-training's "loss", the
+        batch's total loss, whose masked-LM term divides by the batch's
+        weight sum, not by a replica's).
       init_fn: optional model -> None, run when output_dir has no checkpoint
         (e.g. load --init_checkpoint with `checkpoints.load_weights`).
     """
@@ -85,6 +90,7 @@ class Task:
     loss_fn: Callable
     eval_metrics_fn: Callable | None = None
     init_fn: Callable | None = None
+    batch_metrics_fn: Callable | None = None
 
 
 class Trainer:
@@ -706,10 +712,16 @@ class Trainer:
         self._steps.sync()
         for features in self._batches(dataset):
             self._stop_evaluation_if_requested()
-            for name, (s, w) in self._steps.eval_step(features).items():
+            pairs = {
+                name: (float(s), float(w))
+                for name, (s, w) in self._steps.eval_step(features).items()
+            }
+            if self.task.batch_metrics_fn:
+                pairs.update(self.task.batch_metrics_fn(pairs))
+            for name, (s, w) in pairs.items():
                 total = totals.setdefault(name, [0.0, 0.0])
-                total[0] += float(s)
-                total[1] += float(w)
+                total[0] += s
+                total[1] += w
             counter.add()
         counter.finish()
         if not totals:
