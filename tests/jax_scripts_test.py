@@ -121,36 +121,9 @@ def _only_checkpoint(source, step, target):
 
 
 def _assert_close(actual, desired, rel, what, learning_rate=LEARNING_RATE):
-    """Each weight within rel of its magnitude, or of one update's size
-    (the learning rate) where it is smaller: a gradient that is zero in
-    exact arithmetic (the attention key's bias) leaves float32 noise of
-    1e-11 that the backends do not share. Each Adam slot within rel of the
-    largest of its kind: the gradients' scale."""
-    assert sorted(actual) == sorted(desired)
-    assert int(actual["global_step"]) == int(desired["global_step"])
-    slot_scale = {
-        slot: max(
-            tolerance.magnitude(v)
-            for k, v in desired.items()
-            if k.endswith(slot)
-        )
-        for slot in ("/adam_m", "/adam_v")
-    }
-    for name in desired:
-        if name == "global_step":
-            continue
-        slot = name[name.rfind("/") :]
-        if slot in slot_scale:
-            scale = slot_scale[slot]
-        else:
-            scale = max(tolerance.magnitude(desired[name]), learning_rate)
-        tolerance.assert_float32_close(
-            actual[name],
-            desired[name],
-            rel=rel,
-            scale=scale,
-            err_msg=f"{what}: {name}",
-        )
+    tolerance.assert_checkpoints_close(
+        actual, desired, rel, what, learning_rate
+    )
 
 
 @pytest.fixture(scope="module")

@@ -71,3 +71,37 @@ def assert_float32_close(
         err_msg=f"{err_msg} (atol {atol:.3g} = {rounding:.3g} rounding + "
         f"{rel:.3g} x max |desired|)",
     )
+
+
+def assert_checkpoints_close(actual, desired, rel, what, learning_rate):
+    """Two trained checkpoints ({name: array}) with the same global_step.
+
+    Each weight within rel of its magnitude, or of one update's size (the
+    learning rate) where it is smaller: a gradient that is zero in exact
+    arithmetic (the attention key's bias) leaves float32 noise of 1e-11
+    that two computations do not share. Each Adam slot within rel of the
+    largest of its kind: the gradients' scale (Adam's update m / sqrt(v)
+    does not change with the gradients' scale; its slots do, so a gradient
+    summed where it is averaged shows there).
+    """
+    assert sorted(actual) == sorted(desired)
+    assert int(actual["global_step"]) == int(desired["global_step"])
+    slot_scale = {
+        slot: max(magnitude(v) for k, v in desired.items() if k.endswith(slot))
+        for slot in ("/adam_m", "/adam_v")
+    }
+    for name in desired:
+        if name == "global_step":
+            continue
+        slot = name[name.rfind("/") :]
+        if slot in slot_scale:
+            scale = slot_scale[slot]
+        else:
+            scale = max(magnitude(desired[name]), learning_rate)
+        assert_float32_close(
+            actual[name],
+            desired[name],
+            rel=rel,
+            scale=scale,
+            err_msg=f"{what}: {name}",
+        )

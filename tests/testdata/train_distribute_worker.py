@@ -81,7 +81,17 @@ def train(
         strategy=strategy,
         run_config=run_config,
     )
-    pretraining.run(settings)
+    # The loss below the clip norm (training_helpers.below_clip_norm): a
+    # wrong reduction's doubled gradient is not clipped back.
+    sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
+    import training_helpers
+
+    original = pretraining.loss_fn
+    pretraining.loss_fn = training_helpers.below_clip_norm(original)
+    try:
+        pretraining.run(settings)
+    finally:
+        pretraining.loss_fn = original
 
 
 if __name__ == "__main__":
