@@ -133,6 +133,22 @@ def test_resume_with_dropout_draws_the_uninterrupted_runs_masks(
         _dataset_fn(records)
     )
     _assert_same_checkpoint(full / "model.ckpt-6", resumed / "model.ckpt-6")
+    # Dropout acted in those steps: without it, they end elsewhere.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copy(full / f"model.ckpt-4{suffix}", plain)
+    no_dropout = config_lib.BertConfig.from_json_file(
+        helpers.tiny_config(tmp_path / "plain.json")
+    )
+    _trainer(no_dropout, plain, num_train_steps=6, **overrides).train(
+        _dataset_fn(records)
+    )
+    with_dropout = checkpoints.read_checkpoint(str(full / "model.ckpt-6"))
+    without = checkpoints.read_checkpoint(str(plain / "model.ckpt-6"))
+    assert max(
+        np.abs(with_dropout[k] - without[k]).max() for k in with_dropout
+    ) > 1e-4
 
 
 def test_damaged_newest_checkpoint_falls_back(data, full_run, tmp_path, caplog):
