@@ -96,8 +96,15 @@ def join_processes():
     Raises:
       errors.UserError: a variable that is not a number where one is due.
     """
-    if not any(os.environ.get(v) for v in PROCESS_VARIABLES):
+    given = [v for v in PROCESS_VARIABLES if os.environ.get(v)]
+    if not given:
         return False
+    if len(given) < len(PROCESS_VARIABLES):
+        missing = [v for v in PROCESS_VARIABLES if v not in given]
+        raise errors.UserError(
+            f"{', '.join(given)} set without {', '.join(missing)}: a "
+            f"process of several needs all of {', '.join(PROCESS_VARIABLES)}"
+        )
     for name in PROCESS_VARIABLES[1:]:
         value = os.environ.get(name)
         if value and not value.isdigit():
@@ -106,7 +113,15 @@ def join_processes():
 
     if not jax.distributed.is_initialized():
         import keras
+        from absl import logging
 
+        logging.info(
+            "Joining %s processes at %s as process %s (JAX waits up to 5 "
+            "minutes for the others)",
+            os.environ[PROCESS_VARIABLES[1]],
+            os.environ[PROCESS_VARIABLES[0]],
+            os.environ[PROCESS_VARIABLES[2]],
+        )
         keras.distribution.initialize()
     return True
 

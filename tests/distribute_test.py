@@ -31,6 +31,29 @@ def test_unknown_strategy_and_missing_tf_config_are_clear_errors(monkeypatch):
         distribute.create_strategy(use_tpu=True)
 
 
+def test_a_tpu_that_cannot_be_reached_is_one_line():
+    """--use_tpu with a TPU name no metadata server knows: one line naming
+    the flag (it was a 40-line traceback). In a subprocess: connecting
+    changes the process's TensorFlow context."""
+    proc = script_runner.python(
+        [
+            "-c",
+            "from modeling import errors\n"
+            "from modeling.training import distribute\n"
+            "try:\n"
+            "    distribute.create_strategy(use_tpu=True, tpu_name='no-tpu')\n"
+            "except errors.UserError as e:\n"
+            "    print('UserError:', e)\n",
+        ],
+        env=_env(),
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "UserError: --tpu_name=no-tpu: cannot reach the TPU (" in (
+        proc.stdout
+    )
+
+
 def _fake_pci_device(root, name, vendor, device):
     path = root / name
     path.mkdir()
@@ -232,6 +255,15 @@ def test_join_processes_reads_keras_variables(monkeypatch):
     for name in backend.PROCESS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     assert backend.join_processes() is False
+    # One without the others: named (it was JAX's traceback).
+    monkeypatch.setenv("KERAS_DISTRIBUTION_JOB_ADDRESSES", "127.0.0.1:1")
+    with pytest.raises(
+        errors.UserError,
+        match="JOB_ADDRESSES set without KERAS_DISTRIBUTION_NUM_PROCESSES, "
+        "KERAS_DISTRIBUTION_PROCESS_ID",
+    ):
+        backend.join_processes()
+    monkeypatch.setenv("KERAS_DISTRIBUTION_PROCESS_ID", "0")
     monkeypatch.setenv("KERAS_DISTRIBUTION_NUM_PROCESSES", "two")
     with pytest.raises(errors.UserError, match="NUM_PROCESSES='two': expected"):
         backend.join_processes()

@@ -15,6 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from modeling import backend
+from modeling import errors
 from modeling.training import run_config
 
 STRATEGIES = run_config.STRATEGIES
@@ -70,14 +71,30 @@ def create_strategy(
                 "--strategy=multi_worker_mirrored needs the TF_CONFIG "
                 "environment variable (cluster and task of this worker)."
             )
+        # TensorFlow waits for every worker without a limit, silently.
+        logging.info(
+            "Waiting for every worker of TF_CONFIG's cluster to start (a "
+            "worker that failed before this point leaves the others here: "
+            "see its log)"
+        )
         return tf.distribute.MultiWorkerMirroredStrategy()
     if not (tpu_name or master):
         raise ValueError("--use_tpu needs --tpu_name (or --master).")
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-        tpu=tpu_name or master, zone=tpu_zone, project=gcp_project
-    )
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    name = tpu_name or master
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=name, zone=tpu_zone, project=gcp_project
+        )
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, OSError, tf.errors.OpError) as e:
+        # An unknown name (the metadata lookup fails), an address that
+        # answers no TPU: one line, not TensorFlow's traceback.
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        flag = "--tpu_name" if tpu_name else "--master"
+        raise errors.UserError(
+            f"{flag}={name}: cannot reach the TPU ({reason[:300]})"
+        ) from e
     return tf.distribute.TPUStrategy(resolver)
 
 
