@@ -218,3 +218,36 @@ def test_outputs_are_found_by_name(tiny_config_dict):
     assert not np.allclose(got["start_logits"], want["start_logits"])
     with pytest.raises(ValueError, match="has no output tensor nope"):
         predictor.TFLiteBackend(content, {"start_logits": "nope"})
+
+
+def test_int8_quantizes_the_weights(tiny_config_dict):
+    """--precision=int8 converts with dynamic-range int8 weights (the slow
+    test above checks its labels on a fine-tuned model): the file is under
+    half of float32's, and its logits are float32's within int8's rounding
+    but not float32's own (a conversion left in float32 would be)."""
+    from modeling import config as config_lib
+    from modeling import models
+
+    # Matrices of 4,096+ values: dynamic-range quantization passes over
+    # tensors under 1,024.
+    config = dict(tiny_config_dict, hidden_size=64, intermediate_size=256)
+    tf.keras.utils.set_random_seed(0)
+    model = models.BertClassifier(config_lib.BertConfig.from_dict(config), 3)
+    x = _features(4, 12, 2)
+    runs = {}
+    for quantize in (False, True):
+        content, names = tflite.convert(model, quantize=quantize)
+        runs[quantize] = (
+            len(content),
+            predictor.TFLiteBackend(content, names)(x)["logits"],
+        )
+    (float_size, float_logits), (int8_size, int8_logits) = (
+        runs[False],
+        runs[True],
+    )
+    assert int8_size < 0.5 * float_size
+    difference = np.abs(int8_logits - float_logits).max()
+    scale = np.abs(float_logits).max()
+    # int8 rounding, 1-2% of the largest logit here (3 random models);
+    # 10% bounds a broken quantization.
+    assert 1e-5 * scale < difference < 0.1 * scale
