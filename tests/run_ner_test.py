@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 import script_runner
+import tolerance
 import tensorflow as tf
 from constants import TINY_CONFIG
 
@@ -374,14 +375,15 @@ def test_loss_is_the_mean_over_labelled_pieces():
     assert float(logs["accuracy"]) == 1.0  # argmax of a tie is 0.
 
 
-@pytest.mark.slow  # ~15 s: two script runs.
+# ~14 s (three script runs), in the default run: the one fast check of
+# a resumed fine-tuning run's data position (fine_tuning.train_dataset).
 def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
     """SIGTERM mid-training: exit 143 with a checkpoint; the same command
-    again resumes from it and finishes."""
+    again resumes from it and finishes where an uninterrupted run ends (the
+    consumed batches skipped, dropout positioned): a resume that read the
+    data from its start moved every weight."""
     out = tmp_path / "out"
-    args = _args(
-        tiny_files,
-        out,
+    extra = (
         "--do_train",
         "--do_eval",
         "--train_batch_size=8",
@@ -389,6 +391,7 @@ def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
         "--iterations_per_loop=1",
         "--save_checkpoints_steps=100000",
     )
+    args = _args(tiny_files, out, *extra)
     child = script_runner.popen([REPO / "run_ner.py", *args])
     lines = []
     deadline = time.time() + 240
@@ -418,6 +421,16 @@ def test_sigterm_then_resume_finishes(tiny_files, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"at global_step {stopped}" in proc.stderr
     assert _eval_results(out / "eval_results.txt")["global_step"] == "320"
+    straight = tmp_path / "straight"
+    proc = _script(*_args(tiny_files, straight, *extra))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    tolerance.assert_checkpoints_close(
+        checkpoints.read_checkpoint(str(out / "model.ckpt-320")),
+        checkpoints.read_checkpoint(str(straight / "model.ckpt-320")),
+        tolerance.FLOAT32_REL,
+        "resumed",
+        5e-5,
+    )
 
 
 _LOADER = """
