@@ -430,6 +430,29 @@ def test_export_serves_the_same_vectors(tmp_path):
     assert empty.shape == (0, TINY_CONFIG["hidden_size"])
 
 
+def test_a_worker_that_is_not_the_chief_exports_nothing(tmp_path, monkeypatch):
+    """Several TensorFlow workers each embed (their predictions gather over
+    all of them) and write the same vectors; only the chief exports (two
+    publishing one folder at once could fail)."""
+    from modeling.training import distribute
+
+    folder, _ = _tiny_model(tmp_path)
+    predict_file = _write_lines(tmp_path / "t.txt", ["the cat", "a"])
+    monkeypatch.setattr(distribute, "is_chief", lambda strategy: False)
+    export = tmp_path / "export"
+    embeddings.run(
+        _settings(
+            tmp_path,
+            folder,
+            do_predict=True,
+            predict_file=str(predict_file),
+            export_dir=str(export),
+        )
+    )
+    assert np.load(tmp_path / "out" / embeddings.EMBEDDINGS_FILE).shape[0] == 2
+    assert not export.exists()
+
+
 def test_weights_come_from_init_checkpoint_unless_trained_here(tmp_path):
     """A bert_model.ckpt left in output_dir is not this run's training; a
     model.ckpt-N without embedding_config.json (another script's training)

@@ -121,9 +121,13 @@ def train(settings, strategy, source, tokenizer):
     num_train_steps, num_warmup_steps = common.fine_tuning_steps(
         s, count, "training pairs"
     )
-    # Before the first checkpoint: a resumed or later run reads them.
-    source.long_inputs.save(s.output_dir)
-    write_description(s, source)
+    # Before the first checkpoint: a resumed or later run reads them. The
+    # chief's (several TensorFlow workers write nothing else either).
+    from modeling.training import distribute
+
+    if distribute.is_chief(strategy):
+        source.long_inputs.save(s.output_dir)
+        write_description(s, source)
     logging.info(
         "***** Training: %d pairs, %s loss, batch size %d, %d steps *****",
         count,

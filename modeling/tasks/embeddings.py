@@ -135,6 +135,13 @@ def run(settings):
         model = embedding_training.train(s, strategy, source, tokenizer)
     embedder = embedding_model.make_embedder(s, strategy, source, model)
     results = None
+    # Several TensorFlow workers each embed (their predictions gather over
+    # all of them); they write the same files, each published whole, and
+    # only the chief writes results and the export (two publishing one
+    # folder at once could fail).
+    from modeling.training import distribute
+
+    chief = distribute.is_chief(strategy)
     if s.do_predict:
         predict(s, embedder)
     if s.do_search:
@@ -143,10 +150,11 @@ def run(settings):
         results = embedding_search.evaluate(s, embedder)
         from modeling.tasks import fine_tuning
 
-        fine_tuning.write_eval_results(
-            os.path.join(s.output_dir, common.EVAL_RESULTS_FILE), results
-        )
-    if s.export_dir:
+        if chief:
+            fine_tuning.write_eval_results(
+                os.path.join(s.output_dir, common.EVAL_RESULTS_FILE), results
+            )
+    if s.export_dir and chief:
         export(s, embedder)
     return results
 
