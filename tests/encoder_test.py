@@ -120,10 +120,14 @@ def test_mixed_bfloat16_computes_in_bfloat16(config, inputs):
     assert {w.dtype for w in model.weights} == {"float32"}
     outputs = model(inputs)
     assert outputs["sequence_output"].dtype == "bfloat16"
+    # bfloat16 keeps 8 bits (3.9e-3 relative) per rounding, a few of them
+    # per layer: 2% of the outputs' magnitude (seen: 0.7%, 1.7e-3 of 0.26;
+    # the absolute 5e-2 this replaced was a fifth of it).
+    want = np.asarray(reference(inputs)["pooled_output"])
     np.testing.assert_allclose(
         np.asarray(outputs["pooled_output"], np.float32),
-        np.asarray(reference(inputs)["pooled_output"]),
-        atol=5e-2,
+        want,
+        atol=2e-2 * np.abs(want).max(),
     )
 
 
