@@ -506,9 +506,7 @@ def test_multi_worker_replicas_split_each_global_batch(tmp_path):
     """MultiWorkerMirroredStrategy, 2 local processes: each worker builds
     the stream and keeps its half of every global batch (the TFRecord
     path's DATA sharding), so the global batch is the default strategy's."""
-    from distribute_test import _free_ports
-
-    workers = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    workers = [f"127.0.0.1:{p}" for p in script_runner.free_ports(2)]
     procs = []
     for index in range(2):
         tf_config = {

@@ -112,7 +112,7 @@ def test_progress_lines_come_every_log_every_secs(data, tmp_path, caplog):
         pretraining.make_task(bert_config), run_config
     )
     with caplog.at_level("INFO"):
-        assert trainer.train(_dataset_fn(records)) == 5
+        assert trainer.train(_dataset_fn(records)) == 3
     steps = [int(m.group(1)) for m in PROGRESS.finditer(caplog.text)]
     assert steps == [1, 2, 3]
 

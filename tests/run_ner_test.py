@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 import script_runner
-import tolerance
 import tensorflow as tf
+import tolerance
 from constants import TINY_CONFIG
 
 from modeling import checkpoints

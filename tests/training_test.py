@@ -146,9 +146,10 @@ def test_resume_with_dropout_draws_the_uninterrupted_runs_masks(
     )
     with_dropout = checkpoints.read_checkpoint(str(full / "model.ckpt-6"))
     without = checkpoints.read_checkpoint(str(plain / "model.ckpt-6"))
-    assert max(
-        np.abs(with_dropout[k] - without[k]).max() for k in with_dropout
-    ) > 1e-4
+    assert (
+        max(np.abs(with_dropout[k] - without[k]).max() for k in with_dropout)
+        > 1e-4
+    )
 
 
 def test_damaged_newest_checkpoint_falls_back(data, full_run, tmp_path, caplog):
@@ -646,19 +647,26 @@ def test_a_nan_gradient_under_a_finite_loss_is_never_applied_or_saved(
     assert not [n for n in os.listdir(tmp_path) if n.startswith("model.ckpt")]
 
 
-@pytest.mark.slow
 def test_xla_matches_the_plain_step(data, tmp_path):
+    """4 steps (the first at learning rate 0: warmup), calls of 3 and 1:
+    XLA's kernels sum in another order, so float32 rounding apart. Each
+    weight within FLOAT32_REL of its magnitude (or of the learning rate),
+    each Adam slot of the largest of its kind (the gradients' scale, the
+    loss below the clip norm: a gradient XLA scaled or summed wrongly shows
+    there, not in Adam's scale-free update)."""
     bert_config, records = data
-    plain = _trainer(bert_config, tmp_path / "plain", num_train_steps=2)
-    plain.train(_dataset_fn(records))
-    xla = _trainer(
-        bert_config, tmp_path / "xla", num_train_steps=2, use_xla=True
-    )
-    xla.train(_dataset_fn(records))
-    _assert_same_checkpoint(
-        tmp_path / "plain" / "model.ckpt-2",
-        tmp_path / "xla" / "model.ckpt-2",
-        atol=1e-4,
+    runs = {}
+    for name, use_xla in [("plain", False), ("xla", True)]:
+        trainer = _trainer(
+            bert_config, tmp_path / name, num_train_steps=4, use_xla=use_xla
+        )
+        trainer.task.loss_fn = helpers.below_clip_norm(trainer.task.loss_fn)
+        assert trainer.train(_dataset_fn(records)) == 4
+        runs[name] = checkpoints.read_checkpoint(
+            str(tmp_path / name / "model.ckpt-4")
+        )
+    tolerance.assert_checkpoints_close(
+        runs["xla"], runs["plain"], tolerance.FLOAT32_REL, "XLA", 1e-3
     )
 
 

@@ -683,7 +683,7 @@ def _threshold(settings, task_type, saved, saved_path):
 
 class FileInputs(collections.namedtuple("FileInputs", "x y labels ids")):
     """`read_file`'s result: fit's x and y, the labels
-    in id order, each row's id."""
+    in id order, each row's id (`read_file` says which)."""
 
 
 def read_file(
@@ -721,7 +721,10 @@ def read_file(
       FileInputs(x, y, labels, ids): x the texts (or a (text_a, text_b)
       pair of arrays), y the class ids (floats for regression, 0/1
       [N, L] for multi-label), labels in id order (None for
-      regression), ids each row's id (its id column or line).
+      regression), ids each row's line in the file (1-based, a CSV or
+      TSV header is line 1): a training or dev file's ids are never
+      written, so its id column is not read; only a test file's ids
+      (run_classifier.py's predictions) come from its id column.
 
     Raises:
       ValueError: naming the file and line (see run_classifier.py's
