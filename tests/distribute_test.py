@@ -269,7 +269,9 @@ def test_join_processes_reads_keras_variables(monkeypatch):
         backend.join_processes()
 
 
-_MIRRORED_CLIP = """
+# A script's start: the CPU split into 2 logical devices (before TensorFlow
+# initializes, hence a process of its own: `_on_two_cpus`).
+_TWO_CPUS = """
 import sys
 import tensorflow as tf
 
@@ -277,7 +279,9 @@ cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
-import pathlib
+"""
+
+_MIRRORED_CLIP = """import pathlib
 import numpy as np
 import training_helpers as helpers
 from keras import ops
@@ -329,6 +333,17 @@ print("relative", worst / scale)
 """
 
 
+def _on_two_cpus(code, tmp_path):
+    """Runs `code` after `_TWO_CPUS` with argv[1] = tmp_path; checks it
+    succeeded."""
+    proc = script_runner.python(
+        ["-c", _TWO_CPUS + code, str(tmp_path)],
+        env={"PYTHONPATH": os.path.join(ROOT, "tests")},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
 def test_mirrored_clip_counts_embedding_rows_as_one_device(tmp_path):
     """A classifier's word-embedding gradient (a gather's IndexedSlices),
     mean-reduced over 2 replicas: the clip norm counts its rows one by one,
@@ -336,24 +351,12 @@ def test_mirrored_clip_counts_embedding_rows_as_one_device(tmp_path):
     another clip factor, 8e-6 of the largest first moment here (1.6e-7,
     float32 sums in another order, with the rows counted; seen 2026-11-28
     on the development VM, oneDNN on and off). 2e-6 holds a 12x margin."""
-    proc = script_runner.python(
-        ["-c", _MIRRORED_CLIP, str(tmp_path)],
-        env={"PYTHONPATH": os.path.join(ROOT, "tests")},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _on_two_cpus(_MIRRORED_CLIP, tmp_path)
     relative = float(proc.stdout.split("relative")[-1])
     assert relative < 2e-6
 
 
-_MIRRORED_PRETRAINING_EVAL = """
-import sys
-import tensorflow as tf
-
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(
-    cpu, [tf.config.LogicalDeviceConfiguration()] * 2
-)
-import pathlib
+_MIRRORED_PRETRAINING_EVAL = """import pathlib
 import training_helpers as helpers
 from modeling import config as config_lib
 from modeling.data import input_pipeline
@@ -392,11 +395,7 @@ def test_mirrored_pretraining_eval_loss_is_one_devices(tmp_path):
     averaged over batches) on 2 replicas equals one device's. Records with
     1 to 4 masked tokens: each replica's masked-LM loss divided by its own
     slice's weights, and their mean, was 5e-4 off."""
-    proc = script_runner.python(
-        ["-c", _MIRRORED_PRETRAINING_EVAL, str(tmp_path)],
-        env={"PYTHONPATH": os.path.join(ROOT, "tests")},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _on_two_cpus(_MIRRORED_PRETRAINING_EVAL, tmp_path)
     lines = dict(
         (line.split()[0], [float(v) for v in line.split()[1:]])
         for line in proc.stdout.splitlines()
