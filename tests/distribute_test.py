@@ -216,7 +216,7 @@ def test_multi_worker_mirrored_with_two_processes_matches_default(
     results = _two_workers(inputs, "mwms", ("0", "8"), ("0", "8"))
     for code, err in results:
         assert code != 0
-        assert "resumed from different steps (0 to 4" in err, err[-3000:]
+        assert "restored different steps (0 to 4" in err, err[-3000:]
     assert not os.path.exists(root / "mwms_0" / "model.ckpt-8.index")
 
 

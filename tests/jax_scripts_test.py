@@ -268,15 +268,23 @@ def test_two_processes_train_as_one_and_stop_together(runs, tmp_path):
 def test_processes_resuming_different_steps_are_refused(runs, tmp_path):
     """Each process resumes from its --output_dir's newest checkpoint: an
     output_dir on each host (not shared storage) gave process 0 step 8 and
-    process 1 a fresh start, silently trained on as one model. Both fail,
-    naming the steps; nothing is written."""
+    process 1 a fresh start, silently trained on (or evaluated) as one
+    model. Both fail, naming the steps; nothing is written."""
     resumed = _only_checkpoint(runs / "jax", 8, tmp_path / "p0")
     fresh = tmp_path / "p1"
     results = _finish(_two_processes([resumed, fresh]))
     for code, err in results:
         assert code != 0
-        assert "resumed from different steps (0 to 8" in err, err[-3000:]
+        assert "restored different steps (0 to 8" in err, err[-3000:]
     assert _steps_written(resumed) == [8]
+    # Evaluating: process 1 would use --init_checkpoint's weights.
+    evaluation = _two_processes(
+        [resumed, fresh], "--nodo_train", "--do_eval", "--max_eval_steps=2"
+    )
+    for code, err in _finish(evaluation):
+        assert code != 0
+        assert "restored different steps (0 to 8" in err, err[-3000:]
+    assert not (resumed / "eval_results.txt").exists()
 
 
 def test_a_lost_process_ends_the_others_at_once(runs, tmp_path):

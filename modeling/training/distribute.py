@@ -180,11 +180,19 @@ def is_chief(strategy):
 
 def worker_range(strategy, value):
     """(min, max) of a number over the replicas of a strategy's workers
-    (an all-gather under MultiWorkerMirroredStrategy: every worker calls
-    it)."""
-    value = tf.constant(value, tf.int64)
-    per_replica = strategy.run(lambda: tf.reshape(tf.identity(value), [1]))
-    values = strategy.gather(per_replica, axis=0).numpy()
+    (an all-reduce under MultiWorkerMirroredStrategy: every worker calls
+    it). Each replica puts its value at its own index of a zero vector;
+    their sum holds every replica's."""
+    replicas = strategy.num_replicas_in_sync
+    value = tf.constant(value, tf.float64)
+
+    def at_own_index():
+        index = tf.distribute.get_replica_context().replica_id_in_sync_group
+        return tf.one_hot(index, replicas, dtype=tf.float64) * value
+
+    values = strategy.reduce(
+        tf.distribute.ReduceOp.SUM, strategy.run(at_own_index), axis=None
+    ).numpy()
     return int(values.min()), int(values.max())
 
 

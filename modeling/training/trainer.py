@@ -260,11 +260,12 @@ class Trainer:
 
     def _check_processes_start_together(self):
         """With several processes (TF_CONFIG's workers, JAX's processes),
-        refuses to train when they restored different steps: each reads
-        output_dir's newest checkpoint, and a worker whose output_dir does
-        not hold the chief's checkpoints started afresh, its gradients
-        averaged into the chief's resumed model (silently mixed). All-reduces
-        the step, so every process raises.
+        refuses to train, evaluate or predict when they restored different
+        steps: each reads output_dir's newest checkpoint, and a worker
+        whose output_dir does not hold the chief's checkpoints started
+        afresh, its gradients averaged into the chief's resumed model, or
+        its share of each evaluated batch computed by another model
+        (silently mixed). All-reduces the step, so every process raises.
 
         Raises:
           ValueError: naming the steps and output_dir.
@@ -281,8 +282,8 @@ class Trainer:
             return
         if low != high:
             raise ValueError(
-                f"The processes resumed from different steps ({low} to "
-                f"{high}; this one {step}): each resumes from the newest "
+                f"The processes restored different steps ({low} to "
+                f"{high}; this one {step}): each restores the newest "
                 "checkpoint in its --output_dir, which must be one folder "
                 f"every process sees (shared storage), not a "
                 f"{self.config.output_dir} of each host's own"
@@ -673,19 +674,20 @@ class Trainer:
         """
         if element_spec is not None:
             self.build(element_spec)
-        if self.manager.restore_latest() is not None:
-            self._steps.reset()
-            return
-        if self.task.init_fn is None:
+        restored = self.manager.restore_latest() is not None
+        if not restored and self.task.init_fn is not None:
+            if init_warning:
+                logging.warning("%s", init_warning)
+            self.task.init_fn(self.model)
+        # Before any error: with several processes, every one checks.
+        self._check_processes_start_together()
+        if not restored and self.task.init_fn is None:
             raise ValueError(
                 missing_message
                 or f"No checkpoint in {self.config.output_dir} and no "
                 "initial checkpoint: nothing to evaluate. Train first "
                 "(--do_train) or give --init_checkpoint."
             )
-        if init_warning:
-            logging.warning("%s", init_warning)
-        self.task.init_fn(self.model)
         self._steps.reset()
 
     def evaluate(self, dataset, max_eval_steps=None, restore=True):
