@@ -453,6 +453,20 @@ def test_a_worker_that_is_not_the_chief_exports_nothing(tmp_path, monkeypatch):
     assert not export.exists()
 
 
+def test_a_repeated_id_is_warned_of_once(tmp_path, caplog):
+    """The predict file is checked, counted and embedded (three passes):
+    one warning."""
+    folder, _ = _tiny_model(tmp_path)
+    predict_file = tmp_path / "p.csv"
+    predict_file.write_text("id,text\ndoc1,the cat\ndoc1,a\n")
+    embeddings.run(
+        _settings(
+            tmp_path, folder, do_predict=True, predict_file=str(predict_file)
+        )
+    )
+    assert caplog.text.count("repeats an earlier row's") == 1
+
+
 def test_weights_come_from_init_checkpoint_unless_trained_here(tmp_path):
     """A bert_model.ckpt left in output_dir is not this run's training; a
     model.ckpt-N without embedding_config.json (another script's training)

@@ -494,7 +494,12 @@ class TextFile:
     """
 
     def __init__(
-        self, path, text_column=None, id_column=None, text_flag="text_column"
+        self,
+        path,
+        text_column=None,
+        id_column=None,
+        text_flag="text_column",
+        warn=True,
     ):
         self.path = path
         self.text_column = text_column
@@ -517,8 +522,9 @@ class TextFile:
             # there is numbered by its line, and ids may repeat (a
             # document's passages), each with a warning.
             self._id_given = bool(id_column)
-        # Each warning once per file, not once per pass over it.
-        self._warned = set()
+        # Each warning once per file, not once per pass over it; none with
+        # warn=False (a check before the pass that reads the file).
+        self._warned = set() if warn else {"missing", "repeated"}
 
     def rows(self):
         """Yields (id, text)."""

@@ -221,7 +221,10 @@ def check_inputs(settings, source):
         (s.do_search and not s.corpus_embeddings, s.corpus_file),
     ):
         if needed:
-            table_files.TextFile(path, s.text_column, s.id_column).count()
+            # Read again to embed: that pass warns.
+            table_files.TextFile(
+                path, s.text_column, s.id_column, warn=False
+            ).count()
     if s.do_search:
         if s.corpus_embeddings:
             written = os.path.join(
@@ -238,7 +241,9 @@ def check_inputs(settings, source):
                 )
             embedding_search.saved_corpus(s.corpus_embeddings, dim, warn=False)
             _warn_of_another_model(s, source)
-        queries = table_files.TextFile(s.query_file, s.text_column, s.id_column)
+        queries = table_files.TextFile(
+            s.query_file, s.text_column, s.id_column, warn=False
+        )
         for _ in queries.rows():
             pass
     if s.do_eval:
