@@ -239,6 +239,42 @@ def test_a_bad_json_line_is_counted_once(tmp_path):
     assert bad.count == 1
 
 
+def test_json_number_labels_match_a_label_list_by_value(tmp_path):
+    """A JSON number is the class of its value (1 and 1.0: "1"); a label
+    list spelling it otherwise (--labels=1.0, an earlier run's labels.json)
+    keeps its spelling; a CSV's text is matched as written."""
+    path = tmp_path / "train.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"text": t, "label": v}) + "\n"
+            for t, v in [("a", 0.5), ("b", 1.0), ("c", 1.5), ("d", 1)]
+        )
+    )
+    p = custom.CustomProcessor(files={"train": str(path)})
+    p.set_labels_from_training()
+    assert p.labels == ["0.5", "1", "1.5"]
+    assert [e.label for e in p.get_train_examples()] == ["0.5", "1", "1.5", "1"]
+    p = custom.CustomProcessor(
+        files={"train": str(path)}, labels=["0.5", "1.0", "1.5"]
+    )
+    assert [e.label for e in p.get_train_examples()] == [
+        "0.5",
+        "1.0",
+        "1.5",
+        "1.0",
+    ]
+    sets = tmp_path / "sets.jsonl"
+    sets.write_text('{"text": "a", "label": [2, "x", 1.0]}\n')
+    p = custom.CustomProcessor(
+        "multi_label", files={"train": str(sets)}, labels=["1.0", "2.0", "x"]
+    )
+    assert [e.label for e in p.get_train_examples()] == [["1.0", "2.0", "x"]]
+    csv_file = _csv(tmp_path / "t.csv", [("a", "1")])
+    p = custom.CustomProcessor(files={"train": csv_file}, labels=["1.0"])
+    with pytest.raises(ValueError, match="label '1' is not one of"):
+        p.get_train_examples()
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

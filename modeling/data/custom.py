@@ -36,6 +36,7 @@ errors) in one place, read alike by run_classifier and the Keras API.
 import collections
 import dataclasses
 import json
+import math
 import os
 
 import numpy as np
@@ -416,9 +417,40 @@ class CustomProcessor:
             )
         except ValueError as e:
             raise _BadRow(str(e)) from None
+        label = self._as_listed(label, row[column])
         for name in self.kind.label_names(label):
             self._check_known(name, where, set_type)
         return label
+
+    def _as_listed(self, label, value):
+        """A JSON number's class as the label list spells it, matched by
+        value: the JSON 1.0 is the class "1", which --labels=0,1.0 (or the
+        labels.json of a run that named JSON numbers as written) spells
+        "1.0". A CSV's text is matched as written ("1" and "01" differ)."""
+        if self.labels is None:
+            return label
+        values = value if isinstance(value, list) else [value]
+        numbers = [v for v in values if _finite_number(v) is not None]
+        if not numbers:
+            return label
+        listed = {}
+        for name in self.labels:
+            try:
+                number = float(name)
+            except ValueError:
+                continue
+            if math.isfinite(number):
+                listed.setdefault(number, name)
+        renamed = {}
+        for v in numbers:
+            name = task_kinds.label_name(v)
+            if name not in self.labels and _finite_number(v) in listed:
+                renamed[name] = listed[_finite_number(v)]
+        if not renamed:
+            return label
+        if isinstance(label, list):
+            return sorted({renamed.get(n, n) for n in label})
+        return renamed.get(label, label)
 
     def _check_known(self, name, where, set_type):
         if self.labels is None or name in self.labels:
@@ -465,6 +497,17 @@ class CustomProcessor:
             self.text_b_column,
             None if threshold == AUTO else threshold,
         )
+
+
+def _finite_number(value):
+    """A JSON number's value as a finite float, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 class _BadRow(Exception):
