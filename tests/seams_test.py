@@ -269,6 +269,22 @@ def test_json_number_labels_match_a_label_list_by_value(tmp_path):
         "multi_label", files={"train": str(sets)}, labels=["1.0", "2.0", "x"]
     )
     assert [e.label for e in p.get_train_examples()] == [["1.0", "2.0", "x"]]
+    # Only names written as JSON numbers, exactly: not "01" or "1_0", and
+    # no large id rounded to another.
+    ids = tmp_path / "ids.jsonl"
+    for labels, value in [
+        (["01", "5"], 1),
+        (["1_0", "5"], 10),
+        (["9007199254740992", "5"], 9007199254740993),
+        (["10000000000000001", "5"], 1e16),
+    ]:
+        ids.write_text(json.dumps({"text": "a", "label": value}) + "\n")
+        p = custom.CustomProcessor(files={"train": str(ids)}, labels=labels)
+        with pytest.raises(ValueError, match="is not one of"):
+            p.get_train_examples()
+    p = custom.CustomProcessor(files={"train": str(ids)}, labels=["1", "1.0"])
+    with pytest.raises(ValueError, match="'1' and '1.0' are one number"):
+        p.get_train_examples()
     csv_file = _csv(tmp_path / "t.csv", [("a", "1")])
     p = custom.CustomProcessor(files={"train": csv_file}, labels=["1.0"])
     with pytest.raises(ValueError, match="label '1' is not one of"):

@@ -35,9 +35,11 @@ errors) in one place, read alike by run_classifier and the Keras API.
 
 import collections
 import dataclasses
+import decimal
 import json
 import math
 import os
+import re
 
 import numpy as np
 from absl import logging
@@ -426,31 +428,61 @@ class CustomProcessor:
         """A JSON number's class as the label list spells it, matched by
         value: the JSON 1.0 is the class "1", which --labels=0,1.0 (or the
         labels.json of a run that named JSON numbers as written) spells
-        "1.0". A CSV's text is matched as written ("1" and "01" differ)."""
+        "1.0". Only listed names written as JSON numbers match (not "01",
+        "1_0" or "+1"); a JSON integer matches exactly (no float rounding
+        of large ids). A CSV's text is matched as written."""
         if self.labels is None:
             return label
         values = value if isinstance(value, list) else [value]
         numbers = [v for v in values if _finite_number(v) is not None]
         if not numbers:
             return label
-        listed = {}
-        for name in self.labels:
-            try:
-                number = float(name)
-            except ValueError:
-                continue
-            if math.isfinite(number):
-                listed.setdefault(number, name)
+        known, exact, floats = self._listed_numbers()
         renamed = {}
         for v in numbers:
             name = task_kinds.label_name(v)
-            if name not in self.labels and _finite_number(v) in listed:
-                renamed[name] = listed[_finite_number(v)]
+            if name in known:
+                continue
+            if isinstance(v, int):
+                listed = exact.get(decimal.Decimal(v))
+            else:
+                listed = floats.get(float(v))
+            if listed is not None:
+                renamed[name] = listed
         if not renamed:
             return label
         if isinstance(label, list):
             return sorted({renamed.get(n, n) for n in label})
         return renamed.get(label, label)
+
+    def _listed_numbers(self):
+        """(the label set, {exact value: name}, {float value: name}) of the
+        listed names written as JSON numbers; made once per label list.
+
+        Raises:
+          ValueError: two listed names are one number ("1" and "1.0").
+        """
+        key = tuple(self.labels)
+        if getattr(self, "_numbers_key", None) != key:
+            exact, floats = {}, {}
+            for name in self.labels:
+                if not _JSON_NUMBER.match(name):
+                    continue
+                number = decimal.Decimal(name)
+                if number in exact:
+                    raise ValueError(
+                        f"The labels {exact[number]!r} and {name!r} are one "
+                        "number: list it once"
+                    )
+                exact[number] = name
+                # A JSON float matches a name that is its shortest spelling's
+                # value (0.5, 1.1), not one float only rounds to.
+                f = float(name)
+                if math.isfinite(f) and decimal.Decimal(repr(f)) == number:
+                    floats[f] = name
+            self._numbers_key = key
+            self._numbers = (set(self.labels), exact, floats)
+        return self._numbers
 
     def _check_known(self, name, where, set_type):
         if self.labels is None or name in self.labels:
@@ -497,6 +529,11 @@ class CustomProcessor:
             self.text_b_column,
             None if threshold == AUTO else threshold,
         )
+
+
+# A label written as a JSON number (not "01", "+1", "1_0" or "\u0661",
+# which float() reads too).
+_JSON_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?\Z")
 
 
 def _finite_number(value):
