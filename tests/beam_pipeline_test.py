@@ -104,7 +104,8 @@ def runs(tmp_path_factory, tokenizer, beam_workers):
         shard_bytes=SHARD_BYTES,
     )
     stale = directory / "beam" / "out.tfrecord-00000-of-00099"
-    stale.write_bytes(tfrecord_io.frame(b"an earlier run's record"))
+    first_shard = sorted((directory / "scale").iterdir())[0]
+    stale.write_bytes(tfrecord_io.frame(_records([first_shard])[0]))
     counts = beam_runner.create_with_beam(
         inputs,
         [str(directory / "beam" / "out.tfrecord")],

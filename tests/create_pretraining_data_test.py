@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from modeling import errors
 from modeling.data import file_io
+from modeling.data import tfrecord_io
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
 from modeling.pretraining_data import scale
@@ -136,6 +137,50 @@ def test_exact_mode_is_byte_reproducible_and_round_robin(
         "c1.tfrecord",
         "c2.tfrecord",
     ]
+
+
+def _open_files_under(folder_prefix):
+    """How many of this process's file descriptors are files whose folder's
+    name starts with `folder_prefix`."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # The listing's own descriptor, closed.
+            continue
+        count += os.path.basename(os.path.dirname(target)).startswith(
+            folder_prefix
+        )
+    return count
+
+
+def test_encoded_chunks_hold_a_file_descriptor_per_worker_not_per_chunk(
+    toy_tokenizer, tmp_path, monkeypatch
+):
+    # Every chunk's records stay mapped until the last record is written: a
+    # file (and descriptor) per chunk ran out of descriptors (ulimit -n 1024)
+    # at about 4M instances.
+    monkeypatch.setattr(exact, "_ENCODE_CHUNK", 7)
+    corpus = _corpus(tmp_path)
+    options = generation.GenerationOptions(max_seq_length=32)
+    seen = []
+    write_records = exact.write_records
+
+    def counting(records, *args, **kwargs):
+        def counted():
+            for record in records:
+                seen.append(_open_files_under(".bert_records_"))
+                yield record
+
+        return write_records(counted(), *args, **kwargs)
+
+    monkeypatch.setattr(exact, "write_records", counting)
+    out = tmp_path / "out.tfrecord"
+    exact.create_exact(
+        [str(corpus)], [str(out)], toy_tokenizer, options, processes=3
+    )
+    assert len(_examples(out)) > 30 * 7
+    assert 1 <= max(seen) <= 2  # One per worker.
 
 
 def test_parallel_encoding_writes_the_same_bytes(
@@ -305,6 +350,8 @@ def test_vocab_without_mask_is_an_error(tmp_path):
         (["missing_dir/out.tfrecord"], "The folder of output file .* does not"),
         (["corpus.txt"], "is also an input file"),
         (["a.tfrecord", "a.tfrecord"], "Output files repeat"),
+        # One file spelled twice: the second rename dropped the first's half.
+        (["a.tfrecord", "./a.tfrecord"], "Output files repeat"),
         ([""], "is a folder, not a file"),
     ],
 )
@@ -313,10 +360,108 @@ def test_bad_output_files(outputs, message, toy_tokenizer, tmp_path):
     with pytest.raises((ValueError, OSError), match=message):
         exact.create_exact(
             [str(corpus)],
-            [str(tmp_path / o) for o in outputs],
+            [os.path.join(tmp_path, o) for o in outputs],
             toy_tokenizer,
             generation.GenerationOptions(),
         )
+
+
+def test_an_output_that_is_a_link_is_written_through_it(
+    toy_tokenizer, tmp_path
+):
+    # As the original's TFRecord writer: the link's target (on another disk,
+    # say) gets the records; the link stays.
+    corpus = _corpus(tmp_path, num_docs=10)
+    (tmp_path / "big").mkdir()
+    target = tmp_path / "big" / "target.tfrecord"
+    target.write_bytes(b"an earlier run's")
+    link = tmp_path / "out.tfrecord"
+    link.symlink_to(target)
+    exact.create_exact(
+        [str(corpus)], [str(link)], toy_tokenizer, generation.GenerationOptions()
+    )
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert len(_examples(target)) > 10
+
+
+COMMIT_SCRIPT = """
+import os, signal, sys
+from modeling import errors, signals
+from modeling.data import file_io
+from modeling.pretraining_data import records
+signals.install_sigterm_exit()
+outs = sys.argv[1:]
+for path in outs:
+    with open(path, "w") as f:
+        f.write("EARLIER RUN")
+publish = file_io.publish
+def publish_then_sigterm(temp, final):
+    publish(temp, final)
+    os.kill(os.getpid(), signal.SIGTERM)  # Between two renames.
+file_io.publish = publish_then_sigterm
+try:
+    with records.AtomicRecordWriters(outs) as out:
+        out.write(b"a record")
+        out.write(b"another")
+        out.commit()
+except errors.Terminated:
+    print("terminated")
+earlier = []
+for path in outs:
+    with open(path, "rb") as f:
+        earlier.append(f.read() == b"EARLIER RUN")
+print(earlier, sorted(os.listdir(os.path.dirname(outs[0]))))
+"""
+
+
+def test_a_sigterm_while_publishing_never_leaves_two_runs_outputs(tmp_path):
+    outs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+    out = script_runner.python(
+        ["-c", COMMIT_SCRIPT, *outs],
+        env={"PYTHONPATH": str(REPO_ROOT)},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == [
+        "terminated",
+        "[False, False] ['a.tfrecord', 'b.tfrecord']",
+    ]
+
+
+def _classifier_record():
+    feature = {
+        name: tf.train.Feature(int64_list=tf.train.Int64List(value=[1, 2]))
+        for name in ("input_ids", "input_mask", "segment_ids", "label_ids")
+    }
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    return example.SerializeToString()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [lambda: b"a user's payload", _classifier_record],
+    ids=["payload", "classifier_features"],
+)
+def test_shards_of_the_prefix_that_are_not_pretraining_records_are_kept(
+    payload, toy_tokenizer, tmp_path
+):
+    # Only this script's own records of an earlier run are removed before
+    # the new shards are published: other TFRecords of those names are
+    # refused, and stay.
+    corpus = _corpus(tmp_path, num_docs=10)
+    theirs = tmp_path / "out.tfrecord-00000-of-00002"
+    theirs.write_bytes(tfrecord_io.frame(payload()))
+    before = theirs.read_bytes()
+    with pytest.raises(errors.UserError, match="not this script's records"):
+        scale.create_scaled(
+            [str(corpus)],
+            [str(tmp_path / "out.tfrecord")],
+            toy_tokenizer,
+            generation.GenerationOptions(),
+            num_workers=1,
+            per_shard_output=True,
+        )
+    assert theirs.read_bytes() == before
 
 
 @pytest.mark.parametrize(

@@ -681,11 +681,18 @@ def check_file_path(path, name):
         )
 
 
+def resolved(path):
+    """The file `path` names: a local path made absolute with its links
+    followed, a remote one as written."""
+    path = os.fspath(path)
+    return path if is_remote(path) else os.path.realpath(path)
+
+
 def _canonical(path):
     path = os.fspath(path)
     if is_remote(path):
         return path.rstrip("/") + "/"
-    return os.path.join(os.path.realpath(path), "")
+    return os.path.join(resolved(path), "")
 
 
 def within(path, folder):

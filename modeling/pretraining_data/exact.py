@@ -33,18 +33,27 @@ _ENCODE_CHUNK = 4096
 
 def _encode_chunk(task):
     """Encodes one chunk of instances (InstanceStore.chunk_bytes) in a
-    worker. Returns the records back to back (or writes them to `path`,
-    when given, and returns None) and their lengths."""
-    payload, path = task
+    worker. Returns (blob, path, offset, lengths): the records back to back
+    in `blob`, or, when `task` names a folder, appended to this worker's
+    file in it (`path`, from byte `offset`; blob None), and their lengths.
+
+    One file per worker, not one per chunk: the reader maps every file
+    until the last record is written, and each map holds a file descriptor
+    (a 100M-instance corpus would need 25,000 at 4,096 a chunk, past the
+    usual limit of 1,024)."""
+    payload, folder = task
     encoder, corpus = shards.state()
     store = generation.InstanceStore.from_bytes(*payload)
     records = list(encoder.encode_stored(corpus, store, range(len(store))))
+    lengths = array.array("i", map(len, records))
     blob = b"".join(records)
-    if path is not None:
-        with open(path, "wb") as f:
-            f.write(blob)
-        blob = None
-    return blob, array.array("i", map(len, records))
+    if folder is None:
+        return blob, None, 0, lengths
+    path = os.path.join(folder, f"worker-{os.getpid()}")
+    with open(path, "ab") as f:
+        offset = f.tell()
+        f.write(blob)
+    return None, path, offset, lengths
 
 
 def split_records(blob, lengths):
@@ -92,34 +101,34 @@ class ConcurrentEncoder:
         """Sends whole chunks of new instances (all of them when final)."""
         while len(store) - self._sent >= (1 if final else self._chunk):
             end = min(len(store), self._sent + self._chunk)
-            path = None
-            if self._tmpdir is not None:
-                path = os.path.join(self._tmpdir, f"{len(self._pending)}")
-            payload = store.chunk_bytes(self._sent, end)
-            task = (payload, path)
-            self._pending.append((self._pool.submit(_encode_chunk, task), path))
+            task = (store.chunk_bytes(self._sent, end), self._tmpdir)
+            self._pending.append(self._pool.submit(_encode_chunk, task))
             self._sent = end
 
     def records(self, order):
         """Yields the records of instances `order[0]`, `order[1]`, ..."""
         # Every chunk but the last is full: instance i is in blobs[i // chunk]
         # at [starts[i], ends[i]).
-        blobs, starts, ends = [], [], []
-        for result, path in self._pending:
-            blob, lengths = result.get()
-            if path is not None and os.path.getsize(path):
-                # Mapped, not read: the whole output would be in memory
-                # (pages of a mapped file are the page cache's to drop).
-                # The scratch folder's removal deletes the files.
-                with open(path, "rb") as f:
-                    blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            elif path is not None:
-                blob = b""
-            blobs.append(blob)
-            chunk_ends = list(itertools.accumulate(lengths))
-            starts += [0] + chunk_ends[:-1]
-            ends += chunk_ends
+        results = [result.get() for result in self._pending]
         self._pending = []
+        # Mapped, not read: the whole output would be in memory (pages of a
+        # mapped file are the page cache's to drop). The scratch folder's
+        # removal deletes the files.
+        maps = {}
+        for _, path, _, _ in results:
+            if path is not None and path not in maps:
+                with open(path, "rb") as f:
+                    maps[path] = (
+                        mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                        if os.fstat(f.fileno()).st_size
+                        else b""
+                    )
+        blobs, starts, ends = [], [], []
+        for blob, path, offset, lengths in results:
+            blobs.append(blob if path is None else maps[path])
+            chunk_ends = list(itertools.accumulate(lengths, initial=offset))
+            starts += chunk_ends[:-1]
+            ends += chunk_ends[1:]
         chunk = self._chunk
         for i in order:
             yield blobs[i // chunk][starts[i] : ends[i]]

@@ -267,17 +267,23 @@ def _varint_rows(values):
     return data.tobytes(), np.cumsum(size.sum(axis=1)).tolist()
 
 
+class _NotCommitted(Exception):
+    """Ends AtomicRecordWriters' publisher without publishing."""
+
+
 class AtomicRecordWriters:
     """TFRecord writers, round-robin over files, published only on success.
 
-    Records go to temporary files beside the outputs; `commit` renames them
-    into place, and any exception inside the `with` block removes them, so
-    an output file is either complete or absent.
+    Records go to temporary files beside the outputs (file_io.atomic_paths:
+    an output that is a symbolic link is written through it); `commit`
+    renames them all into place, SIGTERM held, and leaving the `with` block
+    without a commit (an exception) removes them: the outputs are all this
+    run's, or all as they were.
     """
 
     def __init__(self, output_files):
         self.output_files = list(output_files)
-        self._temps = [file_io.temp_name(f) for f in self.output_files]
+        self._publisher = None
         self._writers = []
         self._next = 0
         self.num_written = 0
@@ -288,10 +294,11 @@ class AtomicRecordWriters:
             # step: a SIGTERM between the two (no __exit__ runs when
             # __enter__ raises) would leave a temporary file behind.
             with errors.sigterm_deferred():
-                for path in self._temps:
+                self._publisher = file_io.atomic_paths(self.output_files)
+                for path in self._publisher.__enter__():
                     self._writers.append(tfrecord_io.open_writer(path))
-        except BaseException:
-            self.__exit__(None, None, None)
+        except BaseException as e:
+            self.__exit__(type(e), e, e.__traceback__)
             raise
         return self
 
@@ -308,16 +315,19 @@ class AtomicRecordWriters:
 
     def commit(self):
         self._close()
-        for temp, final in zip(self._temps, self.output_files):
-            file_io.publish(temp, final)
-        self._temps = []
+        publisher, self._publisher = self._publisher, None
+        publisher.__exit__(None, None, None)
 
     def __exit__(self, exc_type, exc, tb):
         try:
             self._close()
         finally:
-            for temp in self._temps:
-                file_io.remove_if_exists(temp)
+            publisher, self._publisher = self._publisher, None
+            if publisher is not None:
+                try:
+                    publisher.__exit__(_NotCommitted, _NotCommitted(), None)
+                except _NotCommitted:
+                    pass
         return False
 
 
@@ -465,14 +475,19 @@ def stale_shards(prefix):
 
 
 def written_here(path):
-    """Whether `path` is a file whose first record is a TFRecord frame with
-    a good CRC (what a run of this script wrote), or an empty file (a
-    shard without instances; removing it loses nothing)."""
+    """Whether `path` is a file whose first record is a pre-training
+    tf.train.Example (a good TFRecord frame holding exactly the seven
+    features this script writes), or an empty file (a shard without
+    instances; removing it loses nothing). Another tool's records (a
+    classifier's features) or payload of the same name are not."""
     try:
         if file_io.is_dir(path):
             return False
-        return file_io.size(path) == 0 or bool(
-            list(tfrecord_io.read_records(path, 1))
-        )
+        if file_io.size(path) == 0:
+            return True
+        first = list(tfrecord_io.read_records(path, 1))
+        return bool(first) and sorted(
+            tfrecord_io.parse_example(first[0])
+        ) == sorted(feature_names.PRETRAINING_FEATURES)
     except Exception:  # noqa: BLE001 (not a TFRecord, gone meanwhile, or gfile's errors)
         return False

@@ -128,11 +128,14 @@ def check_output_files(output_files, input_files=(), single_files=False):
     removed."""
     if not output_files:
         raise ValueError("No output file given (--output_file)")
-    if len(set(output_files)) != len(output_files):
+    # Compared once resolved: a/x and a/./x, or two links to one file, are
+    # one file, whose second writer's rename would drop the first's records.
+    resolved = [file_io.resolved(f) for f in output_files]
+    if len(set(resolved)) != len(resolved):
         raise ValueError(f"Output files repeat: {output_files}")
-    inputs = {os.path.abspath(f) for f in input_files}
+    inputs = {file_io.resolved(f) for f in input_files}
     for path in output_files:
-        if os.path.abspath(path) in inputs:
+        if file_io.resolved(path) in inputs:
             raise ValueError(f"Output file {path} is also an input file")
         if not file_io.is_remote(path):
             file_io.check_file_path(path, f"output file {path}")
@@ -145,12 +148,12 @@ def check_output_files(output_files, input_files=(), single_files=False):
             foreign = [
                 p
                 for p in records.shard_files(path)
-                if os.path.abspath(p) in inputs or not records.written_here(p)
+                if file_io.resolved(p) in inputs or not records.written_here(p)
             ]
             if foreign:
                 kind = (
                     "an input file"
-                    if os.path.abspath(foreign[0]) in inputs
+                    if file_io.resolved(foreign[0]) in inputs
                     else "not this script's records"
                 )
                 raise errors.UserError(
