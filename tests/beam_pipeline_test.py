@@ -256,6 +256,36 @@ def test_bad_runner_settings(fields, message, tmp_path):
         create.run(_settings(tmp_path, **fields))
 
 
+class _RemoteJob:
+    """A remote runner's result: running until cancelled; waiting on it
+    raises `stop` (a Ctrl-C, a SIGTERM, a lost connection)."""
+
+    def __init__(self, stop):
+        self.state = "RUNNING"
+        self.stop = stop
+
+    def wait_until_finish(self, duration=None):
+        raise self.stop
+
+    def cancel(self):
+        self.state = "CANCELLED"
+
+
+@pytest.mark.parametrize(
+    "stop",
+    [KeyboardInterrupt(), errors.Terminated("SIGTERM"), OSError("lost")],
+    ids=["ctrl_c", "sigterm", "error"],
+)
+def test_a_stopped_launcher_cancels_its_remote_job(stop, tmp_path):
+    # The job would otherwise go on (billed) writing into a folder the
+    # launcher removes.
+    job = _RemoteJob(stop)
+    pipeline = type("Pipeline", (), {"run": lambda self: job})()
+    with pytest.raises(type(stop)):
+        beam_runner._run(pipeline, str(tmp_path), total_bytes=1)
+    assert job.state == "CANCELLED"
+
+
 def test_a_loopback_runner_may_use_local_paths():
     """A runner that calls back into this process (LOOPBACK) reads this
     machine's files: not refused as a runner of other machines."""

@@ -336,6 +336,23 @@ def _first_error(work_dir):
     return _read_text(failed[0]) if failed else None
 
 
+def _cancel(result):
+    """Cancels a pipeline that is still running: a remote runner's job
+    (Dataflow, Flink, Spark) would otherwise go on, billed, writing into a
+    folder its launcher removes, after a SIGTERM, Ctrl-C or an error stops
+    the launcher. (The local runner's workers are stopped by
+    beam_local.stopped_by_sigterm.)"""
+    from apache_beam.runners.runner import PipelineState
+
+    try:
+        if PipelineState.is_terminal(result.state):
+            return
+        logging.warning("Cancelling the Beam pipeline")
+        result.cancel()
+    except Exception as e:  # noqa: BLE001 (a runner that cannot cancel)
+        logging.warning("Could not cancel the Beam pipeline: %s", e)
+
+
 def _run(pipeline, work_dir, total_bytes):
     """Runs the pipeline to its end, logging progress.
 
@@ -355,10 +372,16 @@ def _run(pipeline, work_dir, total_bytes):
     try:
         with beam_local.stopped_by_sigterm():
             result = pipeline.run()
-            while not PipelineState.is_terminal(result.state):
-                result.wait_until_finish(duration=int(_PROGRESS_SECS * 1000))
-                _log_counters(_counters(result, False), total_bytes, start)
-            state = result.wait_until_finish() or result.state
+            try:
+                while not PipelineState.is_terminal(result.state):
+                    result.wait_until_finish(
+                        duration=int(_PROGRESS_SECS * 1000)
+                    )
+                    _log_counters(_counters(result, False), total_bytes, start)
+                state = result.wait_until_finish() or result.state
+            except BaseException:
+                _cancel(result)
+                raise
     except errors.Interrupted:
         raise
     except Exception:
