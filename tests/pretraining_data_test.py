@@ -394,6 +394,18 @@ def test_read_corpus_follows_the_original(tmp_path, processes, shard):
     assert stats.tokens == 8
 
 
+def test_read_corpus_logs_its_progress(tmp_path, monkeypatch, caplog):
+    # Reading a large corpus takes minutes (4 MB/s a process): not in silence.
+    from modeling import progress
+
+    monkeypatch.setattr(progress, "EVERY_SECS", 0.0)
+    with caplog.at_level("INFO"):
+        _read(tmp_path, [b"w1 w2\n" * 8, b"w3\n"], shard=16)
+    assert "Reading input (1.52588e-05 MiB shards): 2/4 shards (50%)" in (
+        caplog.text
+    )
+
+
 @pytest.mark.parametrize("processes", [1, 2])
 def test_read_corpus_rejects_bad_utf8_with_file_and_line(tmp_path, processes):
     with pytest.raises(

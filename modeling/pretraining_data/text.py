@@ -16,6 +16,7 @@ import array
 import dataclasses
 import itertools
 
+from modeling import progress
 from modeling.pretraining_data import shards as shards_lib
 
 DECODE_ERRORS = ("strict", "replace", "ignore")
@@ -264,13 +265,19 @@ def read_corpus(
     corpus = Corpus(num_ids)
     stats = ReadStats()
     state = (line_tokenizer, decode_errors, corpus.tokens.typecode)
-    shards = shards_lib.plan_shards(input_files, shard_bytes)
+    shards = list(shards_lib.plan_shards(input_files, shard_bytes))
+    counter = progress.Progress(
+        f"Reading input ({shard_bytes / (1 << 20):g} MiB shards)",
+        total=len(shards),
+        unit="shards",
+    )
     with shards_lib.ForkPool(processes, state) as pool:
         for tokens, lengths, shard_stats in pool.imap(
             _read_shard_in_worker, shards
         ):
             corpus.add(tokens, lengths)
             stats.add(shard_stats)
+            counter.add()
     stats.empty_documents = corpus.finish()
     stats.documents = len(corpus.documents)
     return corpus, stats
