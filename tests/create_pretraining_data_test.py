@@ -378,7 +378,10 @@ def test_an_output_that_is_a_link_is_written_through_it(
     link = tmp_path / "out.tfrecord"
     link.symlink_to(target)
     exact.create_exact(
-        [str(corpus)], [str(link)], toy_tokenizer, generation.GenerationOptions()
+        [str(corpus)],
+        [str(link)],
+        toy_tokenizer,
+        generation.GenerationOptions(),
     )
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert len(_examples(target)) > 10

@@ -367,6 +367,48 @@ def test_export_serves_raw_text_like_test_results(mc_run, tiny_files):
     np.testing.assert_allclose(served["probabilities"], want, atol=1e-5)
 
 
+def test_init_checkpoint_is_checked_before_the_features(
+    tiny_files, tmp_path, monkeypatch
+):
+    # A missing one was found after every example was tokenized (minutes
+    # on SWAG); a classifier's checkpoint (a head of another shape, which
+    # starts fresh) is fine.
+    config = config_lib.BertConfig.from_json_file(
+        tiny_files / "bert_config.json"
+    )
+    classifier = models.BertClassifier(config, 3)
+    prefix = tmp_path / "classifier" / "model.ckpt"
+    prefix.parent.mkdir()
+    checkpoints.write_checkpoint(
+        str(prefix),
+        {checkpoints.variable_name(v): v.numpy() for v in classifier.weights},
+    )
+    made = []
+    arrays = multiple_choice.ChoiceTask.arrays
+    monkeypatch.setattr(
+        multiple_choice.ChoiceTask,
+        "arrays",
+        lambda self, examples: made.append(1) or arrays(self, examples),
+    )
+    missing = tmp_path / "nope" / "bert_model.ckpt"
+    settings = _settings(
+        tiny_files,
+        tmp_path / "out",
+        do_train=True,
+        init_checkpoint=str(missing),
+        train_batch_size=64,
+        num_train_epochs=0.25,
+    )
+    with pytest.raises(
+        FileNotFoundError, match=f"^--init_checkpoint={missing}"
+    ):
+        multiple_choice.run(settings)
+    assert not made
+    settings.init_checkpoint = str(prefix)
+    multiple_choice.run(settings)
+    assert made and (tmp_path / "out" / "model.ckpt-1.index").exists()
+
+
 def test_predict_only_run_restores_the_newest_checkpoint(
     mc_run, tiny_files, monkeypatch
 ):
@@ -431,6 +473,12 @@ def test_json_lines_with_a_list_of_endings(tmp_path):
     ]
     path.write_text('{"sent1": "a", "endings": ["b", "c"], "label": 5}\n')
     with pytest.raises(ValueError, match=f"{path} line 1: label '5'"):
+        swag.read_swag(path)
+    # It was trained without its sent2, silently.
+    path.write_text(
+        '{"sent1": "a", "sent2": 5, "endings": ["b", "c"], "label": 0}\n'
+    )
+    with pytest.raises(ValueError, match=f"{path} line 1: sent2 is not a"):
         swag.read_swag(path)
     # Numbered endings: a row without one of them (JSON Lines rows each
     # have their own keys) is a one-line error, not a KeyError.

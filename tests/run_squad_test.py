@@ -405,6 +405,48 @@ def test_bad_training_files(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("case", ["missing_checkpoint", "no_window"])
+def test_a_run_that_cannot_train_stops_before_its_features(
+    tmp_path, tiny_model, uncased_vocab_file, case
+):
+    """A bad --init_checkpoint was found only after minutes of conversion
+    had written train.tf_record; a file whose paragraphs are all empty
+    ended in TensorFlow's 'End of sequence'."""
+    path = squad_file(tmp_path / "train.json")
+    data = _read_json(path)
+    kwargs = {}
+    if case == "missing_checkpoint":
+        kwargs["init_checkpoint"] = str(tmp_path / "nope" / "bert_model.ckpt")
+        message = f"--init_checkpoint={kwargs['init_checkpoint']}: "
+    else:
+        for article in data["data"]:
+            for paragraph in article["paragraphs"]:
+                paragraph["context"] = " "
+                for qa in paragraph["qas"]:
+                    qa["is_impossible"] = True
+                    qa["answers"] = []
+        path.write_text(json.dumps(data))
+        kwargs["version_2_with_negative"] = True
+        message = f"--train_file={path}: no question to train on has a window"
+    out = tmp_path / "out"
+    settings = squad_lib.Settings(
+        vocab_file=uncased_vocab_file,
+        bert_config_file=str(tiny_model / "bert_config.json"),
+        output_dir=str(out),
+        train_file=str(path),
+        do_train=True,
+        max_seq_length=SEQ,
+        max_query_length=QUERY,
+        train_batch_size=2,
+        **kwargs,
+    )
+    with pytest.raises((ValueError, FileNotFoundError)) as e:
+        squad_lib.run(settings)
+    assert str(e.value).startswith(message)
+    if case == "missing_checkpoint":
+        assert not (out / squad_lib.TRAIN_RECORD_FILE).exists()
+
+
 def test_which_predict_files_are_scored():
     """v2: a file where no question has an answer is taken as unlabelled
     (scoring it would count every answer wrong)."""
@@ -686,6 +728,55 @@ def test_answers_do_not_depend_on_the_batch(
         if [e["text"] for e in original[qid]] != [e["text"] for e in fast[qid]]
     ]
     assert changed, "padding logits never ranked among the n best"
+
+
+def test_predictions_are_of_this_runs_windows_whatever_eval_tf_record_holds(
+    tmp_path, tiny_model, uncased_vocab_file, random_span_head
+):
+    """A training's evaluations predicted from output_dir/eval.tf_record,
+    re-read each time: a --do_predict on another file in the same folder
+    (allowed beside a training) replaced it, and its windows were paired
+    with the training's by unique_id, changing every answer and F1 (and the
+    best checkpoint) silently."""
+    dev = squad_file(tmp_path / "dev.json")
+    data = _read_json(dev)
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            paragraph["context"] = paragraph["context"][::-1]
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(data))
+    out = tmp_path / "out"
+
+    def settings(predict_file):
+        return squad_lib.Settings(
+            bert_config_file=str(tiny_model / "bert_config.json"),
+            vocab_file=uncased_vocab_file,
+            init_checkpoint=str(random_span_head),
+            output_dir=str(out),
+            predict_file=str(predict_file),
+            do_predict=True,
+            max_seq_length=SEQ,
+            doc_stride=STRIDE,
+            max_query_length=QUERY,
+        )
+
+    task = squad_lib.prepare(settings(dev))
+    trainer = squad_lib.make_trainer(task)
+    squad_lib.restore_for_inference(task, trainer)
+    answers = squad_lib.AnswerPredictor(task, trainer.model)
+    before = answers.predict().answers
+    # What a --do_predict --predict_file=other.json in output_dir writes.
+    other_task = squad_lib.prepare(settings(other))
+    squad_data.write_features(
+        other_task.predict_examples,
+        other_task.tokenizer,
+        SEQ,
+        STRIDE,
+        QUERY,
+        False,
+        other_task.path(squad_lib.EVAL_RECORD_FILE),
+    )
+    assert answers.predict().answers == before
 
 
 def test_a_file_without_answers_is_predicted_not_scored(

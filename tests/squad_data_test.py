@@ -191,6 +191,12 @@ def _qa(qid="q1", text="the mat", start=15, answers=None):
             True,
             "field 'answer_start' is str, expected int",
         ),
+        # A predict file's answers as a dict of lists: left unscored.
+        (
+            _squad([_qa(answers={"text": ["mat"], "answer_start": [19]})]),
+            False,
+            "field 'answers' is dict, expected list",
+        ),
         # Predictions are keyed by id: two questions would merge.
         (
             _squad([_qa(), _qa("q2"), _qa()]),
@@ -273,6 +279,24 @@ def test_unrecoverable_answers_are_skipped_then_an_error(tmp_path):
     assert len(examples) == 19 and stats.num_skipped == 1
     with pytest.raises(ValueError, match="1 of 20 training questions"):
         squad.read_squad_examples(str(path), True, max_skipped_fraction=0.01)
+
+
+def test_answers_of_whitespace_or_before_the_first_word_are_skipped(tmp_path):
+    # An empty cleaned text is "found" anywhere, and whitespace before the
+    # first word is word -1: the original trained on a wrong span (an end
+    # before its start) or crashed.
+    good = [_qa(f"g{i}", "cat", 5) for i in range(17)]
+    bad = [
+        _qa("space", " ", 0),  # The whitespace before "The".
+        _qa("space_inside", " ", 4),  # Between "The" and "cat".
+        _qa("before_first_word", " The", 0),
+    ]
+    path = _write(tmp_path, _squad([*good, *bad], context=" The cat"))
+    examples, stats = squad.read_squad_examples(
+        str(path), True, max_skipped_fraction=0.2
+    )
+    assert [e.qas_id for e in examples] == [f"g{i}" for i in range(17)]
+    assert stats.num_skipped == 3
 
 
 def test_inexact_answer_starts_train_as_in_the_original(tmp_path):

@@ -389,7 +389,10 @@ def _read_answers(
     example = SquadExample(qas_id="", question_text="", doc_tokens=[])
     if not is_training:
         answers = qa.get("answers")
-        if isinstance(answers, list):
+        if answers is not None:
+            # Not read past (a dict of lists, as some exports write them,
+            # left the file unscored without a word).
+            answers = where.field(qa, "answers", list, "question")
             example.answers = [
                 a["text"]
                 for a in answers
@@ -421,11 +424,12 @@ def _read_answers(
     answer = answers[0]
     text = where.field(answer, "text", str, "the answer")
     start = where.field(answer, "answer_start", int, "the answer")
-    if not text:
+    if not text.strip():
         # Skipped and counted as an answer not found (the original trained
-        # on a wrong span).
+        # on a wrong span: an empty text is found anywhere).
         logging.warning(
-            "%s: the answer text is empty; skipped", where.describe()
+            "%s: the answer text is empty or only whitespace; skipped",
+            where.describe(),
         )
         return None
     if start < 0 or start + len(text) > len(context):
@@ -436,6 +440,16 @@ def _read_answers(
     example.orig_answer_text = text
     example.start_position = char_to_word_offset[start]
     example.end_position = char_to_word_offset[start + len(text) - 1]
+    if example.start_position < 0:
+        # Whitespace before the context's first word (its word index is -1:
+        # the original trained on position -1, or crashed).
+        logging.warning(
+            "%s: answer_start %d is whitespace before the context's first "
+            "word; skipped",
+            where.describe(),
+            start,
+        )
+        return None
     # Only answers made of whole words can be recovered from the words.
     actual_text = " ".join(
         doc_tokens[example.start_position : example.end_position + 1]

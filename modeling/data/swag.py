@@ -117,6 +117,9 @@ def iter_swag(path, set_type="train", require_label=True):
         for name, value in [("sent1", context), *zip(names, texts)]:
             if not _is_text(value):
                 raise ValueError(f"{where}: {name} is empty or not a text")
+        if start is not None and not isinstance(start, str):
+            # May be empty or null (no start of the ending), not a number.
+            raise ValueError(f"{where}: sent2 is not a text: {start!r}")
         yield SwagExample(
             guid=f"{set_type}-{count}",
             context=context,

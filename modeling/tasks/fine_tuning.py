@@ -161,11 +161,16 @@ def init_from_checkpoint(model, path):
     return checkpoints.load_weights(model.bert, path)
 
 
-def check_init_checkpoint(trainer, settings, ignore_missing=HEAD_VARIABLES):
+def check_init_checkpoint(
+    trainer, settings, ignore_missing=HEAD_VARIABLES, encoder_only=False
+):
     """--init_checkpoint, when the run will start from it (output_dir holds
     no checkpoint): there, readable, and of this model's names and shapes
-    (`ignore_missing`: the new head). What a run calls after
-    Trainer.check_output_dir, before it writes anything to output_dir.
+    (`ignore_missing`: the new head; `encoder_only`: the encoder's alone,
+    for a model whose head starts fresh from a checkpoint's head of another
+    shape, `init_from_checkpoint`). What a run calls after
+    Trainer.check_output_dir, before it writes anything to output_dir or
+    spends minutes on its features.
 
     Raises:
       FileNotFoundError, ValueError: one line naming the flag.
@@ -173,10 +178,9 @@ def check_init_checkpoint(trainer, settings, ignore_missing=HEAD_VARIABLES):
     s = settings
     if not s.init_checkpoint or trainer.manager.candidates():
         return
+    model = trainer.model.bert if encoder_only else trainer.model
     try:
-        checkpoints.check_weights(
-            trainer.model, s.init_checkpoint, ignore_missing
-        )
+        checkpoints.check_weights(model, s.init_checkpoint, ignore_missing)
     except (FileNotFoundError, ValueError) as e:
         message = f"--init_checkpoint={s.init_checkpoint}: {e}"
         raise type(e)(message) from None

@@ -114,10 +114,14 @@ def train(task, examples, eval_examples=None):
     """Fine-tunes on the training examples, evaluating on eval_examples
     with --eval_during_training; returns the Trainer."""
     s = task.settings
-    arrays = task.arrays(examples)
     num_train_steps, num_warmup_steps = common.fine_tuning_steps(
         s, len(examples)
     )
+    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
+    # Before the examples' features (minutes on SWAG's 73k).
+    trainer.check_output_dir(element_spec(task))
+    fine_tuning.check_init_checkpoint(trainer, s, encoder_only=True)
+    arrays = task.arrays(examples)
     logging.info(
         "***** Running training: %d examples of %d choices, batch size %d, "
         "%d steps *****",
@@ -126,7 +130,6 @@ def train(task, examples, eval_examples=None):
         s.train_batch_size,
         num_train_steps,
     )
-    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
 
     def make_evaluate(model):
         eval_arrays = task.arrays(eval_examples or read_eval_examples(task))

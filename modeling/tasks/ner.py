@@ -155,6 +155,7 @@ def publish_labels(task, trainer):
     trainer.check_output_dir(
         element_spec(task, s.train_batch_size if s.do_train else None)
     )
+    fine_tuning.check_init_checkpoint(trainer, s, encoder_only=True)
     path = task.pending_label_list
     if path and trainer.is_chief:
         conll.write_label_list(path, task.label_list)

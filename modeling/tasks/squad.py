@@ -32,11 +32,13 @@ import dataclasses
 import os
 import random
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from modeling import checkpoints
 from modeling import config as config_lib
+from modeling import errors
 from modeling import losses
 from modeling import models
 from modeling.data import input_pipeline
@@ -247,10 +249,23 @@ def training_batches(task, path, batch_size):
     return d.batch(batch_size, drop_remainder=True).prefetch(2)
 
 
-def read_rows(task, path):
-    """eval.tf_record's features, one row at a time in file order: what the
-    predictor batches."""
-    return _decoded(task, tf.data.TFRecordDataset(path), False)
+def feature_rows(features, max_seq_length):
+    """The prediction windows' model inputs, one row at a time in
+    eval.tf_record's order: what the predictor batches. Made from the
+    features this run holds, not read back from eval.tf_record: another
+    run in the same output_dir (a --do_predict beside a training) may have
+    replaced that file, and its windows would be paired with this run's
+    by unique_id, silently."""
+    columns = {
+        input_pipeline.UNIQUE_IDS: np.asarray(
+            [f.unique_id for f in features], np.int32
+        )
+    }
+    for name in input_pipeline.CLASSIFIER_SEQ_FEATURES:
+        columns[name] = np.asarray(
+            [getattr(f, name) for f in features], np.int32
+        ).reshape(-1, max_seq_length)
+    return tf.data.Dataset.from_tensor_slices(columns)
 
 
 def train(task):
@@ -260,6 +275,11 @@ def train(task):
     num_train_steps, num_warmup_steps = common.fine_tuning_steps(
         s, len(examples)
     )
+    # Checked before minutes of feature conversion write train.tf_record:
+    # output_dir's checkpoints and --init_checkpoint against this model.
+    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
+    trainer.check_output_dir(_build_element_spec(task))
+    fine_tuning.check_init_checkpoint(trainer, s, HEAD_VARIABLES)
     # After the step count, before the features, as the original.
     random.Random(EXAMPLE_SHUFFLE_SEED).shuffle(examples)
     train_file = task.path(TRAIN_RECORD_FILE)
@@ -272,6 +292,11 @@ def train(task):
         True,
         train_file,
     )
+    if not num_features:
+        raise errors.UserError(
+            f"--train_file={s.train_file}: no question to train on has a "
+            "window of context (every paragraph is empty)"
+        )
     logging.info(
         "***** Running training: %d examples, %d features, batch size %d, "
         "%d steps *****",
@@ -280,7 +305,6 @@ def train(task):
         s.train_batch_size,
         num_train_steps,
     )
-    trainer = make_trainer(task, num_train_steps, num_warmup_steps)
 
     def dataset_fn(start_step):
         d = training_batches(task, train_file, s.train_batch_size)
@@ -399,7 +423,7 @@ class AnswerPredictor:
         )
         return squad_postprocess.answer_logits(
             predictor,
-            read_rows(self.task, self.task.path(EVAL_RECORD_FILE)),
+            feature_rows(self.features, s.max_seq_length),
             s.max_seq_length,
             s.fast_nbest,
             total=len(self.features),
