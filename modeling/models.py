@@ -401,6 +401,30 @@ class BertEmbedder(_TaskModel):
         )
 
 
+def float32_twin(model):
+    """`model`, computing in float32: itself when it does, else a copy of
+    it built under the float32 policy holding its weights (a mixed-precision
+    run's variables are float32 already: copied exactly). What the serving
+    exports serve, whatever precision trained the model, as export_hub.py's
+    encoder: bfloat16 would round the outputs to 2-3 digits, and on a CPU
+    without bfloat16 units run slower than float32."""
+    if model.dtype_policy.compute_dtype == "float32":
+        return model
+    twin = type(model).from_config(
+        dict(model.get_config(), dtype_policy="float32")
+    )
+    weights = {checkpoints.variable_name(v): v for v in model.weights}
+    twins = {checkpoints.variable_name(v): v for v in twin.weights}
+    if weights.keys() != twins.keys():
+        raise RuntimeError(
+            f"A float32 {type(model).__name__} has other variables: "
+            f"{sorted(weights.keys() ^ twins.keys())[:5]}"
+        )
+    for name, variable in twins.items():
+        variable.assign(keras.ops.convert_to_numpy(weights[name].value))
+    return twin
+
+
 def named_outputs(model, features, select=None):
     """A model's outputs for prediction: a dict of float32 tensors by name
     (the model's own dict, a span labeler's "start_logits" and

@@ -358,6 +358,14 @@ class BertTextClassifier(text_model.TextModel):
                 raise ValueError(
                     "fit's dataset gives batches of (texts, labels)"
                 )
+            texts = spec[0]
+        else:
+            texts = x
+        # What export_for_serving serves by default.
+        self._fit_on_pairs = (
+            preprocessing.split_texts(texts, convert=False)[1] is not None
+        )
+        if isinstance(x, tf.data.Dataset):
             text_model.check_batched(x, "(texts, labels)")
             dataset = x.map(self._preprocess_xy, tf.data.AUTOTUNE)
         else:
@@ -501,17 +509,23 @@ class BertTextClassifier(text_model.TextModel):
             spec.write(os.path.join(directory, custom.LABELS_FILE))
         return prefix
 
-    def export_for_serving(self, export_dir, has_text_b=False, label_list=None):
+    def export_for_serving(self, export_dir, has_text_b=None, label_list=None):
         """Writes run_classifier.py's serving SavedModel (--export_dir):
         `serving_default` takes raw `text_a` (and `text_b`) strings and
         returns "probabilities" and "logits" (a regression: "score").
 
         Args:
           export_dir: str, replaced atomically.
-          has_text_b: bool, whether the signature takes sentence pairs.
+          has_text_b: bool, whether the signature takes sentence pairs;
+            None: as the texts this object's last `fit` trained on (a
+            model trained on pairs served single texts), single texts if
+            it did not fit.
           label_list: the class names in id order (recorded in
             assets.extra/bert_export.json), or None.
         """
+        self._check_export_backend()
+        if has_text_b is None:
+            has_text_b = bool(getattr(self, "_fit_on_pairs", False))
         return classifier_export.export_classifier(
             self.classifier,
             self.preprocessor.text,

@@ -305,6 +305,7 @@ class BertTextEmbedder(text_model.TextModel):
         """Writes run_embeddings.py's serving SavedModel (--export_dir):
         raw strings in, "embeddings" out, each batch padded to its longest
         row."""
+        self._check_export_backend()
         from modeling.export import embedder as embedder_export
 
         description = {

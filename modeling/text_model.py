@@ -151,6 +151,19 @@ class TextModel(keras.Model):
             features = input_pipeline.trim_padding(features, multiple)
         return features
 
+    def _check_export_backend(self):
+        """Refuses export_for_serving off the TensorFlow backend (its
+        SavedModel is traced by TensorFlow; JAX's traceback said nothing
+        of it), as the scripts refuse --export_dir there."""
+        if keras.backend.backend() != "tensorflow":
+            raise ValueError(
+                "export_for_serving writes a TensorFlow SavedModel: save "
+                "with save_checkpoint here, then load it with "
+                "from_checkpoint and export in a process run with "
+                f"KERAS_BACKEND=tensorflow (this one runs "
+                f"{keras.backend.backend()})"
+            )
+
     def _schedule_from_fit(self, epochs, steps_per_epoch, dataset):
         """Gives the default optimizer the steps this fit runs (warmup,
         then decay to 0 at the end), before its first update."""

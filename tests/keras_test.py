@@ -398,9 +398,8 @@ def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
     for name, slot in loaded.optimizer.checkpoint_variables().items():
         np.testing.assert_array_equal(slot.numpy(), want[name].numpy())
     export = tmp_path / "export"
-    model.export_for_serving(
-        str(export), has_text_b=True, label_list=["0", "1"]
-    )
+    # Pairs, as fit trained on (the default served text_a alone).
+    model.export_for_serving(str(export), label_list=["0", "1"])
     loaded = tf.saved_model.load(str(export))
     out = loaded.signatures["serving_default"](
         text_a=tf.constant(_texts(_PAIRS)[0]),
@@ -761,10 +760,17 @@ e = text_embedder.BertTextEmbedder.from_checkpoint(
     sys.argv[1], sequence_length=16
 )
 import keras
+refused = []
+for exporting in (m, e):
+    try:
+        exporting.export_for_serving(sys.argv[3] + "_export")
+    except ValueError as error:
+        refused.append(str(error))
 print(json.dumps({
     "backend": keras.backend.backend(),
     "predict": m.predict(texts, verbose=0).tolist(),
     "encode": e.encode(texts).tolist(),
+    "refused": refused,
 }))
 """
 
@@ -798,6 +804,12 @@ def test_predict_and_encode_on_the_jax_backend(tiny_release, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["backend"] == "jax"
+    # A TensorFlow SavedModel: one line (was a JAX tracing traceback).
+    assert len(got["refused"]) == 2
+    assert all(
+        m.startswith("export_for_serving writes a TensorFlow SavedModel")
+        for m in got["refused"]
+    )
     tolerance.assert_float32_close(
         np.array(got["predict"]), model.predict(texts, verbose=0)
     )

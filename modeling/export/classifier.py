@@ -21,6 +21,7 @@ tensors of the original's records directly.
 
 import tensorflow as tf
 
+from modeling import models
 from modeling import task_kinds
 from modeling.export import base
 from modeling.export.base import SERVING_DEFAULT
@@ -45,7 +46,7 @@ class ClassifierServer(base.Server):
 
     def __init__(self, model, preprocessor, kind, has_text_b, long_inputs=None):
         super().__init__(name="classifier_server")
-        self.model = model
+        self.model = models.float32_twin(model)
         self.preprocessor = preprocessor
         self.kind = kind
         self.has_text_b = has_text_b
@@ -138,7 +139,8 @@ def export_classifier(
     sequence length.
 
     Args:
-      model: the fine-tuned `BertClassifier`, float32 or mixed precision.
+      model: the fine-tuned `BertClassifier`, float32 or mixed precision
+        (served in float32: models.float32_twin).
       preprocessor: see `ClassifierServer`.
       export_dir: str, the output directory (an earlier export there is
         replaced; see save_export).

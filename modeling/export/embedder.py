@@ -3,6 +3,7 @@ out (`EmbedderServer`, `export_embedder`)."""
 
 import tensorflow as tf
 
+from modeling import models
 from modeling.export import base
 
 
@@ -16,7 +17,7 @@ class EmbedderServer(base.Server):
 
     def __init__(self, model, preprocessor, long_inputs=None):
         super().__init__(name="embedder_server")
-        self.model = model
+        self.model = models.float32_twin(model)
         self.preprocessor = preprocessor
         self.long_inputs = base.cutting(long_inputs)
 

@@ -3,6 +3,7 @@ probabilities out (`ChoiceServer`, `export_multiple_choice`)."""
 
 import tensorflow as tf
 
+from modeling import models
 from modeling.export import base
 from modeling.text import in_graph
 
@@ -12,7 +13,7 @@ class ChoiceServer(base.Server):
 
     def __init__(self, model, vocab_file, do_lower_case, max_seq_length):
         super().__init__(name="choice_server")
-        self.model = model
+        self.model = models.float32_twin(model)
         self.preprocessor = in_graph.TextPreprocessor(
             vocab_file, do_lower_case, max_seq_length
         )

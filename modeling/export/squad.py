@@ -52,6 +52,7 @@ the same text occurs earlier in the answer's first word).
 
 import tensorflow as tf
 
+from modeling import models
 from modeling.export import base
 from modeling.text import in_graph
 from modeling.text import vocabulary
@@ -125,7 +126,7 @@ class SquadServer(base.Server):
         fast_nbest=False,
     ):
         super().__init__(name="squad_server")
-        self.model = model
+        self.model = models.float32_twin(model)
         text = in_graph.TextPreprocessor(
             vocab_file, do_lower_case, max_seq_length
         )

@@ -25,6 +25,7 @@ max_seq_length - 2 pieces, the tag of a word read at its first piece.
 
 import tensorflow as tf
 
+from modeling import models
 from modeling.export import base
 from modeling.text import in_graph
 from modeling.text import vocabulary
@@ -43,7 +44,7 @@ class TaggerServer(base.Server):
         self, model, vocab_file, do_lower_case, max_seq_length, label_list
     ):
         super().__init__(name="tagger_server")
-        self.model = model
+        self.model = models.float32_twin(model)
         text = in_graph.TextPreprocessor(
             vocab_file, do_lower_case, max_seq_length
         )
