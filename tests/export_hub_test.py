@@ -100,6 +100,13 @@ keep("pairs", pre.bert_pack_inputs([a, b], seq_length=spec["pair_seq"]))
 keep("pairs_flat", pre.bert_pack_inputs(
     [a.merge_dims(1, 2), b.merge_dims(1, 2)], seq_length=spec["pair_seq"]))
 keep("single_default", pre.bert_pack_inputs([tokens]))
+info["too_short"] = []
+for segments, length in (([tokens], 2), ([a, b], 4)):
+    try:
+        pre.bert_pack_inputs(segments, seq_length=length)
+        info["too_short"].append("packed")
+    except tf.errors.InvalidArgumentError as e:
+        info["too_short"].append(e.message)
 
 # The tiny encoder: dropout, the masked-LM subobject, fine-tuning in Keras.
 tiny = tf.saved_model.load(spec["tiny"])
@@ -342,6 +349,19 @@ def test_preprocessor_gives_tf_hubs_special_tokens(fresh, full_tokenizer):
         "padding_id": ids(["[PAD]"])[0],
         "mask_id": ids(["[MASK]"])[0],
     }
+
+
+def test_preprocessor_refuses_a_seq_length_too_short_to_pack(fresh):
+    # Rows without their [SEP] (seq_length 1), or [CLS][SEP][SEP] without a
+    # token of the pair (3), came back.
+    _, info, _, _ = fresh
+    want = [
+        "bert_pack_inputs: seq_length must be at least 3 for 1 segment(s)",
+        "bert_pack_inputs: seq_length must be at least 5 for 2 segment(s)",
+    ]
+    assert len(info["too_short"]) == 2
+    for message, expected in zip(info["too_short"], want):
+        assert expected in message, message
 
 
 def test_preprocessor_ids_are_full_tokenizers(fresh, full_tokenizer):

@@ -130,7 +130,7 @@ def test_predict_lite_script(export, tmp_path):
     )
 
 
-def test_misuses_of_the_lite_classifier_are_refused(export, tmp_path):
+def test_misuses_of_the_lite_classifier_are_refused(export, tmp_path, caplog):
     """What silently gave wrong rows or destroyed the export: an output
     inside the export folder, a second text for a single-text model, one
     string (predicted character by character), an empty .txt; and a bad
@@ -156,6 +156,17 @@ def test_misuses_of_the_lite_classifier_are_refused(export, tmp_path):
     model = lite.load(export)
     with pytest.raises(ValueError, match="not one string"):
         model.predict("a fine film")
+    # Items named (None failed in the tokenizer, a dict gave its keys).
+    with pytest.raises(ValueError, match=r"^Texts\[1\] is not a string: None"):
+        model.predict(["a fine film", None])
+    with pytest.raises(ValueError, match="^Texts are a list, not a dict"):
+        model.predict({"a fine film": 1})
+    # Cut texts are logged, as run_classifier logs them.
+    with caplog.at_level("INFO"):
+        model.predict(["a fine film " * 20, "short"])
+    assert (
+        "1 of 2 texts were longer than max_seq_length=16 tokens" in caplog.text
+    )
     with pytest.raises(ValueError, match="classifies single texts"):
         model.predict(["a"], ["b"])
     table = tmp_path / "in.jsonl"
@@ -286,6 +297,13 @@ def test_lite_tagger_equals_the_saved_model(tagger_export, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     assert [r["tags"] for r in rows] == want
+    from modeling.tasks import lite
+
+    model = lite.load(tagger_export)
+    # A blank word was tagged; None failed in iterating it.
+    for bad in (["new", " "], None):
+        with pytest.raises(ValueError, match=r"^Texts\[1\] is not a string"):
+            model.predict(["a b", bad])
 
 
 def test_lite_tagger_reads_the_tokens_field_it_was_trained_with(

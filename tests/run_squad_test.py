@@ -336,6 +336,14 @@ def test_export_answers_like_predictions_json(
     tolerance.assert_float32_close(
         got["null_score_diff"].numpy(), [odds[r[0]] for r in rows]
     )
+    # One context per question (was "Detected at node sub_4").
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match="the same batch size"
+    ):
+        serve(
+            question=tf.constant([r[1] for r in rows[:2]]),
+            context=tf.constant([r[2] for r in rows[:3]]),
+        )
     for (qid, _, _), answer, diff in zip(
         rows, got["answer"].numpy(), got["null_score_diff"].numpy()
     ):

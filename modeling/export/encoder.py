@@ -332,6 +332,16 @@ def _pack(packer, segments, seq_length):
             f"bert_pack_inputs takes 1 or 2 segments, got {len(segments)}"
         )
     flat = [s.merge_dims(1, -1) if s.ragged_rank > 1 else s for s in segments]
+    # [CLS], a [SEP] per segment and a token of each: below that, rows
+    # without their [SEP] or tokens came back.
+    check = tf.debugging.assert_greater_equal(
+        seq_length,
+        2 * len(segments) + 1,
+        message=f"bert_pack_inputs: seq_length must be at least "
+        f"{2 * len(segments) + 1} for {len(segments)} segment(s)",
+    )
+    with tf.control_dependencies([check]):
+        flat = [tf.identity(s) for s in flat]
     packed = packer(*flat, seq_length=seq_length)
     return {
         name: packed[feature]

@@ -149,6 +149,16 @@ class SquadServer(base.Server):
         ]
     )
     def serve_text(self, question, context):
+        # One context per question: other sizes failed deep in the graph
+        # ("Detected at node sub_4"), which told a caller nothing.
+        check = tf.debugging.assert_equal(
+            tf.size(question),
+            tf.size(context),
+            message="question and context must have the same batch size",
+        )
+        with tf.control_dependencies([check]):
+            question = tf.identity(question)
+            context = tf.identity(context)
         batch = tf.shape(question)[0]
         query = tf.cast(self.tokenizer.tokenize(question), tf.int32)
         query = query[:, : self.max_query_length]

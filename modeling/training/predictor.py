@@ -554,11 +554,15 @@ class Predictor:
         with long inputs).
 
         Returns:
-          (dict of numpy outputs [N, ...], the number of texts cut).
+          (dict of numpy outputs [N, ...], the number of texts cut, also
+          logged).
         """
         long_inputs = long_inputs or long_inputs_lib.LongInputs()
         arrays, truncated = classifier_data.text_arrays(
             text_a, max_seq_length, tokenizer, text_b, long_inputs=long_inputs
+        )
+        classifier_data.log_truncated(
+            truncated, len(text_a), max_seq_length, "texts"
         )
         _, outputs = self.gather(
             {k: arrays[k] for k in feature_names.CLASSIFIER_SEQ_FEATURES},
@@ -593,7 +597,7 @@ class Predictor:
         texts = list(texts)
         if not texts:
             return np.zeros((0, dim), np.float32)
-        outputs, truncated = self.texts(
+        outputs, _ = self.texts(
             tokenizer,
             max_seq_length,
             texts,
@@ -602,9 +606,6 @@ class Predictor:
             normalize=normalize,
             what=what,
             unit="texts",
-        )
-        classifier_data.log_truncated(
-            truncated, len(texts), max_seq_length, "texts"
         )
         return np.asarray(outputs["embeddings"], np.float32)
 

@@ -140,10 +140,42 @@ NO_TFLITE = (
 )
 
 
-def text_list(texts, what="Texts"):
-    """`texts` as a list (one string refused: predictor.refuse_one_string)."""
+# What text_list accepts as an item.
+_ITEMS = {
+    "text": "a string",
+    "words": "a string or a list of words (non-blank strings)",
+}
+
+
+def text_list(texts, what="Texts", item="text"):
+    """`texts` as a list (one string refused: predictor.refuse_one_string;
+    a dict or set too, its keys in no given order), each item `item`: a
+    string (str or bytes), "words" (a string or a list of non-blank
+    strings), or None (checked by the caller).
+
+    Raises:
+      ValueError: naming the first bad item's index (None or a number
+        failed deep in the tokenizer, a dict was read as its keys).
+    """
     predictor.refuse_one_string(texts, what)
-    return list(texts)
+    if isinstance(texts, (dict, set, frozenset)):
+        raise ValueError(f"{what} are a list, not a {type(texts).__name__}")
+    texts = list(texts)
+    if item is None:
+        return texts
+    for i, text in enumerate(texts):
+        if isinstance(text, (str, bytes)):
+            continue
+        if (
+            item == "words"
+            and isinstance(text, (list, tuple))
+            and all(isinstance(w, str) and w.strip() for w in text)
+        ):
+            continue
+        raise ValueError(
+            f"{what}[{i}] is not {_ITEMS[item]}: {repr(text)[:80]}"
+        )
+    return texts
 
 
 def write_lines(output_file, items, lines, done, input_file=None):

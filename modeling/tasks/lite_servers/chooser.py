@@ -26,7 +26,9 @@ class LiteChooser(base.LiteServer):
         swag.SwagExamples -> [{"label": the chosen ending's index,
         "probabilities": [p per ending]}], as run_multiple_choice's
         predictions.jsonl lines without their id."""
-        examples = swag.served_examples(base.text_list(examples))
+        examples = swag.served_examples(
+            base.text_list(examples, "Examples", item=None)
+        )
         if not examples:
             return []
         lists = swag.convert_examples(

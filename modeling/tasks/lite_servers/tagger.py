@@ -36,7 +36,7 @@ class LiteTagger(base.LiteServer):
                 None,
                 [],
             )
-            for t in base.text_list(texts)
+            for t in base.text_list(texts, item="words")
         ]
         return [
             {"tokens": s.words, "tags": tags}
