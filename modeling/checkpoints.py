@@ -441,6 +441,7 @@ def load_weights(model_or_variables, path, ignore_missing=()):
         missing=missing,
         unused=sorted(n for n in shapes if n not in used),
     )
+    _warn_of_deeper_encoder(used, report.unused, prefix)
     _log_trainable_variables(variables, used)
     logging.info(
         "Restored %d variables from %s; %d left at their initial values "
@@ -453,6 +454,33 @@ def load_weights(model_or_variables, path, ignore_missing=()):
         len(report.unexpected),
     )
     return report
+
+
+def _warn_of_deeper_encoder(restored, unused, prefix):
+    """Warns when the checkpoint has encoder layers past the model's (a
+    bert_config.json of fewer layers loads the first ones, as the
+    original's assignment map did, and was not said)."""
+
+    def layers(names):
+        return {
+            int(m.group(1))
+            for m in map(re.compile(r"^bert/encoder/layer_(\d+)/").match, names)
+            if m
+        }
+
+    have, more = layers(restored), layers(unused)
+    beyond = sorted(more - have)
+    if have and beyond and beyond[0] > max(have):
+        logging.warning(
+            "%s has encoder layers %d..%d that the model (%d layers) lacks: "
+            "only its first %d are loaded. Does bert_config.json's "
+            "num_hidden_layers match the checkpoint?",
+            prefix,
+            beyond[0],
+            beyond[-1],
+            len(have),
+            len(have),
+        )
 
 
 def _log_trainable_variables(variables, restored):

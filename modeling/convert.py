@@ -44,6 +44,7 @@ import sys
 import numpy as np
 
 from modeling import checkpoints
+from modeling.text import vocabulary
 from modeling import config as config_lib
 from modeling import errors
 from modeling.data import file_io
@@ -52,6 +53,9 @@ _LOG = logging.getLogger(__name__)
 
 HF_WEIGHTS = "model.safetensors"
 HF_CONFIG = "config.json"
+# The casing HF's BertTokenizer (and sentence_models) read: without it they
+# lower-case, so a converted cased model tokenized wrongly.
+HF_TOKENIZER_CONFIG = "tokenizer_config.json"
 BERT_CONFIG = checkpoints.CONFIG_FILE
 VOCAB = checkpoints.VOCAB_FILE
 CKPT_PREFIX = checkpoints.DEFAULT_PREFIX
@@ -252,14 +256,34 @@ def _new_files_removed_on_error(out_dir, names):
 _HEADS = ("cls/predictions/", "cls/seq_relationship/")
 
 
+# An encoder layer's variables, by the original's names.
+_LAYER_NAME = re.compile(r"^bert/encoder/layer_(\d+)/")
+
+
 def _heads_of(names):
     """The pre-training heads (`_HEADS`) some of whose tensors are there."""
     return tuple(h for h in _HEADS if any(n.startswith(h) for n in names))
 
 
-def _check_encoder_arrays(arrays, config, source):
+def _check_encoder_arrays(arrays, config, source, names=None):
     """Every encoder variable present with its shape; each pre-training
-    head whole or absent."""
+    head whole or absent; no layer beyond the config's (of `names`, the
+    source's original names, default the arrays'): a config of 4 layers on
+    6 layers' weights converted the first 4 silently (or wrote all 6 under
+    a config of 4)."""
+    beyond = sorted(
+        {
+            int(m.group(1))
+            for m in map(_LAYER_NAME.match, names or arrays)
+            if m and int(m.group(1)) >= config.num_hidden_layers
+        }
+    )
+    if beyond:
+        raise ValueError(
+            f"{source} has weights of encoder layers {beyond[0]}.."
+            f"{beyond[-1]}, beyond the config's num_hidden_layers="
+            f"{config.num_hidden_layers}: does the config match the weights?"
+        )
     expected = checkpoints.original_variable_shapes(config)
     absent = tuple(h for h in _HEADS if h not in _heads_of(arrays))
     for name, shape in expected.items():
@@ -462,7 +486,7 @@ def original_to_hf(ckpt_dir, out_dir):
     arrays = checkpoints.read_checkpoint(
         ckpt_dir, names=[name for name in there if name in expected]
     )
-    _check_encoder_arrays(arrays, config, ckpt_dir)
+    _check_encoder_arrays(arrays, config, ckpt_dir, names=there)
     heads = _heads_of(arrays)
     prefix = "bert." if heads else ""
     tensors = {}
@@ -479,10 +503,25 @@ def original_to_hf(ckpt_dir, out_dir):
     }.get(heads, "BertModel")
     hf_config = original_config_to_hf(config, architecture)
     target = os.path.join(out_dir, HF_WEIGHTS)
-    with _new_files_removed_on_error(out_dir, (HF_CONFIG, VOCAB, HF_WEIGHTS)):
+    # The original's folders do not record their casing; the released
+    # vocabularies tell it (uncased ones have no upper-case token).
+    tokenizer_config = {
+        "do_lower_case": vocabulary.infer_do_lower_case(
+            vocabulary.load_vocab(os.path.join(ckpt_dir, VOCAB))
+        ),
+        "tokenizer_class": "BertTokenizer",
+        "model_max_length": config.max_position_embeddings,
+    }
+    with _new_files_removed_on_error(
+        out_dir, (HF_CONFIG, HF_TOKENIZER_CONFIG, VOCAB, HF_WEIGHTS)
+    ):
         file_io.write_text(
             os.path.join(out_dir, HF_CONFIG),
             json.dumps(hf_config, indent=2, sort_keys=True) + "\n",
+        )
+        file_io.write_text(
+            os.path.join(out_dir, HF_TOKENIZER_CONFIG),
+            json.dumps(tokenizer_config, indent=2, sort_keys=True) + "\n",
         )
         _copy_atomically(
             os.path.join(ckpt_dir, VOCAB), os.path.join(out_dir, VOCAB)

@@ -354,7 +354,9 @@ class BundleReader:
                 self._add_entry(key, fields)
         except _Unsupported as e:
             raise ValueError(f"{index}: {e}") from None
-        except (ValueError, IndexError, struct.error) as e:
+        except (ValueError, IndexError, TypeError, struct.error) as e:
+            # TypeError: a field of another wire type than its own (a
+            # number where a message goes).
             raise ValueError(
                 f"{index} is not a readable checkpoint index (truncated or "
                 f"corrupt): {e}"

@@ -340,6 +340,7 @@ class BertTextClassifier(text_model.TextModel):
         Returns:
           The keras History.
         """
+        self._check_windows_backend("fit")
         batch_size = text_model.batch_size_of(batch_size)
         for name in ("sample_weight", "validation_split", "class_weight"):
             if kwargs.get(name) is not None:
@@ -409,6 +410,7 @@ class BertTextClassifier(text_model.TextModel):
             # fit's validation: Keras reuses the dataset fit gave it,
             # already preprocessed.
             return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+        self._check_windows_backend("evaluate")
         if isinstance(x, tf.data.Dataset) and y is not None:
             raise ValueError("With a dataset x, labels come from it: y=None")
         dataset = self._eval_dataset(

@@ -158,10 +158,28 @@ class TextModel(keras.Model):
         if keras.backend.backend() != "tensorflow":
             raise ValueError(
                 "export_for_serving writes a TensorFlow SavedModel: save "
-                "with save_checkpoint here, then load it with "
-                "from_checkpoint and export in a process run with "
-                f"KERAS_BACKEND=tensorflow (this one runs "
+                "the model here (model.save('model.keras')), then load it "
+                "with keras.models.load_model and export in a process run "
+                f"with KERAS_BACKEND=tensorflow (this one runs "
                 f"{keras.backend.backend()})"
+            )
+
+    def _check_windows_backend(self, what):
+        """Refuses fit / evaluate on windows (head_tail, chunks) off the
+        TensorFlow backend: their logits are combined per text by
+        TensorFlow's segment ops, which JAX's traced arrays cannot enter
+        (Keras said only that it could not build the model). predict and
+        calling the model on texts combine in numpy, on either backend."""
+        if (
+            keras.backend.backend() != "tensorflow"
+            and self.long_inputs.strategy != long_inputs_lib.TRUNCATE
+        ):
+            raise ValueError(
+                f"{what} with long_inputs={self.long_inputs.strategy!r} "
+                "runs on the TensorFlow backend only (this process runs "
+                f"{keras.backend.backend()}); predict works on both. Or "
+                "train with run_classifier.py --backend=jax "
+                f"--long_inputs={self.long_inputs.strategy}"
             )
 
     def _schedule_from_fit(self, epochs, steps_per_epoch, dataset):

@@ -3,6 +3,7 @@
 import json
 import logging
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -101,6 +102,48 @@ def test_round_trip_back_to_hf_is_identical(converted, minilm_dir, tmp_path):
     assert (tmp_path / "vocab.txt").read_bytes() == (
         minilm_dir / "vocab.txt"
     ).read_bytes()
+    # The casing HF's tokenizer reads (it lower-cases without it).
+    assert json.loads((tmp_path / "tokenizer_config.json").read_text()) == {
+        "do_lower_case": True,
+        "model_max_length": hf_config["max_position_embeddings"],
+        "tokenizer_class": "BertTokenizer",
+    }
+
+
+def test_a_cased_vocabulary_converts_as_cased(converted, tmp_path):
+    # A cased model came back lower-cased (no tokenizer_config.json).
+    from modeling import sentence_models
+
+    cased = tmp_path / "cased"
+    shutil.copytree(converted, cased)
+    vocab = cased / "vocab.txt"
+    vocab.write_text(vocab.read_text().replace("\nthe\n", "\nThe\n", 1))
+    convert.original_to_hf(cased, tmp_path / "hf")
+    assert sentence_models._tokenizer_lower_case(tmp_path / "hf") is False
+
+
+def test_weights_of_more_layers_than_the_config_are_refused(
+    converted, minilm_dir, tmp_path
+):
+    # A config of 4 layers on 6 layers' weights converted the first 4
+    # silently, or wrote all 6 under a config of 4.
+    fewer = tmp_path / "fewer"
+    shutil.copytree(converted, fewer)
+    config = json.loads((fewer / "bert_config.json").read_text())
+    (fewer / "bert_config.json").write_text(
+        json.dumps(dict(config, num_hidden_layers=4))
+    )
+    message = "encoder layers 4..5, beyond the config's num_hidden_layers=4"
+    with pytest.raises(ValueError, match=message):
+        convert.original_to_hf(fewer, tmp_path / "hf")
+    hf = tmp_path / "hf_fewer"
+    shutil.copytree(minilm_dir, hf)
+    config = json.loads((hf / "config.json").read_text())
+    (hf / "config.json").write_text(
+        json.dumps(dict(config, num_hidden_layers=4))
+    )
+    with pytest.raises(ValueError, match=message):
+        convert.hf_to_original(hf, tmp_path / "orig")
 
 
 def test_pretraining_heads_convert_both_ways(golden_dir, tmp_path, caplog):
@@ -322,3 +365,18 @@ def test_gelu_fast_is_the_tanh_gelu():
         {"vocab_size": 10, "hidden_act": "gelu_fast"}
     )
     assert config.hidden_act == "gelu"
+
+
+def test_loading_into_fewer_layers_is_warned_of(converted, caplog):
+    # The first layers load, as the original's assignment map loaded them;
+    # a config of too few layers was not said.
+    config = config_lib.BertConfig.from_json_file(
+        converted / "bert_config.json"
+    )
+    config.num_hidden_layers = 4
+    model = encoder.BertModel(config)
+    with caplog.at_level("WARNING"):
+        checkpoints.load_weights(model, converted)
+    assert "has encoder layers 4..5 that the model (4 layers) lacks" in (
+        caplog.text
+    )

@@ -766,6 +766,14 @@ for exporting in (m, e):
         exporting.export_for_serving(sys.argv[3] + "_export")
     except ValueError as error:
         refused.append(str(error))
+windows = text_classifier.BertTextClassifier.from_checkpoint(
+    sys.argv[3], sequence_length=16, long_inputs="chunks"
+)
+for run in (windows.fit, windows.evaluate):
+    try:
+        run(texts, [0, 1, 0], batch_size=1)
+    except ValueError as error:
+        refused.append(str(error))
 print(json.dumps({
     "backend": keras.backend.backend(),
     "predict": m.predict(texts, verbose=0).tolist(),
@@ -804,12 +812,18 @@ def test_predict_and_encode_on_the_jax_backend(tiny_release, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["backend"] == "jax"
-    # A TensorFlow SavedModel: one line (was a JAX tracing traceback).
-    assert len(got["refused"]) == 2
+    # A TensorFlow SavedModel: one line (was a JAX tracing traceback);
+    # windows combined by TensorFlow's ops: one line (was "Unable to
+    # automatically build the model").
+    assert len(got["refused"]) == 4
     assert all(
         m.startswith("export_for_serving writes a TensorFlow SavedModel")
-        for m in got["refused"]
+        for m in got["refused"][:2]
     )
+    assert got["refused"][2].startswith(
+        "fit with long_inputs='chunks' runs on the TensorFlow backend only"
+    )
+    assert got["refused"][3].startswith("evaluate with long_inputs='chunks'")
     tolerance.assert_float32_close(
         np.array(got["predict"]), model.predict(texts, verbose=0)
     )

@@ -306,3 +306,50 @@ def test_a_failed_rewrite_of_a_prefix_leaves_the_old_checkpoint(
         "model.ckpt-0.data-00000-of-00001",
         "model.ckpt-0.index",
     ]
+
+
+def _entry(dtype, shape, offset, size):
+    """A hand-made index entry (BundleEntryProto): a hostile file's."""
+    dims = b"".join(
+        tensor_bundle._message_field(2, tensor_bundle._int_field(1, x))
+        for x in shape
+    )
+    return (
+        tensor_bundle._int_field(1, dtype)
+        + tensor_bundle._message_field(2, dims)
+        + tensor_bundle._int_field(4, offset)
+        + tensor_bundle._int_field(5, size)
+        + b"\x35"
+        + struct.pack("<I", 0)
+    )
+
+
+def _hand_made(prefix, entries):
+    (prefix.parent / (prefix.name + DATA)).write_bytes(b"\0" * 16)
+    (prefix.parent / (prefix.name + ".index")).write_bytes(
+        tensor_bundle._build_table(entries)
+    )
+
+
+def test_a_lying_index_is_one_line_not_a_crash(tmp_path):
+    """An index claiming a 4 TiB tensor (its shape and size agreeing) was
+    read with f.read(4 TiB): MemoryError. A field of another wire type (a
+    number where the shape's message goes): TypeError, the file unnamed."""
+    header = (b"", tensor_bundle._HEADER)
+    huge = tmp_path / "huge"
+    _hand_made(
+        huge, [header, (b"w", _entry(1, [1 << 20, 1 << 20], 0, 1 << 42))]
+    )
+    assert _one_line_error(huge, "w").startswith(
+        f"{huge}{DATA} is truncated: tensor 'w' needs {1 << 42} bytes at "
+        "offset 0, the file has 16 there"
+    )
+    odd = tmp_path / "odd"
+    shape_as_number = tensor_bundle._int_field(1, 1) + tensor_bundle._int_field(
+        2, 5
+    )
+    _hand_made(odd, [header, (b"w", shape_as_number)])
+    assert _one_line_error(odd).startswith(
+        f"{odd}.index is not a readable checkpoint index (truncated or "
+        "corrupt): "
+    )

@@ -416,12 +416,28 @@ def test_convert_refuses_an_output_dir_that_is_a_file(tmp_path, capsys):
     assert script_runner.folder_digests(user) == before
 
 
+def _pretraining_record(value=1):
+    """A serialized tf.train.Example with create_pretraining_data's seven
+    features: what counts as its output (records.written_here)."""
+    from modeling.data import feature_names
+
+    feature = {
+        name: tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+        for name in feature_names.PRETRAINING_FEATURES
+    }
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    return example.SerializeToString()
+
+
+RECORD = tfrecord_io.frame(_pretraining_record())
+
+
 def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
     """create_pretraining_data's per-shard output removes an earlier run's
     shard files (of any count: all go before the new ones are renamed in),
     never a folder of such a name."""
     old = tmp_path / "out.tfrecord-00000-of-00002"
-    old.write_bytes(tfrecord_io.frame(b"record"))
+    old.write_bytes(RECORD)
     user = _user_folder(tmp_path / "out.tfrecord-00001-of-00002")
     # A text file of a shard's name (a corpus split so) is not one; an
     # empty one (a shard without instances) is.
@@ -430,7 +446,7 @@ def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
     empty.write_bytes(b"")
     shards = records.ShardRecordFiles(str(tmp_path / "out.tfrecord"))
     same = tmp_path / "out.tfrecord-00000-of-00003"
-    same.write_bytes(tfrecord_io.frame(b"record"))
+    same.write_bytes(RECORD)
     assert shards.stale_files(3) == [str(old), str(same), str(empty)]
     same.unlink()
     empty.unlink()
@@ -440,7 +456,7 @@ def test_only_shard_files_of_an_earlier_run_are_stale(tmp_path):
     # original's) is never removed: the run is refused before it starts
     # (test_a_shard_run_beside_a_file_of_its_name_is_refused).
     single = tmp_path / "out.tfrecord"
-    single.write_bytes(tfrecord_io.frame(b"record"))
+    single.write_bytes(RECORD)
     assert shards.stale_files(3) == [str(old)]
 
 
@@ -451,10 +467,10 @@ def test_a_shard_run_beside_a_file_of_its_name_is_refused(tmp_path):
     from modeling.pretraining_data import shards as shards_lib
 
     single = tmp_path / "out.tfrecord"
-    single.write_bytes(tfrecord_io.frame(b"record"))
+    single.write_bytes(RECORD)
     with pytest.raises(errors.UserError, match="a file of that name is there"):
         shards_lib.check_output_files([str(single)])
-    assert single.read_bytes() == tfrecord_io.frame(b"record")
+    assert single.read_bytes() == RECORD
 
 
 def test_a_single_file_run_beside_shards_of_its_name_is_refused(tmp_path):
@@ -466,7 +482,7 @@ def test_a_single_file_run_beside_shards_of_its_name_is_refused(tmp_path):
 
     old = [tmp_path / f"out.tfrecord-0000{i}-of-00002" for i in range(2)]
     for path in old:
-        path.write_bytes(tfrecord_io.frame(b"record"))
+        path.write_bytes(RECORD)
     final = str(tmp_path / "out.tfrecord")
     with pytest.raises(ValueError, match="2 shard files of that name"):
         shards_lib.check_output_files([final], single_files=True)
@@ -503,7 +519,7 @@ def test_an_interrupted_publish_never_mixes_two_runs(tmp_path, monkeypatch):
     names = [records.ShardRecordFiles.name(prefix, i, 2) for i in range(2)]
     for name in names:
         with open(name, "wb") as f:
-            f.write(tfrecord_io.frame(b"old"))
+            f.write(tfrecord_io.frame(_pretraining_record(7)))
     renames = []
     real = file_io.publish
 

@@ -324,6 +324,14 @@ def read_bytes(path, offset=0, size=None):
     else:
         opened = open(path, "rb")  # noqa: SIM115 (closed below)
     with opened as f:
+        if size is not None:
+            # No more than the file holds: a size from a corrupt or hostile
+            # header (a checkpoint index claiming terabytes) would otherwise
+            # be allocated before the read finds the file's end.
+            length = (
+                f.size() if is_remote(path) else os.fstat(f.fileno()).st_size
+            )
+            size = max(0, min(size, length - offset))
         if offset:
             f.seek(offset)
         return f.read(-1 if size is None else size)
