@@ -44,10 +44,10 @@ import sys
 import numpy as np
 
 from modeling import checkpoints
-from modeling.text import vocabulary
 from modeling import config as config_lib
 from modeling import errors
 from modeling.data import file_io
+from modeling.text import vocabulary
 
 _LOG = logging.getLogger(__name__)
 
