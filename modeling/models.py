@@ -408,7 +408,8 @@ def float32_twin(model):
     exports serve, whatever precision trained the model, as export_hub.py's
     encoder: bfloat16 would round the outputs to 2-3 digits, and on a CPU
     without bfloat16 units run slower than float32."""
-    if model.dtype_policy.compute_dtype == "float32":
+    policy = getattr(model, "dtype_policy", None)  # None: a plain function.
+    if policy is None or policy.compute_dtype == "float32":
         return model
     twin = type(model).from_config(
         dict(model.get_config(), dtype_policy="float32")
