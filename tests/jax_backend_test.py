@@ -73,13 +73,13 @@ def test_golden_outputs_under_jax(golden_dir, jax_results):
 def test_three_steps_under_jax_equal_the_originals(golden_dir, jax_results):
     """3 updates of the original optimizer through the JAX step: the losses,
     every weight, adam_m, adam_v and global_step of the original's
-    checkpoint, within 1e-5 (as the TensorFlow optimizer's test).
+    checkpoint, to float32 rounding (as the TensorFlow optimizer's test).
 
     The pre-training decoder is tied to the word embeddings, so their
     gradient is dense in the original too (the gathered rows' clip count,
     modeling/row_gradients.py, is held by tests/jax_scripts_test.py's
     fine-tuning run). A wrong clip or a wrong formula moves the weights by
-    the learning rate (1e-2), far past 1e-5."""
+    about the learning rate (1e-2)."""
     got = dict(jax_results["three_steps"])
     steps = json.loads(
         (golden_dir / "tiny_after_3_steps" / "steps.json").read_text()
@@ -90,12 +90,10 @@ def test_three_steps_under_jax_equal_the_originals(golden_dir, jax_results):
     golden = checkpoints.read_checkpoint(
         golden_dir / "tiny_after_3_steps" / "model.ckpt-3"
     )
-    assert set(got) == set(golden)
-    assert int(got["global_step"]) == int(golden["global_step"]) == 3
-    for name in sorted(set(golden) - {"global_step"}):
-        np.testing.assert_allclose(
-            got[name], golden[name], rtol=0, atol=1e-5, err_msg=name
-        )
+    # As the TensorFlow optimizer's test (tests/optimization_test.py).
+    tolerance.assert_checkpoints_close(
+        got, golden, 1e-4, "the original's 3 steps under JAX", 1e-2
+    )
 
 
 # The worker's learning rate: the scale below which a weight's difference is

@@ -196,10 +196,10 @@ def test_three_steps_reproduce_the_original_optimizer(golden_dir):
     assert names == set(ours)  # every weight, adam_m, adam_v, global_step
     assert int(ours["global_step"].numpy()) == golden.get_tensor("global_step")
     # Adam's slots on their own scale (adam_v is at most 3.4e-5 here: an
-    # absolute 1e-5 could not fail), each weight on its magnitude's. 1e-4:
+    # absolute 1e-5 could not fail), each weight on its magnitude's and on
+    # what Adam's m / sqrt(v) amplifies of its gradient's rounding. 1e-4:
     # three updates at learning rate 1e-2 from gradients computed on
-    # another machine; Adam's m / sqrt(v) amplifies the rounding of a
-    # near-zero gradient (seen: 1.5e-5 of a kernel's magnitude).
+    # another machine, by another program.
     tolerance.assert_checkpoints_close(
         {name: np.asarray(v) for name, v in ours.items()},
         {name: golden.get_tensor(name) for name in names},
