@@ -265,6 +265,10 @@ def test_two_processes_train_as_one_and_stop_together(runs, tmp_path):
     )
 
 
+# Slow (~50 s on a slow 2-vCPU VM: two processes start and restore): a
+# multi-host failure mode; test_two_processes_train_as_one_and_stop_together
+# keeps two processes in the default run.
+@pytest.mark.slow
 def test_processes_resuming_different_steps_are_refused(runs, tmp_path):
     """Each process resumes from its --output_dir's newest checkpoint: an
     output_dir on each host (not shared storage) gave process 0 step 8 and
@@ -287,6 +291,8 @@ def test_processes_resuming_different_steps_are_refused(runs, tmp_path):
     assert not (resumed / "eval_results.txt").exists()
 
 
+# Slow (~40 s on a slow 2-vCPU VM), as the test above.
+@pytest.mark.slow
 def test_a_lost_process_ends_the_others_at_once(runs, tmp_path):
     """Process 1 is killed (SIGKILL: a crashed host) mid-training. Process 0
     fails in its next step's exchange with it and exits at once with the

@@ -718,6 +718,8 @@ def test_bad_labels_and_inputs_are_one_line_errors(tiny_release):
         multi.fit(texts, [1] * 8, batch_size=4, verbose=0)
 
 
+# Slow (~35 s on a slow 2-vCPU VM: three fits, two traces).
+@pytest.mark.slow
 def test_a_second_fit_after_the_schedule_ended_is_refused(tiny_release):
     """fit plans the original's schedule (decay to 0 at its last step): a
     second fit trained at learning rate 0, silently."""

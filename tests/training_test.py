@@ -110,7 +110,15 @@ def test_resume_gives_the_same_final_checkpoint(data, full_run, tmp_path):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"gradient_accumulation_steps": 2, "gradient_checkpointing": True}],
+    [
+        {},
+        # Slow (~30 s on a slow 2-vCPU VM); accumulation and checkpointing
+        # each have default tests against the plain step.
+        pytest.param(
+            {"gradient_accumulation_steps": 2, "gradient_checkpointing": True},
+            marks=pytest.mark.slow,
+        ),
+    ],
 )
 def test_resume_with_dropout_draws_the_uninterrupted_runs_masks(
     tmp_path, overrides
