@@ -78,9 +78,7 @@ ADAM_BETA_2 = 0.999
 ADAM_EPSILON = 1e-6
 
 
-def adam_update_atol(
-    adam_v, steps, learning_rate, rel=FLOAT32_REL, scale_v=None
-):
+def adam_update_atol(adam_v, steps, learning_rate, rel=FLOAT32_REL):
     """Per element: how far `steps` Adam updates can move a weight when its
     gradients carry float32 rounding of rel * (the largest gradient).
 
@@ -90,14 +88,12 @@ def adam_update_atol(
     of sums of the large ones up to 1e6-fold; its update is then decided by
     rounding, not by the formula (at most 2 x learning_rate per step apart:
     the update's magnitude is at most about 1). The rounding is that of the
-    weight's own largest gradient (scale_v: the largest of its adam_v by
-    default; v >= (1 - beta_2) g^2 after any step with gradient g): the
-    terms its gradients sum.
+    weight's own largest gradient, the terms its gradients sum, read from
+    its largest adam_v: v >= (1 - beta_2) g^2 after any step with gradient
+    g.
     """
     adam_v = np.asarray(adam_v, dtype=np.float64)
-    if scale_v is None:
-        scale_v = magnitude(adam_v)
-    gradient = np.sqrt(scale_v / (1 - ADAM_BETA_2))
+    gradient = np.sqrt(magnitude(adam_v) / (1 - ADAM_BETA_2))
     per_step = rel * gradient / (np.sqrt(adam_v) + ADAM_EPSILON)
     return steps * learning_rate * np.minimum(per_step, 2.0)
 
@@ -111,10 +107,10 @@ def assert_checkpoints_close(actual, desired, rel, what, learning_rate):
     that two computations do not share. A weight with Adam slots also
     within what its updates amplify of the gradients' rounding
     (adam_update_atol; seen: 1e-5 on an element whose sqrt(v) is 1e-3,
-    the kernel's largest 4e-3). Each Adam slot within rel of the largest of its
-    kind: the gradients' scale (Adam's update m / sqrt(v) does not change
-    with the gradients' scale; its slots do, so a gradient summed where it
-    is averaged shows there).
+    the kernel's largest 4e-3). Each Adam slot within rel of the largest of
+    its kind: the gradients' scale (Adam's update m / sqrt(v) does not
+    change with the gradients' scale; its slots do, so a gradient summed
+    where it is averaged shows there).
 
     learning_rate: the largest the run used (an upper bound per step).
     """
