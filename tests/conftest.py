@@ -28,11 +28,17 @@ os.environ.setdefault(
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# XLA's CPU code generated without LLVM's optimizations, for every process
-# of the run (JAX's programs, TensorFlow's jit_compile): the same HLO
-# programs in the same operation order, so the same numbers, compiled in
-# about 3/4 of the time; the tests compare numbers, not code speed.
-os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# XLA's CPU code generated without LLVM's optimizations, and each fusion
+# by XLA's older, direct LLVM emitters instead of its MLIR ones, for every
+# process of the run (JAX's programs, TensorFlow's jit_compile): the same
+# HLO programs, compiled in about 3/4 of the time by each flag (2-vCPU VM,
+# 2026-11-28: tests/jax_worker.py's jobs took 119 s with the first flag,
+# 91 s with both); the tests compare numbers to float32 tolerances, not
+# code speed.
+os.environ.setdefault(
+    "XLA_FLAGS",
+    "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false",
+)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # scripts/test.sh runs one pytest worker per core: each worker's
     # TensorFlow (and oneDNN) computes on its share of the cores, so the
