@@ -427,6 +427,10 @@ class SentencePooling(keras.layers.Layer):
             )
         self.mode = mode
         self.normalize = normalize
+        # No weights (as Keras's own Dropout): the model is whole once its
+        # other layers are, and fit can build the optimizer before tracing
+        # (models.OptimizerBuiltFirst).
+        self.built = True
 
     def call(self, sequence_output, input_mask):
         x = ops.cast(sequence_output, "float32")

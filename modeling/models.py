@@ -36,7 +36,30 @@ def saved_policy(policy):
         keras.config.set_dtype_policy(previous)
 
 
-class _TaskModel(keras.Model):
+class OptimizerBuiltFirst(keras.Model):
+    """A keras.Model whose `fit` builds the optimizer's slots before the
+    train step is traced. Keras's TensorFlow trainer (without a
+    distribution strategy) leaves them to the step's first trace, and a
+    tf.function that creates variables is traced twice, once creating
+    them and once using them: every fit traced the whole BERT train step
+    twice (a quarter of a small model's fit, tests/models_test.py). Built
+    here as Keras builds it under a strategy; a model whose layers are
+    not all built yet is left to Keras."""
+
+    def make_train_function(self, force=False):
+        optimizer = getattr(self, "optimizer", None)
+        if (
+            optimizer is not None
+            and not optimizer.built
+            and all(layer.built for layer in self._flatten_layers())
+        ):
+            strategy = getattr(self, "distribute_strategy", None)
+            with strategy.scope() if strategy else contextlib.nullcontext():
+                optimizer.build(self.trainable_variables)
+        return super().make_train_function(force)
+
+
+class _TaskModel(OptimizerBuiltFirst):
     """What every task model shares: its config holds the BertConfig as a
     dict (get_config), rebuilt here; `from_checkpoint` builds one from an
     original-format checkpoint."""

@@ -17,6 +17,7 @@ import pytest
 import script_runner
 import tensorflow as tf
 import tolerance
+import training_helpers as helpers
 from constants import TINY_CONFIG
 from constants import TINY_VOCAB
 
@@ -883,10 +884,15 @@ def test_keras_fit_bad_input(tmp_path):
     # UTF-8 bytes and string tensors, as encode takes them (they were
     # "empty").
     model.compile(learning_rate=1e-3)
-    history = model.fit(
-        ([b"a b", b"c d"], tf.constant(["a", "b"])), batch_size=2, verbose=0
-    )
+    with helpers.variables_made_while_tracing() as made:
+        history = model.fit(
+            ([b"a b", b"c d"], tf.constant(["a", "b"])),
+            batch_size=2,
+            verbose=0,
+        )
     assert len(history.history["loss"]) == 1
+    # The slots were made before the train step's one trace.
+    assert made == []
 
 
 def test_vectors_ids_and_description_are_published_as_one(

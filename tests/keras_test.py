@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tolerance
+import training_helpers as helpers
 
 from modeling import checkpoints
 from modeling import config as config_lib
@@ -342,12 +343,15 @@ def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
     dataset = tf.data.Dataset.from_tensor_slices(
         (_texts(_PAIRS), _LABELS)
     ).batch(4)
-    history = model.fit(
-        dataset,
-        epochs=2,
-        validation_data=(_texts(_PAIRS[:3]), _LABELS[:3]),
-        verbose=0,
-    )
+    with helpers.variables_made_while_tracing() as made:
+        history = model.fit(
+            dataset,
+            epochs=2,
+            validation_data=(_texts(_PAIRS[:3]), _LABELS[:3]),
+            verbose=0,
+        )
+    # The slots were made before the train step's one trace.
+    assert made == []
     assert len(history.history["loss"]) == 2
     # An unbatched dataset, Keras arguments fit cannot honour: one line.
     with pytest.raises(ValueError, match=r"dataset.batch\(batch_size\) first"):

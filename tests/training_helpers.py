@@ -1,5 +1,6 @@
 """Tiny pre-training records and configs for the training tests."""
 
+import contextlib
 import json
 
 import numpy as np
@@ -67,3 +68,22 @@ def below_clip_norm(loss_fn, factor=0.1):
         return logs
 
     return scaled
+
+
+@contextlib.contextmanager
+def variables_made_while_tracing():
+    """Yields a list that gets the name of each TensorFlow variable made
+    inside a tf.function's trace within the block. A train step that makes
+    its optimizer's slots is traced twice, once making them and once using
+    them (models.OptimizerBuiltFirst)."""
+    import tensorflow as tf
+
+    made = []
+
+    def creator(next_creator, **kwargs):
+        if tf.inside_function():
+            made.append(kwargs.get("name"))
+        return next_creator(**kwargs)
+
+    with tf.variable_creator_scope(creator):
+        yield made
