@@ -429,7 +429,7 @@ class SentencePooling(keras.layers.Layer):
         self.normalize = normalize
         # No weights (as Keras's own Dropout): the model is whole once its
         # other layers are, and fit can build the optimizer before tracing
-        # (models.OptimizerBuiltFirst).
+        # (models._OptimizerBuiltFirst).
         self.built = True
 
     def call(self, sequence_output, input_mask):

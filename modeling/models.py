@@ -36,15 +36,17 @@ def saved_policy(policy):
         keras.config.set_dtype_policy(previous)
 
 
-class OptimizerBuiltFirst(keras.Model):
+class _OptimizerBuiltFirst(keras.Model):
     """A keras.Model whose `fit` builds the optimizer's slots before the
     train step is traced. Keras's TensorFlow trainer (without a
     distribution strategy) leaves them to the step's first trace, and a
     tf.function that creates variables is traced twice, once creating
     them and once using them: every fit traced the whole BERT train step
-    twice (a quarter of a small model's fit, tests/models_test.py). Built
-    here as Keras builds it under a strategy; a model whose layers are
-    not all built yet is left to Keras."""
+    twice (a third of a tiny embedder's fit). Built here as Keras builds
+    it under a strategy; a model whose layers are not all built yet is
+    left to Keras. The base of the task models and of the raw-text models
+    (text_model.TextModel); tests/keras_test.py and embeddings_test.py
+    hold their fits to no variable made while tracing."""
 
     def make_train_function(self, force=False):
         optimizer = getattr(self, "optimizer", None)
@@ -59,7 +61,7 @@ class OptimizerBuiltFirst(keras.Model):
         return super().make_train_function(force)
 
 
-class _TaskModel(OptimizerBuiltFirst):
+class _TaskModel(_OptimizerBuiltFirst):
     """What every task model shares: its config holds the BertConfig as a
     dict (get_config), rebuilt here; `from_checkpoint` builds one from an
     original-format checkpoint."""

@@ -22,7 +22,7 @@ DEFAULT_BATCH_SIZE = 32
 WINDOW_TEXT = "window_text"
 
 
-class TextModel(models.OptimizerBuiltFirst):
+class TextModel(models._OptimizerBuiltFirst):
     """The base of the Keras API on raw text: what BertTextClassifier
     (text_classifier.py) and BertTextEmbedder (text_embedder.py) share: a task model
     (`_INNER` names its attribute) behind a BertPreprocessor, batches cut

@@ -75,7 +75,7 @@ def variables_made_while_tracing():
     """Yields a list that gets the name of each TensorFlow variable made
     inside a tf.function's trace within the block. A train step that makes
     its optimizer's slots is traced twice, once making them and once using
-    them (models.OptimizerBuiltFirst)."""
+    them (models._OptimizerBuiltFirst)."""
     import tensorflow as tf
 
     made = []
