@@ -506,8 +506,8 @@ def write(prefix, tensors):
     """Writes `<prefix>.data-00000-of-00001` and then `<prefix>.index`.
 
     Both files are written under temporary names, synced to disk and
-    renamed into place together (file_io.atomic_writes), the index, which
-    marks a checkpoint present, last. Tensors are converted and written one at a time, in sorted name
+    renamed into place together (file_io.atomic_writes, which syncs them
+    and the folder), the index, which marks a checkpoint present, last. Tensors are converted and written one at a time, in sorted name
     order, so memory holds one tensor's bytes beyond the values given.
 
     Args:
@@ -540,6 +540,3 @@ def write(prefix, tensors):
             offset += len(data)
             del data
         index.write(_build_table(entries))
-        file_io.sync(f)
-        file_io.sync(index)
-    file_io.sync_folder(os.path.dirname(prefix) or ".")

@@ -222,3 +222,33 @@ def _isolated_absl_verbosity():
     absl_logging.set_verbosity(absl_logging.INFO)
     yield
     absl_logging.set_verbosity(verbosity)
+
+
+@pytest.fixture
+def disk_events(monkeypatch):
+    """What the code under test asks of the disk, in order: ("sync", path)
+    for each os.fsync (the path its descriptor is open on), ("rename",
+    source, destination) for each os.replace and ("remove", path) for each
+    shutil.rmtree; paths resolved (os.path.realpath)."""
+    import shutil
+
+    events = []
+    fsync, replace, rmtree = os.fsync, os.replace, shutil.rmtree
+
+    def recorded_fsync(fd):
+        events.append(("sync", os.path.realpath(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def recorded_replace(source, destination):
+        real = os.path.realpath
+        events.append(("rename", real(source), real(destination)))
+        replace(source, destination)
+
+    def recorded_rmtree(path, *args, **kwargs):
+        events.append(("remove", os.path.realpath(path)))
+        rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(os, "replace", recorded_replace)
+    monkeypatch.setattr(shutil, "rmtree", recorded_rmtree)
+    return events

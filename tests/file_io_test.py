@@ -146,6 +146,49 @@ def test_atomic_path_publishes_a_folder(tmp_path):
     assert os.listdir(tmp_path) == ["export"]
 
 
+def _before(events, event):
+    """The events before `event` (its first occurrence)."""
+    return events[: events.index(event)]
+
+
+def test_outputs_are_on_the_disk_before_they_replace_anything(
+    tmp_path, disk_events
+):
+    """Each temporary file is synced before the first rename, and the
+    folder after the last: a power cut then leaves the new files or the
+    old ones, never an empty file under the old name (a file system may
+    put a rename on the disk before the data it names)."""
+    tmp_path = tmp_path.resolve()
+    finals = [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    (tmp_path / "a.txt").write_text("an earlier run's")
+    file_io.write_texts(dict.fromkeys(finals, "new"))
+    renames = [e for e in disk_events if e[0] == "rename"]
+    assert [e[2] for e in renames] == finals
+    synced = {e[1] for e in _before(disk_events, renames[0])}
+    assert {e[1] for e in renames} <= synced
+    assert ("sync", str(tmp_path)) in disk_events[
+        disk_events.index(renames[-1]) :
+    ]
+
+    # A folder (a SavedModel): every file in it, and its folders.
+    disk_events.clear()
+    out = tmp_path / "export"
+    with file_io.atomic_path(str(out)) as temp:
+        os.makedirs(os.path.join(temp, "variables"))
+        for name in ("saved_model.pb", "variables/variables.index"):
+            with open(os.path.join(temp, name), "w") as f:
+                f.write(name)
+    (rename,) = [e for e in disk_events if e[0] == "rename"]
+    temp = rename[1]
+    assert {e[1] for e in _before(disk_events, rename)} == {
+        temp,
+        f"{temp}/variables",
+        f"{temp}/saved_model.pb",
+        f"{temp}/variables/variables.index",
+    }
+    assert disk_events[-1] == ("sync", str(tmp_path))
+
+
 class _FailingClose:
     """A file whose close() fails, as on a full disk."""
 

@@ -308,6 +308,21 @@ def test_a_failed_rewrite_of_a_prefix_leaves_the_old_checkpoint(
     ]
 
 
+def test_a_checkpoint_is_on_the_disk_before_its_index_marks_it(
+    tmp_path, disk_events
+):
+    """Both files synced before either is renamed into place (the index,
+    which marks the checkpoint present, last), then the folder: after a
+    power cut the checkpoint a state file names is whole."""
+    prefix = str(tmp_path.resolve() / "model.ckpt-0")
+    tensor_bundle.write(prefix, {"w": np.arange(3, dtype=np.float32)})
+    renames = [e for e in disk_events if e[0] == "rename"]
+    assert [e[2] for e in renames] == [prefix + DATA, prefix + ".index"]
+    synced = {e[1] for e in disk_events[: disk_events.index(renames[0])]}
+    assert {e[1] for e in renames} <= synced
+    assert disk_events[-1] == ("sync", str(tmp_path.resolve()))
+
+
 def _entry(dtype, shape, offset, size):
     """A hand-made index entry (BundleEntryProto): a hostile file's."""
     dims = b"".join(

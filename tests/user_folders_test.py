@@ -254,6 +254,34 @@ def test_the_earlier_export_goes_only_once_the_new_one_is_in_place(
     assert _leftovers(tmp_path) == [alive]
 
 
+def test_the_new_export_is_on_the_disk_before_the_earlier_one_goes(
+    tmp_path, disk_events
+):
+    """Every file of the new export is synced before the earlier export is
+    renamed aside, and the folder's renames before it is removed: a power
+    cut cannot leave an empty export where a whole one was."""
+    out = tmp_path.resolve() / "export"
+    _export(out, {"task": "old"})
+    disk_events.clear()
+    _export(out, {"task": "new"})
+    assert _info(out) == {"task": "new"}
+    renames = [e for e in disk_events if e[0] == "rename"]
+    aside, new = [e for e in renames if str(out) in (e[1], e[2])]
+    assert aside[1] == str(out) and ".replaced-" in aside[2]
+    assert new[2] == str(out)
+    files = [
+        os.path.relpath(os.path.join(folder, name), out)
+        for folder, _, names in os.walk(out)
+        for name in names
+    ]
+    assert "saved_model.pb" in files and len(files) >= 4
+    synced = {e[1] for e in disk_events[: disk_events.index(aside)]}
+    assert {os.path.join(new[1], f) for f in files} <= synced
+    (removal,) = [e for e in disk_events if e == ("remove", aside[2])]
+    between = disk_events[disk_events.index(new) : disk_events.index(removal)]
+    assert ("sync", str(tmp_path.resolve())) in between
+
+
 def _saved_model_pb(assets):
     """A saved_model.pb whose MetaGraphDef tracks `assets` (AssetFileDef
     file names): all export/folders.py reads of it."""

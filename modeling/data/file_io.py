@@ -21,6 +21,7 @@ up: data generation never loads TensorFlow.
 """
 
 import contextlib
+import errno
 import glob
 import os
 import re
@@ -221,9 +222,15 @@ def atomic_paths(finals, stale=(), follow_links=True):
     _OPEN_TEMPORARIES.update(temps)
     try:
         yield temps
+        # On the disk before they replace anything: a power cut after the
+        # renames must not leave an empty file where the old one was.
+        for temp in temps:
+            sync(temp)
         with errors.sigterm_deferred():
             for temp, final in zip(temps, finals, strict=True):
                 publish(temp, final)
+            for folder in dict.fromkeys(os.path.dirname(f) for f in finals):
+                sync_folder(folder)
             for path in stale:
                 if exists(path):
                     logging.info("Removing %s: an earlier run's", path)
@@ -431,12 +438,42 @@ def chunks(items, size):
         yield chunk
 
 
-def sync(f):
-    """Flushes a local file open for writing to the disk (os.fsync): what
-    must survive a power cut before an older copy is removed."""
-    f.flush()
-    if hasattr(f, "fileno"):
-        os.fsync(f.fileno())
+def sync(path):
+    """Flushes a local file, or every file and folder under a local folder
+    (a SavedModel), to the disk (os.fsync): what must survive a power cut
+    before it replaces an older copy (`atomic_paths`, an export's
+    `folders.publishing`). Nothing for a remote path: an object store has
+    the data when the writer closes.
+
+    Raises:
+      OSError: the disk could not take a file's data (EIO, ENOSPC).
+    """
+    path = os.fspath(path)
+    if is_remote(path):
+        return
+    if os.path.isdir(path) and not os.path.islink(path):
+        for folder, _, names in os.walk(path):
+            for name in names:
+                _fsync(os.path.join(folder, name))
+            sync_folder(folder)
+    else:
+        _fsync(path)
+
+
+def _fsync(path):
+    """os.fsync of a local file by its path (Linux flushes the file's data
+    whatever descriptor wrote it)."""
+    if os.path.islink(path):  # A link's target is not this write's.
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        # A file system without fsync (EINVAL) keeps nothing to flush.
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
 
 
 def sync_folder(folder):
@@ -445,7 +482,7 @@ def sync_folder(folder):
     if is_remote(folder):
         return
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(folder or ".", os.O_RDONLY)
     except OSError:
         return
     try:

@@ -240,6 +240,8 @@ def publishing(export_dir):
     try:
         yield tmp
         check_replaceable(export_dir)
+        # On the disk before the earlier export goes (see file_io.sync).
+        file_io.sync(tmp)
         with errors.sigterm_deferred():
             if file_io.exists(final):
                 if file_io.list_dir(final):
@@ -257,6 +259,7 @@ def publishing(export_dir):
                     file_io.publish(aside, final)
                     aside = None
                 raise
+            file_io.sync_folder(os.path.dirname(final))
             if aside is not None:
                 try:
                     file_io.remove_if_exists(aside)

@@ -420,6 +420,8 @@ class ShardRecordFiles:
                 file_io.publish(
                     self.path(index), self.name(self.prefix, index, count)
                 )
+            # The shards' data was synced when each was written.
+            file_io.sync_folder(os.path.dirname(self.prefix))
         file_io.remove_if_exists(self.work_dir)
 
     def stale_files(self, count):
