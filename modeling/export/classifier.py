@@ -62,11 +62,12 @@ class ClassifierServer(base.Server):
         return self.kind.serving_outputs(logits)
 
     @tf.function(
+        autograph=False,
         input_signature=[
             tf.TensorSpec([None, None], tf.int32, name="input_ids"),
             tf.TensorSpec([None, None], tf.int32, name="input_mask"),
             tf.TensorSpec([None, None], tf.int32, name="segment_ids"),
-        ]
+        ],
     )
     def serve_features(self, input_ids, input_mask, segment_ids):
         """The original's features (as in the TFRecords) -> outputs."""
@@ -106,11 +107,14 @@ class ClassifierServer(base.Server):
         if self.has_text_b:
             text_b = tf.TensorSpec([None], tf.string, name="text_b")
             serve = tf.function(
-                lambda text_a, text_b: self.serve_text(text_a, text_b)
+                lambda text_a, text_b: self.serve_text(text_a, text_b),
+                autograph=False,
             )
             concrete = serve.get_concrete_function(text, text_b)
         else:
-            serve = tf.function(lambda text_a: self.serve_text(text_a))
+            serve = tf.function(
+                lambda text_a: self.serve_text(text_a), autograph=False
+            )
             concrete = serve.get_concrete_function(text)
         return {
             SERVING_DEFAULT: concrete,

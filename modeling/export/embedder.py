@@ -22,7 +22,8 @@ class EmbedderServer(base.Server):
         self.long_inputs = base.cutting(long_inputs)
 
     @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.string, name="text")]
+        input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+        autograph=False,
     )
     def serve_text(self, text):
         if self.long_inputs is None:

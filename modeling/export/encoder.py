@@ -137,18 +137,18 @@ class HubEncoder(tf.train.Checkpoint):
             name=saved_encoder.DO_LOWER_CASE,
         )
 
-        @tf.function
+        @tf.function(autograph=False)
         def call(inputs, training=False):
             return _encoder_outputs(bert(_features(inputs), training=training))
 
         _trace_training_modes(call, _input_specs())
         self.__call__ = call
 
-        @tf.function(input_signature=[_input_specs()])
+        @tf.function(input_signature=[_input_specs()], autograph=False)
         def serve(inputs):
             return _flat(call(inputs, training=False))
 
-        @tf.function(input_signature=[_input_specs()])
+        @tf.function(input_signature=[_input_specs()], autograph=False)
         def train(inputs):
             return _flat(call(inputs, training=True))
 
@@ -180,7 +180,7 @@ def _keyword_signature(function, specs):
     argument per spec (named after it), as signatures must."""
     names = list(specs)
 
-    @tf.function(input_signature=list(specs.values()))
+    @tf.function(input_signature=list(specs.values()), autograph=False)
     def signature(*tensors):
         return function(dict(zip(names, tensors)))
 
@@ -208,7 +208,7 @@ class MaskedLM(tf.train.Checkpoint):
             head.trainable_variables
         )
 
-        @tf.function
+        @tf.function(autograph=False)
         def call(inputs, training=False):
             outputs = bert(_features(inputs), training=training)
             positions = inputs[saved_encoder.MASKED_LM_POSITIONS]
@@ -257,7 +257,9 @@ class HubPreprocessor(tf.Module):
             name=saved_encoder.DO_LOWER_CASE,
         )
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        @tf.function(
+            input_signature=[tf.TensorSpec([None], tf.string)], autograph=False
+        )
         def tokenize(text):
             return tokenizer.tokenize_words(text)
 
@@ -267,7 +269,7 @@ class HubPreprocessor(tf.Module):
         # padding_id, mask_id).
         special = _special_tokens(vocab_file, tokenizer.vocab_size)
 
-        @tf.function(input_signature=[])
+        @tf.function(input_signature=[], autograph=False)
         def get_special_tokens_dict():
             return {k: tf.constant(v, tf.int32) for k, v in special.items()}
 
@@ -289,7 +291,8 @@ class HubPreprocessor(tf.Module):
                 )
 
         @tf.function(
-            input_signature=[tf.TensorSpec([None], tf.string, "sentences")]
+            input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
+            autograph=False,
         )
         def call(sentences):
             packed = _pack(packer, [tokenizer.tokenize(sentences)], seq_length)

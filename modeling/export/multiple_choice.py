@@ -23,7 +23,8 @@ class ChoiceServer(base.Server):
             tf.TensorSpec([None], tf.string, "sent1"),
             tf.TensorSpec([None], tf.string, "sent2"),
             tf.TensorSpec([None, None], tf.string, "endings"),
-        ]
+        ],
+        autograph=False,
     )
     def serve_text(self, sent1, sent2, endings):
         shape = tf.shape(endings)

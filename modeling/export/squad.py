@@ -146,7 +146,8 @@ class SquadServer(base.Server):
         input_signature=[
             tf.TensorSpec([None], tf.string, "question"),
             tf.TensorSpec([None], tf.string, "context"),
-        ]
+        ],
+        autograph=False,
     )
     def serve_text(self, question, context):
         # One context per question: other sizes failed deep in the graph

@@ -53,7 +53,10 @@ class TaggerServer(base.Server):
         self.max_pieces = max_seq_length - 2
         self.labels = tf.constant(list(label_list))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, "text")])
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, "text")],
+        autograph=False,
+    )
     def serve_text(self, text):
         words = in_graph.split_words(text)  # [B, (W)], as str.split().
         pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int32)
