@@ -146,6 +146,48 @@ def _serve(exports, n_best_size, v2):
     return examples, {k: v.numpy() for k, v in out.items()}
 
 
+def test_a_threshold_at_a_questions_own_difference(model, uncased_vocab_file):
+    """--best_null_threshold is one question's null score difference: that
+    question keeps its answer, and just below it gets "". The export
+    decides in float64 as the Python path does: in float32 both thresholds
+    are one number, and the question got the same answer from both."""
+    examples = _examples()
+    questions = tf.constant([e.question_text for e in examples])
+    contexts = tf.constant(
+        [CONTEXTS[int(e.qas_id.split("-")[0])] for e in examples]
+    )
+    _, base = run_squad_test.python_predictions(
+        model, uncased_vocab_file, examples, True
+    )
+    odds = [base.null_odds[e.qas_id] for e in examples]
+    found = [o for e, o in zip(examples, odds) if base.best_non_null[e.qas_id]]
+    assert len(found) >= 4
+    # The difference nearest a float32 number: the one below it rounds to
+    # that number too.
+    at = min(found, key=lambda o: abs(o - float(np.float32(o))))
+    below = np.nextafter(at, -np.inf)
+    assert np.float32(below) == np.float32(at)
+    s = _settings(uncased_vocab_file, 20, True)
+    for threshold in (at, below):
+        server = squad_export.SquadServer(
+            model,
+            s.vocab_file,
+            s.do_lower_case,
+            SEQ,
+            STRIDE,
+            QUERY,
+            20,
+            s.max_answer_length,
+            True,
+            float(threshold),
+        )
+        out = server.serve_text(questions, contexts)
+        want = squad_postprocess.apply_threshold(base, float(threshold))
+        assert [a.decode() for a in out["answer"].numpy()] == [
+            want.answers[e.qas_id] for e in examples
+        ]
+
+
 @pytest.mark.parametrize("v2, n_best", [(False, 20), (True, 20), (False, SEQ)])
 def test_answers_equal_the_python_path(
     model, uncased_vocab_file, exports, v2, n_best

@@ -42,7 +42,10 @@ Python, for the best answer only:
   "empty");
 - SQuAD 2.0 (an export of a --version_2_with_negative run): the null score
   is the least [CLS] start + end logit over the windows, and the answer is
-  "" where null score - best score > null_score_diff_threshold.
+  "" where null score - best start logit - best end logit >
+  null_score_diff_threshold, in float64 as the original's Python floats
+  (a --best_null_threshold is one question's difference: in float32 that
+  question could fall on either side of it).
 
 Where it may differ from run_squad.py's predictions.json: get_final_text
 finds the answer's pieces by the first match of their text in the words'
@@ -302,11 +305,20 @@ class SquadServer(base.Server):
         )
         answer = tf.where(found, answer, "")
 
-        # SQuAD 2.0: the least null score of the question's windows.
+        # SQuAD 2.0: the least null score of the question's windows, and
+        # its difference to the answer's logits, in float64.
+        def f64(logits):
+            return tf.cast(logits, tf.float64)
+
         null = tf.math.unsorted_segment_min(
-            start_logits[:, 0] + end_logits[:, 0], example, batch
+            f64(start_logits[:, 0]) + f64(end_logits[:, 0]), example, batch
         )
-        null_diff = tf.where(found, null - best_score, float("inf"))
+        at_best = tf.stack([best_window, start_pos, end_pos], axis=1)
+        best_start = tf.gather_nd(start_logits, at_best[:, :2])
+        best_end = tf.gather_nd(end_logits, tf.gather(at_best, [0, 2], axis=1))
+        null_diff = tf.where(
+            found, null - f64(best_start) - f64(best_end), float("inf")
+        )
         if self.version_2_with_negative:
             answer = tf.where(
                 null_diff > self.null_score_diff_threshold, "", answer
@@ -314,7 +326,7 @@ class SquadServer(base.Server):
         return {
             "answer": answer,
             "score": best_score,
-            "null_score_diff": null_diff,
+            "null_score_diff": tf.cast(null_diff, tf.float32),
             # The answer's first and last piece among its context's pieces
             # (-1: no answer).
             "start_piece": tf.where(found, first_piece - row_start, -1),
