@@ -368,7 +368,9 @@ class BertTextClassifier(text_model.TextModel):
         )
         if isinstance(x, tf.data.Dataset):
             text_model.check_batched(x, "(texts, labels)")
-            dataset = x.map(self._preprocess_xy, tf.data.AUTOTUNE)
+            dataset = x.map(
+                input_pipeline.as_written(self._preprocess_xy), tf.data.AUTOTUNE
+            )
         else:
             texts, labels = self._examples(x, y)
             num_examples = len(labels)
@@ -385,7 +387,9 @@ class BertTextClassifier(text_model.TextModel):
             else:
                 dataset = dataset.repeat()
             dataset = dataset.batch(batch_size, drop_remainder=True)
-            dataset = dataset.map(self._preprocess_xy, tf.data.AUTOTUNE)
+            dataset = dataset.map(
+                input_pipeline.as_written(self._preprocess_xy), tf.data.AUTOTUNE
+            )
         self._schedule_from_fit(epochs, steps_per_epoch, dataset)
         if validation_data is not None:
             validation_data = self._eval_dataset(
@@ -558,7 +562,9 @@ class BertTextClassifier(text_model.TextModel):
             texts, labels = self._examples(*data)
             dataset = tf.data.Dataset.from_tensor_slices((texts, labels))
             dataset = dataset.batch(batch_size)
-        dataset = dataset.map(self._preprocess_xy, tf.data.AUTOTUNE)
+        dataset = dataset.map(
+            input_pipeline.as_written(self._preprocess_xy), tf.data.AUTOTUNE
+        )
         return input_pipeline.without_autotuning(
             dataset.prefetch(tf.data.AUTOTUNE)
         )

@@ -261,7 +261,9 @@ class BertTextEmbedder(text_model.TextModel):
                 return features
             return features, batch_scores
 
-        dataset = dataset.map(featurize, tf.data.AUTOTUNE)
+        dataset = dataset.map(
+            input_pipeline.as_written(featurize), tf.data.AUTOTUNE
+        )
         self._schedule_from_fit(epochs, steps_per_epoch, dataset)
         # A train step traced before holds the other loss.
         self.train_function = None

@@ -252,3 +252,23 @@ def disk_events(monkeypatch):
     monkeypatch.setattr(os, "replace", recorded_replace)
     monkeypatch.setattr(shutil, "rmtree", recorded_rmtree)
     return events
+
+
+@pytest.fixture
+def autograph_conversions(monkeypatch):
+    """The functions AutoGraph converts during the test (their qualified
+    names, in order): this repository's graphs are traced as written
+    (their control flow explicit), and a conversion re-parses the Python
+    of everything the function calls. AutoGraph runs a function as written
+    when conversion raises, so the conversions are recorded, not refused."""
+    from tensorflow.python.autograph.impl import api as autograph_api
+
+    converted = []
+    convert = autograph_api._convert_actual
+
+    def recorded(entity, program_ctx):
+        converted.append(getattr(entity, "__qualname__", repr(entity)))
+        return convert(entity, program_ctx)
+
+    monkeypatch.setattr(autograph_api, "_convert_actual", recorded)
+    return converted

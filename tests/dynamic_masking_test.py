@@ -67,12 +67,15 @@ def tokenizer():
     return tokenization.FullTokenizer(VOCAB, do_lower_case=True)
 
 
-def test_batches_have_the_records_features(tokenizer):
+def test_batches_have_the_records_features(tokenizer, autograph_conversions):
     """The names, dtypes and shapes of the TFRecord reader's batches; each
     row [CLS] A [SEP] B [SEP] with FullTokenizer's ids: A and B are runs of
-    the corpus's tokens; the masked positions sorted, never a special."""
+    the corpus's tokens; the masked positions sorted, never a special. The
+    pipeline's functions are traced as written (input_pipeline.as_written),
+    not converted by AutoGraph."""
     seq, preds, batch_size = 64, 10, 16
     dataset = _data(seq, preds).dataset(batch_size, True, seed=1)
+    assert autograph_conversions == []
     spec = input_pipeline.pretraining_feature_spec(seq, preds)
     assert sorted(dataset.element_spec) == sorted(spec)
     for name, feature in spec.items():

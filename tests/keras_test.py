@@ -337,7 +337,9 @@ def test_a_mixed_precision_model_loads_as_it_was_saved(tiny_release, tmp_path):
     np.testing.assert_array_equal(loaded.predict(a, verbose=0), want)
 
 
-def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
+def test_text_classifier_fit_save_load_and_export(
+    tiny_release, tmp_path, autograph_conversions
+):
     model = _tiny_classifier(tiny_release, num_labels=2)
     model.compile(learning_rate=1e-3)
     dataset = tf.data.Dataset.from_tensor_slices(
@@ -350,8 +352,10 @@ def test_text_classifier_fit_save_load_and_export(tiny_release, tmp_path):
             validation_data=(_texts(_PAIRS[:3]), _LABELS[:3]),
             verbose=0,
         )
-    # The slots were made before the train step's one trace.
+    # The slots were made before the train step's one trace, and the
+    # texts' pipeline was traced as written (input_pipeline.as_written).
     assert made == []
+    assert autograph_conversions == []
     assert len(history.history["loss"]) == 2
     # An unbatched dataset, Keras arguments fit cannot honour: one line.
     with pytest.raises(ValueError, match=r"dataset.batch\(batch_size\) first"):

@@ -56,6 +56,7 @@ import tensorflow as tf
 from modeling import errors
 from modeling.data import feature_names
 from modeling.data import file_io
+from modeling.data import input_pipeline
 from modeling.pretraining_data import exact
 from modeling.pretraining_data import generation
 from modeling.text import in_graph
@@ -193,8 +194,10 @@ class TextPretrainingData:
         d = d.batch(batch_size, drop_remainder=True)
         d = d.enumerate(start=int(start_batch))
         d = d.map(
-            lambda number, batch: self.mask(
-                batch, _key(seed, _MASK_STREAM, number)
+            input_pipeline.as_written(
+                lambda number, batch: self.mask(
+                    batch, _key(seed, _MASK_STREAM, number)
+                )
             ),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
@@ -214,8 +217,11 @@ class TextPretrainingData:
                     order, _key(seed, _ORDER_STREAM, number)
                 )
             return tf.data.Dataset.from_tensor_slices(order).interleave(
-                lambda index: self._file_instances(
-                    files[index], _key(seed, _INSTANCE_STREAM, number, index)
+                input_pipeline.as_written(
+                    lambda index: self._file_instances(
+                        files[index],
+                        _key(seed, _INSTANCE_STREAM, number, index),
+                    )
                 ),
                 cycle_length=min(CYCLE_LENGTH, num_files),
                 num_parallel_calls=tf.data.AUTOTUNE,
@@ -227,11 +233,13 @@ class TextPretrainingData:
         # Shuffled a window at a time by a stateless permutation, not by
         # Dataset.shuffle, whose order also depends on TensorFlow's global
         # seed: the stream is a function of `seed` alone.
-        d = tf.data.Dataset.counter().flat_map(epoch)
+        d = tf.data.Dataset.counter().flat_map(input_pipeline.as_written(epoch))
         d = d.batch(self.shuffle_buffer).enumerate()
         return d.map(
-            lambda number, window: _permuted(
-                window, _key(seed, _SHUFFLE_STREAM, number)
+            input_pipeline.as_written(
+                lambda number, window: _permuted(
+                    window, _key(seed, _SHUFFLE_STREAM, number)
+                )
             ),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
@@ -241,8 +249,10 @@ class TextPretrainingData:
         """One file's instances, block after block."""
         blocks = self.blocks(tf.data.TextLineDataset(path)).enumerate()
         blocks = blocks.map(
-            lambda number, block: self.block_instances(
-                block, tf.random.experimental.stateless_fold_in(key, number)
+            input_pipeline.as_written(
+                lambda number, block: self.block_instances(
+                    block, tf.random.experimental.stateless_fold_in(key, number)
+                )
             ),
             num_parallel_calls=tf.data.AUTOTUNE,
             deterministic=True,
@@ -257,9 +267,12 @@ class TextPretrainingData:
         # do not continue across files (as in the static scale mode).
         lines = lines.concatenate(tf.data.Dataset.from_tensors(""))
         blocks = lines.batch(self.block_lines).scan(
-            tf.constant([], tf.string), self._whole_documents
+            tf.constant([], tf.string),
+            input_pipeline.as_written(self._whole_documents),
         )
-        return blocks.filter(lambda block: tf.size(block) > 0)
+        return blocks.filter(
+            input_pipeline.as_written(lambda block: tf.size(block) > 0)
+        )
 
     def _whole_documents(self, carry, lines):
         """scan step: emits the lines up to the last blank one and carries

@@ -116,6 +116,15 @@ def serialize_example(features):
 # === Reading ===
 
 
+def as_written(fn):
+    """`fn` for tf.data's map, filter, scan and interleave, traced as
+    written. tf.data otherwise converts it with AutoGraph, which re-parses
+    and rewrites the Python of everything it calls (the in-graph tokenizer,
+    the masking) on every pipeline a run builds. The graphs' control flow
+    here is explicit (tf.cond, tf.while_loop), as in the training step."""
+    return tf.autograph.experimental.do_not_convert(fn)
+
+
 def decode_record(record, spec):
     """Parses one record; int64 features become int32 (TPUs want int32)."""
     example = tf.io.parse_single_example(record, spec)
@@ -547,11 +556,11 @@ def pretraining_dataset(
     if start_batch:
         d = d.skip(int(start_batch) * batch_size)
     d = d.map(
-        lambda record: decode_record(record, spec),
+        as_written(lambda record: decode_record(record, spec)),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
     d = d.batch(batch_size, drop_remainder=True)
     if vocab_size is not None:
-        d = d.map(check_ids)
+        d = d.map(as_written(check_ids))
     return d.prefetch(tf.data.AUTOTUNE)

@@ -106,7 +106,9 @@ class ClassifierTask:
             windowed=self.long_inputs is not None and self.long_inputs.windowed,
         )
         return records.map(
-            lambda record: input_pipeline.decode_record(record, spec),
+            input_pipeline.as_written(
+                lambda record: input_pipeline.decode_record(record, spec)
+            ),
             num_parallel_calls=tf.data.AUTOTUNE,
         )
 
@@ -144,7 +146,11 @@ class ClassifierTask:
             multiple = input_pipeline.padding_multiple(
                 self.settings.max_seq_length, self.settings.run_config.use_xla
             )
-            d = d.map(lambda f: input_pipeline.trim_padding(f, multiple))
+            d = d.map(
+                input_pipeline.as_written(
+                    lambda f: input_pipeline.trim_padding(f, multiple)
+                )
+            )
         return d.prefetch(2)
 
     def predictor(self, model, batch_size):

@@ -199,7 +199,7 @@ def train_dataset(arrays, batch_size, seed, start_step=0, map_batch=None):
     if start_step:
         d = d.skip(start_step)
     if map_batch is not None:
-        d = d.map(map_batch)
+        d = d.map(input_pipeline.as_written(map_batch))
     return d.prefetch(2)
 
 

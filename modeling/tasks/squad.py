@@ -232,7 +232,9 @@ def _decoded(task, records, is_training):
         task.settings.max_seq_length, is_training
     )
     return records.map(
-        lambda record: input_pipeline.decode_record(record, spec),
+        input_pipeline.as_written(
+            lambda record: input_pipeline.decode_record(record, spec)
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
 
