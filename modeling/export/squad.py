@@ -283,13 +283,11 @@ class SquadServer(base.Server):
         best_score = tf.where(found, best_score, -float("inf"))
         best_window = tf.where(found, best_window, 0)
         arg = tf.gather(window_arg, best_window)
-        start_pos, end_pos = arg // width, arg % width
-        first_piece = tf.gather_nd(
-            piece_at, tf.stack([best_window, start_pos], axis=1)
-        )
-        last_piece = tf.gather_nd(
-            piece_at, tf.stack([best_window, end_pos], axis=1)
-        )
+        # The answer's start and end: [window, position] of each question.
+        at_start = tf.stack([best_window, arg // width], axis=1)
+        at_end = tf.stack([best_window, arg % width], axis=1)
+        first_piece = tf.gather_nd(piece_at, at_start)
+        last_piece = tf.gather_nd(piece_at, at_end)
         answer = tf.cond(
             total > 0,
             lambda: self._answer_text(
@@ -313,12 +311,9 @@ class SquadServer(base.Server):
         null = tf.math.unsorted_segment_min(
             f64(start_logits[:, 0]) + f64(end_logits[:, 0]), example, batch
         )
-        at_best = tf.stack([best_window, start_pos, end_pos], axis=1)
-        best_start = tf.gather_nd(start_logits, at_best[:, :2])
-        best_end = tf.gather_nd(end_logits, tf.gather(at_best, [0, 2], axis=1))
-        null_diff = tf.where(
-            found, null - f64(best_start) - f64(best_end), float("inf")
-        )
+        best_start = f64(tf.gather_nd(start_logits, at_start))
+        best_end = f64(tf.gather_nd(end_logits, at_end))
+        null_diff = tf.where(found, null - best_start - best_end, float("inf"))
         if self.version_2_with_negative:
             answer = tf.where(
                 null_diff > self.null_score_diff_threshold, "", answer
