@@ -441,10 +441,14 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
 
 
 class _TracedRules:
-    """The update functions an optimizer traced on TensorFlow, by kind."""
+    """The update functions an optimizer traced on TensorFlow, by kind; a
+    copy of the optimizer starts without them (they are traced again)."""
 
     def __init__(self):
         self.functions = {}
+
+    def __reduce__(self):
+        return _TracedRules, ()
 
 
 def create_optimizer(
