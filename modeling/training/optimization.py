@@ -387,9 +387,10 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
 
         On TensorFlow, one traced function per kind, which every variable's
         update calls: built op by op for each variable, the update was a
-        third of a training step's tracing time (about 30 graph ops a
-        variable, a third of a second per layer of the encoder). The function runs the
-        same ops (TensorFlow inlines it). JAX traces the formula inline.
+        third of a training step's tracing time (about 35 graph ops a
+        variable, a third of a second per layer of the encoder). The
+        function runs the same ops (TensorFlow inlines it). JAX traces the
+        formula inline.
         """
         lamb = self.optimizer_type == "lamb"
         if keras.backend.backend() != "tensorflow":
