@@ -155,6 +155,9 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
         self.name_fn = name_fn
         self.schedule = None
         self.num_train_steps = None
+        # A plain holder: functions (or a dict of them) set as attributes
+        # would be tracked as the optimizer's state and saved with it.
+        self._traced_rules = _TracedRules()
         if num_train_steps is not None:
             self.set_num_train_steps(num_train_steps)
 
@@ -415,14 +418,6 @@ class AdamWeightDecayOptimizer(keras.optimizers.Optimizer):
             )
             self._traced_rules.functions[key] = traced
         return self._traced_rules.functions[key]
-
-    @property
-    def _traced_rules(self):
-        # A plain holder: a function (or a dict of them) set as the
-        # optimizer's attribute would be tracked as its state and saved.
-        if "_rules_holder" not in self.__dict__:
-            self.__dict__["_rules_holder"] = _TracedRules()
-        return self.__dict__["_rules_holder"]
 
     def get_config(self):
         return {
