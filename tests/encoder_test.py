@@ -219,3 +219,75 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(
         )
     with pytest.raises(ValueError, match="no TransformerEncoder"):
         encoder.set_gradient_checkpointing(keras.layers.Dense(2))
+
+
+def test_blocks_traced_once_compute_as_each_block_traced(
+    config, inputs, monkeypatch
+):
+    """Inside a traced function, the blocks are one traced function called
+    with each block's weights and dropout seeds: the outputs, dropout masks
+    included, are bit for bit those of every block built on its own, the
+    gradients within float32 rounding (the backward pass sums a block's
+    gradient terms in another order), the seed generators advance alike,
+    and the traced step holds a call per block, not its operations."""
+    import tensorflow as tf
+
+    config.num_hidden_layers = 4
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
+    keras.utils.set_random_seed(5)
+    model = encoder.BertModel(config)
+    model(inputs)
+    states = [
+        v for v in model.non_trainable_variables if "seed_generator" in v.path
+    ]
+    start = [v.numpy() for v in states]
+
+    def step(training):
+        with tf.GradientTape() as tape:
+            out = model(inputs, training=training)
+            loss = tf.reduce_sum(out["sequence_output"] ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        # The pooler (the last two) is not in this loss.
+        return out["all_encoder_layers"], [
+            tf.convert_to_tensor(g) for g in grads[:-2]
+        ]
+
+    results = {}
+    for shared in (False, True):
+        monkeypatch.setattr(encoder, "SHARED_BLOCK_TRACE", shared)
+        for v, value in zip(states, start):
+            v.assign(value)
+        traced = tf.function(step, autograph=False)
+        ops = {
+            training: len(
+                traced.get_concrete_function(training).graph.get_operations()
+            )
+            for training in (True, False)
+        }
+        results[shared] = (
+            traced(True),
+            traced(False),
+            [v.numpy() for v in states],
+            ops,
+        )
+    (train, infer, after, ops), (train_s, infer_s, after_s, ops_s) = (
+        results[False],
+        results[True],
+    )
+    for got, want in zip(train_s[0] + infer_s[0], train[0] + infer[0]):
+        np.testing.assert_array_equal(got, want)
+    for a, b in zip(after_s, after):
+        np.testing.assert_array_equal(a, b)
+    scale = max(float(tf.reduce_max(tf.abs(g))) for g in train[1])
+    for got, want, v in zip(train_s[1], train[1], model.trainable_variables):
+        tolerance.assert_float32_close(got, want, scale=scale, err_msg=v.path)
+    for training in (True, False):
+        assert ops_s[training] < ops[training] / 2, (training, ops, ops_s)
+    # A block changed on its own (frozen) is built on its own: another
+    # block's weights or trainability are never assumed for it.
+    model.encoder.blocks[2].trainable = False
+    for v, value in zip(states, start):
+        v.assign(value)
+    frozen = tf.function(step, autograph=False)
+    for got, want in zip(frozen(False)[0], infer[0]):
+        np.testing.assert_array_equal(got, want)

@@ -642,8 +642,28 @@ def test_fit_ends_with_run_classifier_weights(both_runs, minilm_small_ckpt):
     assert moved > 1e-5
     slots = model.optimizer.checkpoint_variables()
     assert int(slots.pop("global_step").numpy()) == want["global_step"] == 4
+    # A slot is a sum of gradients, and a gradient a sum of terms that
+    # cancel (a LayerNorm's gamma: over every token; the attention's key
+    # bias: exactly, a softmax ignores a shift of a query's scores), so an
+    # element's rounding scales with the terms, not with it: each kind of
+    # slot is held to the largest of its kind (the updates they make are
+    # held per weight above).
+    kinds = {"adam_m", "adam_v"}
+    scale = {
+        kind: max(
+            tolerance.magnitude(want[name])
+            for name in slots
+            if name.endswith(kind)
+        )
+        for kind in kinds
+    }
     for name, slot in slots.items():
-        tolerance.assert_float32_close(slot.numpy(), want[name], err_msg=name)
+        tolerance.assert_float32_close(
+            slot.numpy(),
+            want[name],
+            scale=scale[name.rsplit("/", 1)[1]],
+            err_msg=name,
+        )
 
 
 def test_fit_gives_run_classifier_dev_metrics(both_runs):
