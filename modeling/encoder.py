@@ -87,11 +87,24 @@ SHARED_BLOCK_TRACE = True
 
 
 def _dropouts(block):
+    """The block's dropout layers that drop anything, in a fixed order."""
     return [
         layer
         for layer in block._flatten_layers()
         if isinstance(layer, layers.Dropout) and layer.rate > 0
     ]
+
+
+def _seeded_call(block, dropouts, seeds, x, input_mask, training):
+    """block(x, input_mask, training), each of `dropouts` using its seed of
+    `seeds` (drawn before: layers.Dropout) instead of drawing one."""
+    for layer, seed in zip(dropouts, seeds, strict=True):
+        layer.set_drawn_seed(seed)
+    try:
+        return block(x, input_mask, training=training)
+    finally:
+        for layer in dropouts:
+            layer.set_drawn_seed(None)
 
 
 def _structure(block):
@@ -165,13 +178,9 @@ class _SharedBlock:
         def run(weights, seeds, x, input_mask):
             mapping = list(zip(variables, weights, strict=True))
             with keras.StatelessScope(state_mapping=mapping):
-                for layer, seed in zip(dropouts, seeds, strict=True):
-                    layer.set_drawn_seed(seed)
-                try:
-                    return template(x, input_mask, training=training)
-                finally:
-                    for layer in dropouts:
-                        layer.set_drawn_seed(None)
+                return _seeded_call(
+                    template, dropouts, seeds, x, input_mask, training
+                )
 
         return tf.function(run, autograph=False)
 
@@ -187,21 +196,11 @@ def _recomputed(block, x, input_mask):
     dropout seeds are drawn once, before, so the rerun drops the same units
     as the first run (layers.Dropout).
     """
-    dropouts = [
-        layer
-        for layer in block._flatten_layers()
-        if isinstance(layer, layers.Dropout) and layer.rate > 0
-    ]
+    dropouts = _dropouts(block)
     seeds = [layer.draw_seed() for layer in dropouts]
 
     def run(h):
-        for layer, seed in zip(dropouts, seeds):
-            layer.set_drawn_seed(seed)
-        try:
-            return block(h, input_mask, training=True)
-        finally:
-            for layer in dropouts:
-                layer.set_drawn_seed(None)
+        return _seeded_call(block, dropouts, seeds, h, input_mask, True)
 
     if keras.backend.backend() == "tensorflow":
         import tensorflow as tf

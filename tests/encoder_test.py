@@ -171,6 +171,20 @@ def test_a_dropout_seed_drawn_ahead_gives_the_plain_mask():
     assert float(np.mean(np.asarray(got) == 0)) > 0.2
 
 
+def _model_with_dropout(config, inputs, seed):
+    """A built BertModel with dropout 0.2; its dropout seed generators'
+    state variables and their values now (to restore before each run)."""
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
+    keras.utils.set_random_seed(seed)
+    model = encoder.BertModel(config)
+    model(inputs)
+    states = [
+        v for v in model.non_trainable_variables if "seed_generator" in v.path
+    ]
+    assert states, "no dropout seed generators found"
+    return model, states, [v.numpy() for v in states]
+
+
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "graph"])
 def test_gradient_checkpointing_gives_the_same_loss_and_gradients(
     config, inputs, compiled
@@ -179,15 +193,7 @@ def test_gradient_checkpointing_gives_the_same_loss_and_gradients(
     dropped, so the loss and every gradient are those of a plain step."""
     import tensorflow as tf
 
-    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
-    keras.utils.set_random_seed(3)
-    model = encoder.BertModel(config)
-    model(inputs)
-    states = [
-        v for v in model.non_trainable_variables if "seed_generator" in v.path
-    ]
-    assert states, "no dropout seed generators found"
-    start = [v.numpy() for v in states]
+    model, states, start = _model_with_dropout(config, inputs, seed=3)
 
     def step():
         with tf.GradientTape() as tape:
@@ -233,14 +239,7 @@ def test_blocks_traced_once_compute_as_each_block_traced(
     import tensorflow as tf
 
     config.num_hidden_layers = 4
-    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.2
-    keras.utils.set_random_seed(5)
-    model = encoder.BertModel(config)
-    model(inputs)
-    states = [
-        v for v in model.non_trainable_variables if "seed_generator" in v.path
-    ]
-    start = [v.numpy() for v in states]
+    model, states, start = _model_with_dropout(config, inputs, seed=5)
 
     def step(training):
         with tf.GradientTape() as tape:
