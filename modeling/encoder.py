@@ -119,7 +119,8 @@ def _structure(block):
 
 
 class _SharedBlock:
-    """The traced function of one block (its first), by `training`: called
+    """The traced function of one block (its first), by `training` and
+    structure: called
     with another block's weights (read as they are stored, the block casts
     them as it would) and dropout seeds (drawn from that block's own
     layers, as a plain call would draw them), it computes that block."""
@@ -154,10 +155,13 @@ class _SharedBlock:
         from keras.src.backend import AutocastScope
 
         template = encoder.blocks[0]
-        function = self._functions.get(training)
+        # By structure too: weights added later (LoRA, quantization) or
+        # another dtype policy get a new function, not a stale one.
+        key = (training, _structure(template))
+        function = self._functions.get(key)
         if function is None:
             function = self._trace(template, training)
-            self._functions[training] = function
+            self._functions[key] = function
         # Read here, as stored (the block's layers cast what they use), and
         # in this replica's context: a variable passed in would be read
         # inside, from the first replica's copy under a MirroredStrategy.
