@@ -120,10 +120,10 @@ def _structure(block):
 
 class _SharedBlock:
     """The traced function of one block (its first), by `training` and
-    structure: called
-    with another block's weights (read as they are stored, the block casts
-    them as it would) and dropout seeds (drawn from that block's own
-    layers, as a plain call would draw them), it computes that block."""
+    structure: called with another block's weights (read as they are
+    stored, the block casts them as it would) and dropout seeds (drawn from
+    that block's own layers, as a plain call would draw them), it computes
+    that block."""
 
     def __init__(self):
         self._functions = {}
