@@ -8,7 +8,7 @@
 #      (scripts/demo_bert_config.json) for DEMO_STEPS steps,
 #   3. prints eval_results.txt (masked-LM and next-sentence accuracy).
 # Outputs go to demo_output/. Re-running resumes from the last checkpoint
-# (delete demo_output/ to start over). About 1.5 minutes on 2 CPU cores.
+# (delete demo_output/ to start over). About 4 minutes on 2 CPU cores.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 OUT="${DEMO_OUTPUT:-demo_output}"
